@@ -1,0 +1,105 @@
+//! The registry of compiled kernels and the loading of their PTX module.
+
+use std::ffi::c_int;
+
+use cust::context::Context;
+use cust::device::{Device, DeviceAttribute};
+use cust::function::Function;
+use cust::module::Module;
+use cust::{CudaApiVersion, CudaFlags};
+use flash_attn_params::{ForwardKernel, FORWARD_KERNELS};
+
+use crate::Error;
+
+/// The PTX of every compiled kernel, built from `kernels-gpu` by this crate's build script.
+pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/flash_attn_kernels.ptx"));
+
+/// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
+const REQUIRED_DRIVER_VERSION: i32 = 11080;
+const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
+
+/// The kernel used when the caller names none: the first entry of the compiled list.
+pub fn default_kernel() -> &'static ForwardKernel {
+    &FORWARD_KERNELS[0]
+}
+
+/// Looks a compiled kernel up by its PTX entry name.
+pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
+    FORWARD_KERNELS
+        .iter()
+        .find(|kernel| kernel.entry == name)
+        .ok_or_else(|| Error::UnknownKernel {
+            name: name.to_owned(),
+        })
+}
+
+/// A CUDA context on one device with the kernels' module loaded.
+pub(crate) struct LoadedKernels {
+    // Field order is drop order: the module must go before the context it lives in.
+    pub(crate) module: Module,
+    pub(crate) device_name: String,
+    // Held, never read: it keeps the primary context retained while the module lives.
+    _context: Context,
+}
+
+impl LoadedKernels {
+    pub(crate) fn load(ordinal: u32) -> Result<Self, Error> {
+        cust::init(CudaFlags::empty()).map_err(Error::NoGpu)?;
+        let device = Device::get_device(ordinal).map_err(Error::NoGpu)?;
+        let name = device.name()?;
+        let compute_capability = (
+            device.get_attribute(DeviceAttribute::ComputeCapabilityMajor)?,
+            device.get_attribute(DeviceAttribute::ComputeCapabilityMinor)?,
+        );
+        if compute_capability < MIN_COMPUTE_CAPABILITY {
+            return Err(Error::UnsupportedDevice {
+                name,
+                compute_capability,
+            });
+        }
+        let driver_version = driver_version()?;
+        if driver_version < REQUIRED_DRIVER_VERSION {
+            return Err(Error::DriverTooOld {
+                driver_version,
+                required_version: REQUIRED_DRIVER_VERSION,
+            });
+        }
+        let context = Context::new(device)?;
+        let module = Module::from_ptx(PTX, &[]).map_err(Error::ModuleLoad)?;
+        for kernel in FORWARD_KERNELS {
+            allow_dynamic_shared_memory(
+                &module.get_function(kernel.entry)?,
+                kernel.tile.smem_bytes(),
+            )?;
+        }
+        Ok(Self {
+            module,
+            device_name: name,
+            _context: context,
+        })
+    }
+}
+
+fn driver_version() -> Result<i32, Error> {
+    let version = CudaApiVersion::get()?;
+    Ok(version.major() * 1000 + version.minor() * 10)
+}
+
+/// Blocks may use more than 48 KiB of dynamic shared memory only after opting in.
+fn allow_dynamic_shared_memory(function: &Function<'_>, bytes: usize) -> Result<(), Error> {
+    // SAFETY: `function` is a live handle from a loaded module; the attribute takes an int.
+    let result = unsafe {
+        cust::sys::cuFuncSetAttribute(
+            function.to_raw(),
+            cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as c_int,
+        )
+    };
+    match result {
+        cust::sys::CUresult::CUDA_SUCCESS => Ok(()),
+        failure => Err(Error::DriverCall {
+            call: "cuFuncSetAttribute",
+            code: failure as u32,
+        }),
+    }
+}

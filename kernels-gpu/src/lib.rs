@@ -1,0 +1,51 @@
+//! FlashAttention forward kernels in `#![no_std]` Rust, compiled by rustc's `nvptx64-nvidia-cuda`
+//! backend to PTX for sm_89.
+//!
+//! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, ...).
+//! - [`smem`]: the swizzled shared-memory tile.
+//! - [`softmax`]: online softmax on accumulator fragments.
+//! - [`forward`]: the main loop, generic over the tile configuration.
+//!
+//! Every configuration in [`flash_attn_params::for_each_forward_kernel!`] becomes one PTX entry.
+#![no_std]
+#![feature(
+    abi_ptx,
+    asm_experimental_arch,
+    stdarch_nvptx,
+    gpu_intrinsics,
+    gpu_launch_sized_workgroup_mem,
+    core_intrinsics
+)]
+#![allow(internal_features)]
+
+pub mod forward;
+pub mod ptx;
+pub mod smem;
+pub mod softmax;
+
+use flash_attn_params::ForwardParams;
+
+macro_rules! forward_kernels {
+    ($(($entry:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {$(
+        /// A forward kernel entry point; see [`forward::forward`] for the launch contract.
+        ///
+        /// # Safety
+        /// As for [`forward::forward`].
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: ForwardParams) {
+            forward::forward::<
+                $block_m, $block_n, $warps, $stages, $head_dim,
+                { $block_m / (16 * $warps) }, { $block_n / 16 }, { $head_dim / 16 },
+            >(&params);
+        }
+    )*};
+}
+flash_attn_params::for_each_forward_kernel!(forward_kernels);
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // Unreachable by construction (no indexing or arithmetic can fail after the const checks);
+    // a trap makes any bug loud instead of a hang.
+    // SAFETY: `trap` aborts the kernel; nothing runs after it.
+    unsafe { core::arch::nvptx::trap() }
+}

@@ -1,0 +1,81 @@
+use core::arch::asm;
+
+/// `cvta.to.shared.u64` + `cvt.u32.u64`: the 32-bit `.shared` window address of a generic
+/// pointer into shared memory, the operand form of `ldmatrix`, `cp.async` and `ld/st.shared`.
+///
+/// # Safety
+/// `pointer` points into this block's shared memory.
+#[inline(always)]
+pub unsafe fn shared_window_address<T>(pointer: *const T) -> u32 {
+    let address: u32;
+    asm!(
+        "{{ .reg .u64 window; cvta.to.shared.u64 window, {1}; cvt.u32.u64 {0}, window; }}",
+        out(reg32) address,
+        in(reg64) pointer,
+        options(nostack, pure, nomem),
+    );
+    address
+}
+
+/// `st.shared.b32`.
+///
+/// # Safety
+/// `address` is a 4-byte-aligned `.shared` address that no other thread accesses concurrently.
+#[inline(always)]
+pub unsafe fn st_shared_b32(address: u32, value: u32) {
+    asm!("st.shared.b32 [{0}], {1};", in(reg32) address, in(reg32) value, options(nostack));
+}
+
+/// `ld.shared.v4.b32`: one 16-byte shared-memory load.
+///
+/// # Safety
+/// `address` is a 16-byte-aligned `.shared` address that no thread writes concurrently.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_b32(address: u32) -> [u32; 4] {
+    let (r0, r1, r2, r3): (u32, u32, u32, u32);
+    asm!(
+        "ld.shared.v4.b32 {{{0}, {1}, {2}, {3}}}, [{4}];",
+        out(reg32) r0,
+        out(reg32) r1,
+        out(reg32) r2,
+        out(reg32) r3,
+        in(reg32) address,
+        options(nostack, readonly),
+    );
+    [r0, r1, r2, r3]
+}
+
+/// `st.global.v4.b32`: one 16-byte global store.
+///
+/// # Safety
+/// `destination` is a 16-byte-aligned global address of 16 writable bytes.
+#[inline(always)]
+pub unsafe fn st_global_v4_b32(destination: *mut u8, value: [u32; 4]) {
+    asm!(
+        "st.global.v4.b32 [{0}], {{{1}, {2}, {3}, {4}}};",
+        in(reg64) destination,
+        in(reg32) value[0],
+        in(reg32) value[1],
+        in(reg32) value[2],
+        in(reg32) value[3],
+        options(nostack),
+    );
+}
+
+/// `bar.sync 0`: a block-wide barrier that also orders shared-memory accesses.
+///
+/// # Safety
+/// Every thread of the block reaches this same barrier.
+#[inline(always)]
+pub unsafe fn bar_sync_0() {
+    asm!("bar.sync 0;", options(nostack));
+}
+
+/// `bar.warp.sync 0xffffffff`: a warp-wide barrier that orders the warp's memory accesses.
+///
+/// # Safety
+/// Every lane of the warp reaches it.
+#[inline(always)]
+pub unsafe fn bar_warp_sync() {
+    asm!("bar.warp.sync 0xffffffff;", options(nostack));
+}

@@ -1,0 +1,47 @@
+use core::arch::asm;
+
+/// `ex2.approx.ftz.f32`: 2^x on the special-function unit; `ex2(-inf) = +0`.
+///
+/// # Safety
+/// No memory or convergence requirement; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn ex2_approx_ftz_f32(x: f32) -> f32 {
+    let y: f32;
+    asm!("ex2.approx.ftz.f32 {0}, {1};", out(reg32) y, in(reg32) x, options(nostack, pure, nomem));
+    y
+}
+
+/// `shfl.sync.bfly.b32` over the full warp: the value of lane `lane ^ lane_mask`.
+///
+/// # Safety
+/// Every lane of the warp executes it together.
+#[inline(always)]
+pub unsafe fn shfl_sync_bfly_f32(value: f32, lane_mask: u32) -> f32 {
+    let result: f32;
+    asm!(
+        "shfl.sync.bfly.b32 {0}, {1}, {2}, 0x1f, 0xffffffff;",
+        out(reg32) result,
+        in(reg32) value,
+        in(reg32) lane_mask,
+        options(nostack, pure, nomem),
+    );
+    result
+}
+
+/// `cvt.rn.f16x2.f32`: packs two f32 into one `f16x2` register, `low` in bits 0..16.
+///
+/// # Safety
+/// No memory or convergence requirement; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn cvt_rn_f16x2_f32(low: f32, high: f32) -> u32 {
+    let packed: u32;
+    // The PTX operand order is (d, a, b) with a -> upper half, b -> lower half.
+    asm!(
+        "cvt.rn.f16x2.f32 {0}, {1}, {2};",
+        out(reg32) packed,
+        in(reg32) high,
+        in(reg32) low,
+        options(nostack, pure, nomem),
+    );
+    packed
+}

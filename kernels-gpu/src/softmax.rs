@@ -1,0 +1,112 @@
+//! Online softmax on MMA accumulator fragments, in f32 and log2 space.
+//!
+//! Each lane holds two rows per m16 tile (rows `g` and `g + 8`, `g = lane / 4`); the four lanes of
+//! a quad share a row, so row reductions are two butterfly shuffles.
+
+use crate::ptx::{ex2_approx_ftz_f32, shfl_sync_bfly_f32};
+
+/// Scores or probabilities of one warp for one key block: `[m_tile][key_step][n8 half]`, each a
+/// 16x8 accumulator fragment (`[f32; 4]`: rows g, g, g+8, g+8).
+pub type ScoreFragments<const M_TILES: usize, const KEY_STEPS: usize> =
+    [[[[f32; 4]; 2]; KEY_STEPS]; M_TILES];
+
+/// The output accumulator of one warp: `[m_tile][dim_step][n8 half]`, 16x8 f32 fragments.
+pub type OutputFragments<const M_TILES: usize, const DIM_STEPS: usize> =
+    [[[[f32; 4]; 2]; DIM_STEPS]; M_TILES];
+
+/// Running row maxima (in raw score units) and partial row sums of one lane: `[m_tile][row half]`.
+pub struct OnlineSoftmax<const M_TILES: usize> {
+    row_max: [[f32; 2]; M_TILES],
+    row_sum: [[f32; 2]; M_TILES],
+}
+
+#[inline(always)]
+unsafe fn quad_max(value: f32) -> f32 {
+    let value = value.max(shfl_sync_bfly_f32(value, 1));
+    value.max(shfl_sync_bfly_f32(value, 2))
+}
+
+#[inline(always)]
+unsafe fn quad_sum(value: f32) -> f32 {
+    let value = value + shfl_sync_bfly_f32(value, 1);
+    value + shfl_sync_bfly_f32(value, 2)
+}
+
+impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
+    #[inline(always)]
+    pub fn new() -> Self {
+        Self {
+            row_max: [[f32::NEG_INFINITY; 2]; M_TILES],
+            row_sum: [[0.0; 2]; M_TILES],
+        }
+    }
+
+    /// Folds one key block into the running softmax: replaces `scores` with unnormalised
+    /// probabilities `2^(s * scale_log2 - max * scale_log2)` and rescales `output` by
+    /// `2^((old_max - new_max) * scale_log2)`.
+    ///
+    /// The row sums stay per lane (no shuffles) until [`Self::inverse_row_sums`].
+    ///
+    /// # Safety
+    /// All lanes of the warp call it together (it shuffles).
+    #[inline(always)]
+    pub unsafe fn update<const KEY_STEPS: usize, const DIM_STEPS: usize>(
+        &mut self,
+        scores: &mut ScoreFragments<M_TILES, KEY_STEPS>,
+        output: &mut OutputFragments<M_TILES, DIM_STEPS>,
+        scale_log2: f32,
+    ) {
+        for m in 0..M_TILES {
+            for half in 0..2 {
+                let mut block_max = self.row_max[m][half];
+                for step in scores[m].iter() {
+                    for tile in step.iter() {
+                        block_max = block_max.max(tile[2 * half]).max(tile[2 * half + 1]);
+                    }
+                }
+                let new_max = quad_max(block_max);
+                let rescale = ex2_approx_ftz_f32((self.row_max[m][half] - new_max) * scale_log2);
+                self.row_max[m][half] = new_max;
+                let max_scaled = new_max * scale_log2;
+
+                let mut block_sum = 0.0;
+                for step in scores[m].iter_mut() {
+                    for tile in step.iter_mut() {
+                        for column in 0..2 {
+                            let score = &mut tile[2 * half + column];
+                            let probability = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
+                                *score,
+                                scale_log2,
+                                -max_scaled,
+                            ));
+                            *score = probability;
+                            block_sum += probability;
+                        }
+                    }
+                }
+                self.row_sum[m][half] = self.row_sum[m][half] * rescale + block_sum;
+                for step in output[m].iter_mut() {
+                    for tile in step.iter_mut() {
+                        tile[2 * half] *= rescale;
+                        tile[2 * half + 1] *= rescale;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `1 / row_sum` for each of this lane's rows, reduced across the quad.
+    ///
+    /// # Safety
+    /// All lanes of the warp call it together (it shuffles).
+    #[inline(always)]
+    pub unsafe fn inverse_row_sums(&self) -> [[f32; 2]; M_TILES] {
+        let mut inverse = [[0.0; 2]; M_TILES];
+        for m in 0..M_TILES {
+            for half in 0..2 {
+                inverse[m][half] = 1.0 / quad_sum(self.row_sum[m][half]);
+            }
+        }
+        inverse
+    }
+}

@@ -1,0 +1,216 @@
+//! What the GPU kernels and the host must agree on, defined once for both targets.
+//!
+//! - [`ForwardParams`]: the `#[repr(C)]` argument every forward kernel takes by value.
+//! - [`TileConfig`]: a tile configuration and everything derived from it (threads, shared-memory
+//!   bytes, copies per thread), validated at compile time.
+//! - [`for_each_forward_kernel!`]: the one list of compiled configurations. The GPU crate expands
+//!   it into PTX entry points and this crate into [`FORWARD_KERNELS`], so the two cannot drift.
+#![no_std]
+
+/// Arguments of a forward kernel, passed by value as one `.param` block.
+///
+/// Tensors are `[batch, heads, seq_len, head_dim]`, contiguous, fp16. Every pointer is a device
+/// address aligned to 16 bytes (the host checks this before launching).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ForwardParams {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    /// Sequence length of queries and keys; a multiple of both `block_m` and `block_n`.
+    pub seq_len: u32,
+    /// `softmax_scale * log2(e)`: scores are exponentiated with `ex2`, so the scale is folded
+    /// into log2 space once on the host.
+    pub scale_log2: f32,
+}
+
+/// The largest dynamic shared memory one block may opt into on sm_89 (99 KiB).
+pub const SM89_MAX_SMEM_PER_BLOCK: usize = 99 * 1024;
+
+/// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
+pub const CHUNK_BYTES: usize = 16;
+
+/// fp16 elements per 16-byte chunk.
+pub const CHUNK_ELEMS: usize = CHUNK_BYTES / 2;
+
+/// The XOR swizzle permutes 16-byte chunks within groups of this many, so rows must hold a
+/// multiple of it (128 bytes, the width of all 32 banks).
+pub const SWIZZLE_CHUNKS: usize = 8;
+
+/// One tile configuration of the forward kernel. Build it with [`TileConfig::new`], which
+/// rejects (at compile time, when used in a `const`) every configuration that cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileConfig {
+    /// Query rows per block.
+    pub block_m: usize,
+    /// Keys per block iteration.
+    pub block_n: usize,
+    pub warps: usize,
+    /// K/V shared-memory buffers in the `cp.async` ring.
+    pub stages: usize,
+    pub head_dim: usize,
+}
+
+impl TileConfig {
+    /// Validates the configuration. In a `const` item a failed check is a compile error whose
+    /// message names the violated limit.
+    pub const fn new(
+        block_m: usize,
+        block_n: usize,
+        warps: usize,
+        stages: usize,
+        head_dim: usize,
+    ) -> Self {
+        let config = TileConfig {
+            block_m,
+            block_n,
+            warps,
+            stages,
+            head_dim,
+        };
+        assert!(warps >= 1 && warps <= 16, "warps must be in 1..=16");
+        assert!(
+            block_m % (16 * warps) == 0,
+            "block_m must be a multiple of 16 * warps: each warp owns whole m16 MMA tiles"
+        );
+        assert!(
+            block_n % 16 == 0,
+            "block_n must be a multiple of 16 (the P.V MMA k-step)"
+        );
+        assert!(
+            head_dim % (CHUNK_ELEMS * SWIZZLE_CHUNKS) == 0,
+            "head_dim must be a multiple of 64: a row must be whole 128-byte swizzle groups"
+        );
+        assert!(
+            stages >= 2 && stages <= 4,
+            "stages must be in 2..=4: the K/V ring overlaps loads with math"
+        );
+        assert!(
+            config.q_chunks() % config.threads() == 0,
+            "the Q tile must split into whole 16-byte chunks per thread"
+        );
+        assert!(
+            config.kv_tile_chunks() % config.threads() == 0,
+            "a K/V tile must split into whole 16-byte chunks per thread"
+        );
+        assert!(
+            config.q_tile_bytes() % 128 == 0 && config.kv_tile_bytes() % 128 == 0,
+            "every shared-memory tile must start 128-byte aligned"
+        );
+        assert!(
+            config.smem_bytes() <= SM89_MAX_SMEM_PER_BLOCK,
+            "shared memory exceeds the sm_89 per-block limit of 99 KiB"
+        );
+        config
+    }
+
+    pub const fn threads(&self) -> usize {
+        self.warps * 32
+    }
+
+    /// Query rows owned by one warp.
+    pub const fn rows_per_warp(&self) -> usize {
+        self.block_m / self.warps
+    }
+
+    /// m16 MMA tiles per warp.
+    pub const fn m_tiles(&self) -> usize {
+        self.rows_per_warp() / 16
+    }
+
+    /// n8 MMA tiles across one row of S (keys of one block).
+    pub const fn s_n_tiles(&self) -> usize {
+        self.block_n / 8
+    }
+
+    /// n8 MMA tiles across one row of O (the head dimension).
+    pub const fn d_tiles(&self) -> usize {
+        self.head_dim / 8
+    }
+
+    pub const fn row_chunks(&self) -> usize {
+        self.head_dim / CHUNK_ELEMS
+    }
+
+    pub const fn q_chunks(&self) -> usize {
+        self.block_m * self.row_chunks()
+    }
+
+    pub const fn kv_tile_chunks(&self) -> usize {
+        self.block_n * self.row_chunks()
+    }
+
+    /// 16-byte `cp.async` copies each thread issues for the Q tile.
+    pub const fn q_copies_per_thread(&self) -> usize {
+        self.q_chunks() / self.threads()
+    }
+
+    /// 16-byte `cp.async` copies each thread issues for one K (or V) tile.
+    pub const fn kv_copies_per_thread(&self) -> usize {
+        self.kv_tile_chunks() / self.threads()
+    }
+
+    pub const fn q_tile_bytes(&self) -> usize {
+        self.block_m * self.head_dim * 2
+    }
+
+    pub const fn kv_tile_bytes(&self) -> usize {
+        self.block_n * self.head_dim * 2
+    }
+
+    /// Byte offset of the K tile of ring slot `stage`; its V tile follows it.
+    pub const fn k_tile_offset(&self, stage: usize) -> usize {
+        self.q_tile_bytes() + stage * 2 * self.kv_tile_bytes()
+    }
+
+    pub const fn v_tile_offset(&self, stage: usize) -> usize {
+        self.k_tile_offset(stage) + self.kv_tile_bytes()
+    }
+
+    /// Dynamic shared memory per block: the Q tile (reused to stage O) plus the K/V ring.
+    pub const fn smem_bytes(&self) -> usize {
+        self.k_tile_offset(self.stages)
+    }
+
+    /// Both sequence-length tiles must divide the sequence length (general lengths come later).
+    pub const fn seq_len_multiple(&self) -> usize {
+        if self.block_m > self.block_n {
+            self.block_m
+        } else {
+            self.block_n
+        }
+    }
+}
+
+/// A compiled forward kernel: its PTX entry point and its tile configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForwardKernel {
+    pub entry: &'static str,
+    pub tile: TileConfig,
+}
+
+/// The one list of compiled forward kernels: `(entry, block_m, block_n, warps, stages, head_dim)`.
+///
+/// `$callback!` receives the whole list once. The first entry is the default kernel.
+#[macro_export]
+macro_rules! for_each_forward_kernel {
+    ($callback:ident) => {
+        $callback! {
+            (flash_fwd_f16_d64_m64_n64_w4_s2, 64, 64, 4, 2, 64),
+            (flash_fwd_f16_d64_m128_n64_w8_s2, 128, 64, 8, 2, 64),
+            (flash_fwd_f16_d64_m64_n64_w4_s3, 64, 64, 4, 3, 64),
+        }
+    };
+}
+
+macro_rules! forward_kernel_table {
+    ($(($entry:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {
+        /// Every compiled forward kernel, in the order of [`for_each_forward_kernel!`].
+        pub const FORWARD_KERNELS: &[ForwardKernel] = &[$(ForwardKernel {
+            entry: stringify!($entry),
+            tile: TileConfig::new($block_m, $block_n, $warps, $stages, $head_dim),
+        }),*];
+    };
+}
+for_each_forward_kernel!(forward_kernel_table);

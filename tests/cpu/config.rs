@@ -1,0 +1,83 @@
+use flash_attn::{
+    default_kernel, kernel_by_name, Error, TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+};
+
+#[test]
+fn entry_names_spell_out_their_tile_configuration() {
+    for kernel in FORWARD_KERNELS {
+        let tile = kernel.tile;
+        let expected = format!(
+            "flash_fwd_f16_d{}_m{}_n{}_w{}_s{}",
+            tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
+        );
+        assert_eq!(kernel.entry, expected);
+    }
+}
+
+#[test]
+fn derived_quantities_of_the_default_tile() {
+    let tile = TileConfig::new(64, 64, 4, 2, 64);
+    assert_eq!(tile.threads(), 128);
+    assert_eq!(tile.m_tiles(), 1);
+    assert_eq!(tile.q_copies_per_thread(), 4);
+    assert_eq!(tile.kv_copies_per_thread(), 4);
+    // Q 8 KiB, then two stages of K and V at 8 KiB each.
+    assert_eq!(tile.k_tile_offset(0), 8192);
+    assert_eq!(tile.v_tile_offset(1), 8192 + 3 * 8192);
+    assert_eq!(tile.smem_bytes(), 40 * 1024);
+}
+
+#[test]
+fn every_exposed_tile_is_aligned_and_fits_sm89() {
+    for kernel in FORWARD_KERNELS {
+        let tile = kernel.tile;
+        assert!(
+            tile.smem_bytes() <= SM89_MAX_SMEM_PER_BLOCK,
+            "{}",
+            kernel.entry
+        );
+        for stage in 0..tile.stages {
+            assert_eq!(tile.k_tile_offset(stage) % 128, 0, "{}", kernel.entry);
+            assert_eq!(tile.v_tile_offset(stage) % 128, 0, "{}", kernel.entry);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "block_m must be a multiple of 16 * warps")]
+fn a_block_m_that_leaves_a_warp_a_partial_tile_is_rejected() {
+    TileConfig::new(48, 64, 2, 2, 64);
+}
+
+#[test]
+#[should_panic(expected = "shared memory exceeds the sm_89 per-block limit")]
+fn a_tile_over_the_shared_memory_limit_is_rejected() {
+    TileConfig::new(128, 256, 8, 4, 128);
+}
+
+#[test]
+#[should_panic(expected = "head_dim must be a multiple of 64")]
+fn a_head_dim_that_breaks_the_swizzle_is_rejected() {
+    TileConfig::new(64, 64, 4, 2, 80);
+}
+
+#[test]
+#[should_panic(expected = "must split into whole 16-byte chunks per thread")]
+fn a_tile_that_does_not_split_into_chunks_per_thread_is_rejected() {
+    // 16 rows x 8 chunks = 128 chunks over 16 warps (512 threads).
+    TileConfig::new(256, 16, 16, 2, 64);
+}
+
+#[test]
+fn kernels_are_found_by_name_and_unknown_names_are_an_error() {
+    assert_eq!(
+        kernel_by_name(default_kernel().entry).unwrap(),
+        default_kernel()
+    );
+    assert_eq!(
+        kernel_by_name("flash_fwd_nope"),
+        Err(Error::UnknownKernel {
+            name: "flash_fwd_nope".into()
+        })
+    );
+}

@@ -1,0 +1,56 @@
+use flash_attn::{ForwardParams, FORWARD_KERNELS, PTX};
+
+#[test]
+fn ptx_targets_sm89() {
+    assert!(
+        PTX.contains("\n.target sm_89\n"),
+        "PTX does not target sm_89"
+    );
+    assert!(PTX.contains("\n.address_size 64\n"));
+}
+
+#[test]
+fn ptx_uses_the_tensor_core_and_async_copy_instructions() {
+    for instruction in [
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+        "cp.async.cg.shared.global",
+        "cp.async.commit_group",
+        "cp.async.wait_group",
+        "ex2.approx.ftz.f32",
+        "st.global.v4.b32",
+    ] {
+        assert!(PTX.contains(instruction), "PTX lacks {instruction}");
+    }
+}
+
+#[test]
+fn every_listed_kernel_is_an_entry_taking_forward_params_by_value() {
+    let size = std::mem::size_of::<ForwardParams>();
+    for kernel in FORWARD_KERNELS {
+        let signature = format!(
+            ".visible .entry {entry}(\n\t.param .align 8 .b8 {entry}_param_0[{size}]\n)",
+            entry = kernel.entry
+        );
+        assert!(
+            PTX.contains(&signature),
+            "no entry {signature:?} in the PTX"
+        );
+    }
+    assert_eq!(
+        PTX.matches(".visible .entry").count(),
+        FORWARD_KERNELS.len()
+    );
+}
+
+#[test]
+fn ptx_calls_no_external_function() {
+    // A bounds check or panic path that survived optimisation would show up as an unresolved
+    // call into core, which the driver rejects at load time.
+    assert!(
+        !PTX.contains(".extern .func"),
+        "the PTX calls an external function"
+    );
+    assert!(!PTX.contains("call.uni"), "the PTX still calls a function");
+}
