@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the GPU bundle: the GPU test and benchmark executables, the timing tool, the PTX, the
+# peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
+# no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bundle=bundle
+rm -rf "$bundle"
+mkdir -p "$bundle"
+
+# Prints the executable path of the artifact named $1 from cargo's JSON messages on stdin.
+executable_of() {
+    python3 -c '
+import json, sys
+name = sys.argv[1]
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message.get("executable") and message["target"]["name"] == name:
+        print(message["executable"])
+' "$1"
+}
+
+gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
+bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
+timing=$(cargo build --release -p flash-attn --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
+
+cp "$gpu_tests" "$bundle/gpu-tests"
+cp "$bench" "$bundle/forward-bench"
+cp "$timing" "$bundle/flash-attn-timing"
+strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing"
+cp target/release/build/flash-attn-*/out/flash_attn_kernels.ptx "$bundle/" 2>/dev/null \
+    || cp "$(ls -t target/*/build/flash-attn-*/out/flash_attn_kernels.ptx | head -n 1)" "$bundle/"
+cp scripts/run-bundle.sh "$bundle/run.sh"
+cp scripts/peer_compare.py "$bundle/"
+git rev-parse --short HEAD > "$bundle/COMMIT" 2>/dev/null || echo unknown > "$bundle/COMMIT"
+du -sh "$bundle"
