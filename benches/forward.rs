@@ -13,7 +13,8 @@ use flash_attn::reference::random_normal_f16;
 use flash_attn::{AttentionShape, Error, FlashAttention, ForwardOptions};
 use half::f16;
 
-const SHAPES: [(usize, usize, usize, usize); 3] = [(4, 8, 512, 64), (16, 16, 512, 64), (32, 16, 512, 64)];
+const SHAPES: [(usize, usize, usize, usize); 3] =
+    [(4, 8, 512, 64), (16, 16, 512, 64), (32, 16, 512, 64)];
 
 fn main() {
     let gpu = match FlashAttention::new() {
@@ -31,8 +32,14 @@ fn main() {
         .configure_from_args();
     let mut group = criterion.benchmark_group("forward_f16");
     for (batch, heads, seq_len, head_dim) in SHAPES {
-        let shape = AttentionShape { batch, heads, seq_len, head_dim };
-        let input = |seed| DeviceBuffer::from_slice(&random_normal_f16(shape.elements(), 0.5, 1.0, seed));
+        let shape = AttentionShape {
+            batch,
+            heads,
+            seq_len,
+            head_dim,
+        };
+        let input =
+            |seed| DeviceBuffer::from_slice(&random_normal_f16(shape.elements(), 0.5, 1.0, seed));
         let (q, k, v) = (input(1).unwrap(), input(2).unwrap(), input(3).unwrap());
         let mut output = DeviceBuffer::from_slice(&vec![f16::ZERO; shape.elements()]).unwrap();
         let options = ForwardOptions::default();
@@ -44,7 +51,8 @@ fn main() {
                 let stop = Event::new(EventFlags::DEFAULT).unwrap();
                 start.record(gpu.stream()).unwrap();
                 for _ in 0..launches {
-                    gpu.forward(&q, &k, &v, &mut output, shape, &options).unwrap();
+                    gpu.forward(&q, &k, &v, &mut output, shape, &options)
+                        .unwrap();
                 }
                 stop.record(gpu.stream()).unwrap();
                 stop.synchronize().unwrap();

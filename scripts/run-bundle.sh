@@ -42,5 +42,7 @@ run_sanitizer memcheck forward::every_kernel_at_the_seed_shape
 
 # 4. Our timings (every kernel), then the peer comparison on the same shapes.
 ./flash-attn-timing --all-kernels --json "$out/ours.json" 2>&1 | tee "$out/timing.log"
-python3 peer_compare.py --ours "$out/ours.json" --out "$out/peers.json" 2>&1 | tee -a "$out/timing.log"
-note "$(tail -n 8 "$out/timing.log")"
+python3 peer_compare.py --ours "$out/ours.json" --out "$out/peers.json" > "$out/peers.log" 2>&1
+cat "$out/peers.log" >> "$out/timing.log"
+rm "$out/peers.log"
+note "$(sed -n '/^B,H,S,D .*causal/,$p' "$out/timing.log")"

@@ -214,7 +214,7 @@ fn validate(
         });
     }
     let multiple = kernel.tile.seq_len_multiple();
-    if shape.seq_len % multiple != 0 {
+    if !shape.seq_len.is_multiple_of(multiple) {
         return Err(Error::SeqLenNotTileMultiple {
             seq_len: shape.seq_len,
             multiple,

@@ -46,7 +46,7 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
     let copies_per_thread = const {
         let chunks = ROWS * SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
         assert!(
-            chunks % (32 * WARPS) == 0,
+            chunks.is_multiple_of(32 * WARPS),
             "a tile must split into whole 16-byte chunks per thread"
         );
         chunks / (32 * WARPS)
@@ -146,7 +146,7 @@ pub unsafe fn forward<
     // q_fragments[m][d]: the 16x16 A fragment of rows warp_row + 16m.., dims 16d...
     let mut q_fragments = [[[0u32; 4]; DIM_STEPS]; M_TILES];
     let mut output: OutputFragments<M_TILES, DIM_STEPS> = [[[[0.0; 4]; 2]; DIM_STEPS]; M_TILES];
-    let mut softmax = OnlineSoftmax::<M_TILES>::new();
+    let mut softmax = OnlineSoftmax::<M_TILES>::default();
 
     for block in 0..key_blocks {
         wait_for_oldest_stage::<STAGES>();

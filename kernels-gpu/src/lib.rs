@@ -17,6 +17,9 @@
     core_intrinsics
 )]
 #![allow(internal_features)]
+// Fragment loops index several arrays with the same MMA tile coordinates (m, n, d); written as
+// index loops they read like the fragment layouts they implement.
+#![allow(clippy::needless_range_loop)]
 
 pub mod forward;
 pub mod ptx;

@@ -23,7 +23,7 @@ impl<const HEAD_DIM: usize> SwizzledTile<HEAD_DIM> {
     pub const ROW_CHUNKS: usize = HEAD_DIM / CHUNK_ELEMS;
 
     const ROWS_ARE_SWIZZLE_GROUPS: () = assert!(
-        HEAD_DIM % (CHUNK_ELEMS * SWIZZLE_CHUNKS) == 0,
+        HEAD_DIM.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS),
         "a swizzled row must be whole 8-chunk groups"
     );
 

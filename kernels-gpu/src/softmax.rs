@@ -32,15 +32,18 @@ unsafe fn quad_sum(value: f32) -> f32 {
     value + shfl_sync_bfly_f32(value, 2)
 }
 
-impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
+impl<const M_TILES: usize> Default for OnlineSoftmax<M_TILES> {
+    /// No keys seen yet: maxima at -inf, sums at 0.
     #[inline(always)]
-    pub fn new() -> Self {
+    fn default() -> Self {
         Self {
             row_max: [[f32::NEG_INFINITY; 2]; M_TILES],
             row_sum: [[0.0; 2]; M_TILES],
         }
     }
+}
 
+impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// Folds one key block into the running softmax: replaces `scores` with unnormalised
     /// probabilities `2^(s * scale_log2 - max * scale_log2)` and rescales `output` by
     /// `2^((old_max - new_max) * scale_log2)`.

@@ -4,7 +4,12 @@ use half::f16;
 use crate::support::{fits, gpu, Problem};
 
 fn shape(batch: usize, heads: usize, seq_len: usize) -> AttentionShape {
-    AttentionShape { batch, heads, seq_len, head_dim: 64 }
+    AttentionShape {
+        batch,
+        heads,
+        seq_len,
+        head_dim: 64,
+    }
 }
 
 /// Runs every kernel that fits each shape; kernels that don't fit must say so.
@@ -17,7 +22,10 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
                 problem.check(&gpu, kernel);
             } else {
                 let error = problem.run(&gpu, kernel).unwrap_err();
-                assert!(matches!(error, Error::SeqLenNotTileMultiple { .. }), "{error}");
+                assert!(
+                    matches!(error, Error::SeqLenNotTileMultiple { .. }),
+                    "{error}"
+                );
             }
         }
     }
@@ -47,7 +55,12 @@ fn every_kernel_for_sequence_lengths_128_to_4096() {
 
 #[test]
 fn every_kernel_for_batch_and_head_variations() {
-    check_every_kernel(&[shape(1, 1, 512), shape(3, 5, 256), shape(16, 16, 128), shape(2, 40, 128)]);
+    check_every_kernel(&[
+        shape(1, 1, 512),
+        shape(3, 5, 256),
+        shape(16, 16, 128),
+        shape(2, 40, 128),
+    ]);
 }
 
 #[test]
@@ -72,7 +85,10 @@ fn repeated_runs_are_bitwise_identical() {
     let problem = Problem::new(shape(4, 8, 512), None);
     let first = problem.run(&gpu, default_kernel()).unwrap();
     for _ in 0..20 {
-        assert!(problem.run(&gpu, default_kernel()).unwrap() == first, "outputs differ between runs");
+        assert!(
+            problem.run(&gpu, default_kernel()).unwrap() == first,
+            "outputs differ between runs"
+        );
     }
 }
 
@@ -81,8 +97,17 @@ fn forward_host_matches_the_device_path() {
     let Some(gpu) = gpu() else { return };
     let problem = Problem::new(shape(2, 4, 256), None);
     let from_host = gpu
-        .forward_host(&problem.q, &problem.k, &problem.v, problem.shape, &ForwardOptions::default())
+        .forward_host(
+            &problem.q,
+            &problem.k,
+            &problem.v,
+            problem.shape,
+            &ForwardOptions::default(),
+        )
         .unwrap();
     let from_device = problem.run(&gpu, default_kernel()).unwrap();
-    assert!(from_host.iter().zip(&from_device).all(|(a, b): (&f16, &f16)| a.to_bits() == b.to_bits()));
+    assert!(from_host
+        .iter()
+        .zip(&from_device)
+        .all(|(a, b): (&f16, &f16)| a.to_bits() == b.to_bits()));
 }

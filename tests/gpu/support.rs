@@ -25,7 +25,10 @@ pub fn gpu() -> Option<FlashAttention> {
 
 /// A fresh seed per call (time-based), or `FLASH_ATTN_SEED` to replay a failure.
 pub fn fresh_seed() -> u64 {
-    if let Some(seed) = std::env::var("FLASH_ATTN_SEED").ok().and_then(|s| s.parse().ok()) {
+    if let Some(seed) = std::env::var("FLASH_ATTN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         return seed;
     }
     let nanos = std::time::SystemTime::now()
@@ -60,18 +63,35 @@ impl Problem {
         let reference = attention(&q, &k, &v, shape, scale, Precision::F64);
         let plain = attention(&q, &k, &v, shape, scale, Precision::PlainF16);
         let plain_f16_error = error_stats(plain, &reference);
-        Self { shape, seed, softmax_scale, q, k, v, reference, plain_f16_error }
+        Self {
+            shape,
+            seed,
+            softmax_scale,
+            q,
+            k,
+            v,
+            reference,
+            plain_f16_error,
+        }
     }
 
     /// Runs `kernel` on poisoned output and returns the output.
-    pub fn run(&self, gpu: &FlashAttention, kernel: &'static ForwardKernel) -> Result<Vec<f16>, Error> {
+    pub fn run(
+        &self,
+        gpu: &FlashAttention,
+        kernel: &'static ForwardKernel,
+    ) -> Result<Vec<f16>, Error> {
         let (q, k, v) = (
             DeviceBuffer::from_slice(&self.q)?,
             DeviceBuffer::from_slice(&self.k)?,
             DeviceBuffer::from_slice(&self.v)?,
         );
-        let mut output = DeviceBuffer::from_slice(&vec![f16::from_bits(POISON); self.shape.elements()])?;
-        let options = ForwardOptions { softmax_scale: Some(self.softmax_scale), kernel: Some(kernel) };
+        let mut output =
+            DeviceBuffer::from_slice(&vec![f16::from_bits(POISON); self.shape.elements()])?;
+        let options = ForwardOptions {
+            softmax_scale: Some(self.softmax_scale),
+            kernel: Some(kernel),
+        };
         gpu.forward(&q, &k, &v, &mut output, self.shape, &options)?;
         gpu.synchronize()?;
         let mut host = vec![f16::ZERO; self.shape.elements()];
@@ -83,7 +103,10 @@ impl Problem {
     /// at most twice the plain-fp16 error plus [`ABSOLUTE_TOLERANCE`].
     pub fn check(&self, gpu: &FlashAttention, kernel: &'static ForwardKernel) -> ErrorStats {
         let output = self.run(gpu, kernel).unwrap_or_else(|error| {
-            panic!("{} on {:?} failed to run: {error}", kernel.entry, self.shape)
+            panic!(
+                "{} on {:?} failed to run: {error}",
+                kernel.entry, self.shape
+            )
         });
         let ours = error_stats(output.iter().map(|x| x.to_f64()), &self.reference);
         let plain = self.plain_f16_error;
@@ -92,8 +115,14 @@ impl Problem {
             kernel.entry, self.shape, self.seed, self.seed
         );
         assert_eq!(ours.non_finite, 0, "non-finite outputs: {context}");
-        assert!(ours.max_abs <= 2.0 * plain.max_abs + ABSOLUTE_TOLERANCE, "max error: {context}");
-        assert!(ours.mean_abs <= 2.0 * plain.mean_abs + ABSOLUTE_TOLERANCE, "mean error: {context}");
+        assert!(
+            ours.max_abs <= 2.0 * plain.max_abs + ABSOLUTE_TOLERANCE,
+            "max error: {context}"
+        );
+        assert!(
+            ours.mean_abs <= 2.0 * plain.mean_abs + ABSOLUTE_TOLERANCE,
+            "mean error: {context}"
+        );
         println!("{context}");
         ours
     }
@@ -101,5 +130,5 @@ impl Problem {
 
 /// Whether `kernel` can run `shape` (its tiles divide the sequence length).
 pub fn fits(kernel: &ForwardKernel, shape: AttentionShape) -> bool {
-    shape.seq_len % kernel.tile.seq_len_multiple() == 0
+    shape.seq_len.is_multiple_of(kernel.tile.seq_len_multiple())
 }

@@ -16,8 +16,12 @@ use flash_attn::{
 use half::f16;
 
 /// The head-dim-64 shapes of the anchor table (non-causal: causal is not supported yet).
-const SHAPES: [(usize, usize, usize, usize); 4] =
-    [(4, 8, 512, 64), (16, 16, 512, 64), (32, 16, 512, 64), (8, 16, 2048, 64)];
+const SHAPES: [(usize, usize, usize, usize); 4] = [
+    (4, 8, 512, 64),
+    (16, 16, 512, 64),
+    (32, 16, 512, 64),
+    (8, 16, 2048, 64),
+];
 const WARMUP_LAUNCHES: usize = 50;
 const REPEATS: usize = 30;
 /// Enough back-to-back launches per repeat that one repeat takes about a millisecond or more.
@@ -29,11 +33,19 @@ struct Measurement {
     times: LaunchTimes,
 }
 
-fn measure(gpu: &FlashAttention, shape: AttentionShape, kernel: &'static ForwardKernel) -> Result<LaunchTimes, Error> {
-    let input = |seed| DeviceBuffer::from_slice(&random_normal_f16(shape.elements(), 0.5, 1.0, seed));
+fn measure(
+    gpu: &FlashAttention,
+    shape: AttentionShape,
+    kernel: &'static ForwardKernel,
+) -> Result<LaunchTimes, Error> {
+    let input =
+        |seed| DeviceBuffer::from_slice(&random_normal_f16(shape.elements(), 0.5, 1.0, seed));
     let (q, k, v) = (input(11)?, input(12)?, input(13)?);
     let mut output = DeviceBuffer::from_slice(&vec![f16::ZERO; shape.elements()])?;
-    let options = ForwardOptions { kernel: Some(kernel), ..ForwardOptions::default() };
+    let options = ForwardOptions {
+        kernel: Some(kernel),
+        ..ForwardOptions::default()
+    };
     // ~1 ms per repeat at 200 TFLOP/s.
     let launches = ((2e8 / shape.flops() * 1e3) as usize).max(MIN_LAUNCHES_PER_REPEAT);
     time_launches(gpu.stream(), WARMUP_LAUNCHES, REPEATS, launches, || {
@@ -78,13 +90,24 @@ fn main() -> Result<(), Error> {
         }
     }
     let gpu = FlashAttention::new()?;
-    let kernels: Vec<&'static ForwardKernel> =
-        if all_kernels { FORWARD_KERNELS.iter().collect() } else { vec![default_kernel()] };
+    let kernels: Vec<&'static ForwardKernel> = if all_kernels {
+        FORWARD_KERNELS.iter().collect()
+    } else {
+        vec![default_kernel()]
+    };
 
-    println!("{:<18} {:<36} {:>10} {:>21} {:>9}", "B,H,S,D", "kernel", "median us", "p10-p90 us", "TFLOP/s");
+    println!(
+        "{:<18} {:<36} {:>10} {:>21} {:>9}",
+        "B,H,S,D", "kernel", "median us", "p10-p90 us", "TFLOP/s"
+    );
     let mut measurements = Vec::new();
     for (batch, heads, seq_len, head_dim) in SHAPES {
-        let shape = AttentionShape { batch, heads, seq_len, head_dim };
+        let shape = AttentionShape {
+            batch,
+            heads,
+            seq_len,
+            head_dim,
+        };
         for &kernel in &kernels {
             let times = measure(&gpu, shape, kernel)?;
             let median = times.median();
@@ -97,7 +120,11 @@ fn main() -> Result<(), Error> {
                 times.quantile(0.9),
                 shape.flops() / (median * 1e-6) / 1e12
             );
-            measurements.push(Measurement { shape, kernel, times });
+            measurements.push(Measurement {
+                shape,
+                kernel,
+                times,
+            });
         }
     }
     if let Some(path) = json_path {

@@ -10,7 +10,6 @@ use core::arch::asm;
 /// of 16 readable bytes, 16-byte aligned, that no thread is writing concurrently.
 #[inline(always)]
 pub unsafe fn ldmatrix_x4(row_address: u32) -> [u32; 4] {
-    let fragment: [u32; 4];
     let (r0, r1, r2, r3): (u32, u32, u32, u32);
     asm!(
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{0}, {1}, {2}, {3}}}, [{4}];",
@@ -21,8 +20,7 @@ pub unsafe fn ldmatrix_x4(row_address: u32) -> [u32; 4] {
         in(reg32) row_address,
         options(nostack, readonly),
     );
-    fragment = [r0, r1, r2, r3];
-    fragment
+    [r0, r1, r2, r3]
 }
 
 /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as [`ldmatrix_x4`], but each matrix is

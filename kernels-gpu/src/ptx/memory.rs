@@ -8,10 +8,12 @@ use core::arch::asm;
 #[inline(always)]
 pub unsafe fn shared_window_address<T>(pointer: *const T) -> u32 {
     let address: u32;
+    // Passed as an integer: the instruction converts the address and touches no memory.
+    let generic = pointer as u64;
     asm!(
         "{{ .reg .u64 window; cvta.to.shared.u64 window, {1}; cvt.u32.u64 {0}, window; }}",
         out(reg32) address,
-        in(reg64) pointer,
+        in(reg64) generic,
         options(nostack, pure, nomem),
     );
     address
