@@ -1,25 +1,32 @@
 //! The FlashAttention-2 forward main loop.
 //!
-//! One block computes `BLOCK_M` query rows of one (batch, head); each warp owns
+//! One block computes `BLOCK_M` query rows of one (batch, query head); each warp owns
 //! `BLOCK_M / WARPS` of them. Per key block of `BLOCK_N` keys:
 //! 1. wait for this block's K/V in the `cp.async` ring, then start the copy of block
 //!    `j + STAGES - 1`, so loads overlap the math of `STAGES - 1` blocks;
 //! 2. `S = Q Kᵀ` with Q fragments held in registers for the whole loop;
-//! 3. online softmax on S in registers;
-//! 4. `O += P V`, with P converted to fp16 in registers as the A operand (no shared-memory trip).
+//! 3. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
+//!    that contain such keys); blocks entirely after the diagonal are never loaded;
+//! 4. online softmax on S in registers;
+//! 5. `O += P V`, with P converted to 16 bits in registers as the A operand (no shared-memory
+//!    trip).
 //!
 //! At the end O is divided by the row sums, staged through the warp's own rows of the (now
-//! unused) Q tile and written with 16-byte stores.
+//! unused) Q tile and written with 16-byte stores; the logsumexp goes out if asked for.
+//!
+//! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
+//! read from or written to global memory.
 
-use core::arch::nvptx::{_block_idx_x, _block_idx_y, _thread_idx_x};
+use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z, _thread_idx_x};
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
-use flash_attn_params::{ForwardParams, TileConfig, CHUNK_ELEMS};
+use flash_attn_params::{ForwardParams, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS};
 
+use crate::element::Element;
 use crate::ptx::{
-    bar_sync_0, bar_warp_sync, cp_async_cg_16, cp_async_commit_group, cp_async_wait_group,
-    cvt_rn_f16x2_f32, ld_shared_v4_b32, ldmatrix_x4, ldmatrix_x4_trans, mma_m16n8k16_f16_f32,
-    shared_window_address, st_global_v4_b32, st_shared_b32,
+    bar_sync_0, bar_warp_sync, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
+    cp_async_wait_group, ld_shared_v4_b32, ldmatrix_x4, ldmatrix_x4_trans, shared_window_address,
+    st_global_v4_b32, st_shared_b32,
 };
 use crate::smem::SwizzledTile;
 use crate::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
@@ -29,33 +36,66 @@ use crate::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 #[repr(C, align(128))]
 struct SharedMemoryBase;
 
-/// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile whose rows are
-/// `HEAD_DIM` elements apart in global memory.
+/// Rows `first_row .. first_row + ROWS` of one (batch, head) slice of a tensor in global memory.
+#[derive(Clone, Copy)]
+struct RowBlock {
+    /// The slice's row 0; 16-byte aligned.
+    base: *const u16,
+    /// Elements between consecutive rows; a multiple of 8.
+    row_stride: usize,
+    first_row: usize,
+    /// Rows that exist in the slice (`seq_len`): later rows are zero-filled, never read.
+    rows: usize,
+}
+
+/// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile.
 ///
 /// # Safety
-/// `source` is 16-byte aligned and points at `ROWS * HEAD_DIM` readable fp16; every thread of
-/// the block calls it with its own `thread`.
+/// `source.base` plus `row * row_stride` is a 16-byte-aligned row of `HEAD_DIM` readable
+/// elements for every `row < source.rows`, and `source.rows >= 1`; every thread of the block
+/// calls it with its own `thread`.
 #[inline(always)]
 unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS: usize>(
     tile: SwizzledTile<HEAD_DIM>,
-    source: *const u16,
+    source: RowBlock,
     thread: usize,
 ) {
-    let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
-    let threads = 32 * WARPS;
-    let copies_per_thread = const {
-        let chunks = ROWS * SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+    // Each thread copies the same chunk column of rows `first + i * rows_per_copy`.
+    let (copies_per_thread, rows_per_copy) = const {
+        let (threads, row_chunks) = (32 * WARPS, SwizzledTile::<HEAD_DIM>::ROW_CHUNKS);
         assert!(
-            chunks.is_multiple_of(32 * WARPS),
-            "a tile must split into whole 16-byte chunks per thread"
+            (ROWS * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
+            "a tile must split into whole rows of 16-byte chunks per thread"
         );
-        chunks / (32 * WARPS)
+        (ROWS * row_chunks / threads, threads / row_chunks)
     };
-    for copy in 0..copies_per_thread {
-        let chunk_index = thread + copy * threads;
-        let (row, chunk) = (chunk_index / row_chunks, chunk_index % row_chunks);
-        let element = row * HEAD_DIM + chunk * CHUNK_ELEMS;
-        cp_async_cg_16(tile.chunk_address(row, chunk), source.add(element).cast());
+    let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+    let (first, chunk) = (thread / row_chunks, thread % row_chunks);
+    let address = |row: usize| {
+        source
+            .base
+            .add(row * source.row_stride + chunk * CHUNK_ELEMS)
+    };
+    if source.first_row + ROWS <= source.rows {
+        for copy in 0..copies_per_thread {
+            let row = first + copy * rows_per_copy;
+            let destination = tile.chunk_address(row, chunk);
+            cp_async_cg_16(destination, address(source.first_row + row).cast());
+        }
+    } else {
+        for copy in 0..copies_per_thread {
+            let row = first + copy * rows_per_copy;
+            let source_row = source.first_row + row;
+            // A missing row reads nothing (0 source bytes) but still names a valid address.
+            let source_bytes = if source_row < source.rows {
+                CHUNK_BYTES as u32
+            } else {
+                0
+            };
+            let read_row = source_row.min(source.rows - 1);
+            let destination = tile.chunk_address(row, chunk);
+            cp_async_cg_16_zfill(destination, address(read_row).cast(), source_bytes);
+        }
     }
 }
 
@@ -70,18 +110,28 @@ unsafe fn wait_for_oldest_stage<const STAGES: usize>() {
     }
 }
 
-/// The forward kernel body for one tile configuration.
+/// Element offset of the (batch, head) slice of a tensor.
+#[inline(always)]
+fn slice_offset(strides: &TensorStrides, batch: usize, head: usize) -> usize {
+    batch * strides.batch as usize + head * strides.head as usize
+}
+
+/// The forward kernel body for one element type and tile configuration.
 ///
 /// `M_TILES`, `KEY_STEPS` and `DIM_STEPS` size the register fragments and must equal
 /// `BLOCK_M / (16 WARPS)`, `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the
 /// `forward_kernels!` macro derives them.
 ///
 /// # Safety
-/// Launched with grid `(seq_len / BLOCK_M, batch * heads)`, `32 * WARPS` threads and
+/// Launched with grid `(ceil(seq_len_q / BLOCK_M), heads_q, batch)`, `32 * WARPS` threads and
 /// `TileConfig::smem_bytes` bytes of dynamic shared memory; `params` satisfies
-/// [`ForwardParams`]'s contract with `seq_len` a nonzero multiple of `BLOCK_M` and `BLOCK_N`.
+/// [`ForwardParams`]'s contract: both sequence lengths are at least 1, every row named by the
+/// strides is readable (inputs) or writable (output) and 16-byte aligned, output rows of
+/// different (batch, head, row) do not overlap each other or the inputs, and `lse`, if not 0,
+/// has `batch * heads_q * seq_len_q` writable f32.
 #[inline(always)]
 pub unsafe fn forward<
+    T: Element,
     const BLOCK_M: usize,
     const BLOCK_N: usize,
     const WARPS: usize,
@@ -105,43 +155,71 @@ pub unsafe fn forward<
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
-    let seq_len = params.seq_len as usize;
-    let key_blocks = seq_len / BLOCK_N;
+    let (seq_len_q, seq_len_kv) = (params.seq_len_q as usize, params.seq_len_kv as usize);
+    let causal = params.causal != 0;
+    let (batch, head) = (_block_idx_z() as usize, _block_idx_y() as usize);
+    // `max(1)`: the host never passes 0, and the kernel must not carry a division-by-zero panic.
+    let kv_head = head / (params.kv_group_size as usize).max(1);
+    let first_query = _block_idx_x() as usize * BLOCK_M;
 
-    // Element offsets into [batch * heads, seq_len, HEAD_DIM]; 64-bit so that large tensors
-    // cannot overflow.
-    let head_offset = _block_idx_y() as usize * seq_len * HEAD_DIM;
-    let q_block_offset = head_offset + _block_idx_x() as usize * BLOCK_M * HEAD_DIM;
-    let q = (params.q as *const u16).add(q_block_offset);
-    let k = (params.k as *const u16).add(head_offset);
-    let v = (params.v as *const u16).add(head_offset);
-    let o = (params.o as *mut u16).add(q_block_offset);
+    // Keys this block needs: all, or with causal masking those up to the diagonal of its last
+    // query row (query i sees key j iff j + seq_len_q <= i + seq_len_kv).
+    let last_query = (first_query + BLOCK_M).min(seq_len_q) - 1;
+    let key_end = if causal {
+        (last_query + 1 + seq_len_kv)
+            .saturating_sub(seq_len_q)
+            .min(seq_len_kv)
+    } else {
+        seq_len_kv
+    };
+    let key_blocks = key_end.div_ceil(BLOCK_N);
+
+    // 64-bit element offsets: large tensors cannot overflow.
+    let q_rows = RowBlock {
+        base: (params.q as *const u16).add(slice_offset(&params.q_strides, batch, head)),
+        row_stride: params.q_strides.seq as usize,
+        first_row: first_query,
+        rows: seq_len_q,
+    };
+    let key_rows = |strides: &TensorStrides, pointer: u64, block: usize| RowBlock {
+        base: (pointer as *const u16).add(slice_offset(strides, batch, kv_head)),
+        row_stride: strides.seq as usize,
+        first_row: block * BLOCK_N,
+        rows: seq_len_kv,
+    };
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = SwizzledTile::<HEAD_DIM>::at(smem, 0);
     let k_tile = |stage: usize| SwizzledTile::<HEAD_DIM>::at(smem, tile.k_tile_offset(stage));
     let v_tile = |stage: usize| SwizzledTile::<HEAD_DIM>::at(smem, tile.v_tile_offset(stage));
-    let copy_key_block = |block: usize| {
-        let stage = block % STAGES;
-        let rows = block * BLOCK_N * HEAD_DIM;
-        copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(k_tile(stage), k.add(rows), thread);
-        copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(v_tile(stage), v.add(rows), thread);
+    let copy_key_block = |block: usize, stage: usize| {
+        let k_rows = key_rows(&params.k_strides, params.k, block);
+        let v_rows = key_rows(&params.v_strides, params.v, block);
+        copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(k_tile(stage), k_rows, thread);
+        copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(v_tile(stage), v_rows, thread);
     };
 
     // Prologue: Q joins the first K/V group; STAGES - 1 groups are committed (empty ones too,
     // so that the group count, and thus `wait_for_oldest_stage`, is the same on every path).
-    copy_tile_async::<BLOCK_M, HEAD_DIM, WARPS>(q_tile, q, thread);
+    copy_tile_async::<BLOCK_M, HEAD_DIM, WARPS>(q_tile, q_rows, thread);
     for block in 0..STAGES - 1 {
         if block < key_blocks {
-            copy_key_block(block);
+            copy_key_block(block, block);
         }
         cp_async_commit_group();
     }
+    // Ring slots of the block computed and of the block prefetched, advanced by one each
+    // iteration (a counter, not `block % STAGES`: a 64-bit remainder costs registers).
+    let next_slot = |slot: usize| if slot + 1 == STAGES { 0 } else { slot + 1 };
+    let (mut stage, mut prefetch_stage) = (0, STAGES - 1);
 
     let warp_row = warp * (BLOCK_M / WARPS);
     // Lane roles in ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i.
     let lane_row_in_8 = lane % 8;
     let lane_matrix = lane / 8;
+    // Lane roles in the MMA accumulators: rows `group` and `group + 8`, columns
+    // `2 * thread_in_group` and `+ 1` of each 16x8 tile.
+    let (group, thread_in_group) = (lane / 4, lane % 4);
 
     // q_fragments[m][d]: the 16x16 A fragment of rows warp_row + 16m.., dims 16d...
     let mut q_fragments = [[[0u32; 4]; DIM_STEPS]; M_TILES];
@@ -155,7 +233,7 @@ pub unsafe fn forward<
         bar_sync_0();
         let prefetch = block + STAGES - 1;
         if prefetch < key_blocks {
-            copy_key_block(prefetch);
+            copy_key_block(prefetch, prefetch_stage);
         }
         cp_async_commit_group();
 
@@ -170,7 +248,6 @@ pub unsafe fn forward<
             }
         }
 
-        let stage = block % STAGES;
         // scores[m][n][half]: S for rows 16m.., keys 16n + 8 half ...
         let mut scores: ScoreFragments<M_TILES, KEY_STEPS> = [[[[0.0; 4]; 2]; KEY_STEPS]; M_TILES];
         for d in 0..DIM_STEPS {
@@ -181,8 +258,44 @@ pub unsafe fn forward<
                 let chunk = 2 * d + lane_matrix % 2;
                 let [b0, b1, b2, b3] = ldmatrix_x4(k_tile(stage).chunk_address(key, chunk));
                 for m in 0..M_TILES {
-                    mma_m16n8k16_f16_f32(&mut scores[m][n][0], &q_fragments[m][d], &[b0, b1]);
-                    mma_m16n8k16_f16_f32(&mut scores[m][n][1], &q_fragments[m][d], &[b2, b3]);
+                    T::mma(&mut scores[m][n][0], &q_fragments[m][d], &[b0, b1]);
+                    T::mma(&mut scores[m][n][1], &q_fragments[m][d], &[b2, b3]);
+                }
+            }
+        }
+
+        // Only blocks that hold keys past the end, or keys after the diagonal of the block's
+        // first query, need the per-element mask.
+        let block_key_end = (block + 1) * BLOCK_N;
+        let needs_mask = block_key_end > seq_len_kv
+            || (causal && block_key_end - 1 + seq_len_q > first_query + seq_len_kv);
+        if needs_mask {
+            // In block coordinates (key k, query row r of the block), k exists iff
+            // k < keys_left and is visible iff k <= r + diagonal. Per row that is one bound,
+            // `k < key_limit`; with this lane's part of k split off, each element is compared
+            // with a compile-time constant. Sequence lengths are below 2^31 (host-checked), so
+            // i32 is exact.
+            let keys_left = (seq_len_kv - block * BLOCK_N) as i32;
+            let lane_key = (2 * thread_in_group) as i32;
+            let lane_row = (warp_row + group) as i32;
+            let diagonal = (first_query + seq_len_kv) as i32 - (seq_len_q + block * BLOCK_N) as i32;
+            for m in 0..M_TILES {
+                for half_m in 0..2 {
+                    let row = lane_row + (16 * m + 8 * half_m) as i32;
+                    let key_limit = if causal {
+                        keys_left.min(row + diagonal + 1)
+                    } else {
+                        keys_left
+                    } - lane_key;
+                    for n in 0..KEY_STEPS {
+                        for half_n in 0..2 {
+                            for column in 0..2 {
+                                if (16 * n + 8 * half_n + column) as i32 >= key_limit {
+                                    scores[m][n][half_n][2 * half_m + column] = f32::NEG_INFINITY;
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -196,10 +309,10 @@ pub unsafe fn forward<
             for m in 0..M_TILES {
                 let [low, high] = scores[m][n];
                 p[m] = [
-                    cvt_rn_f16x2_f32(low[0], low[1]),
-                    cvt_rn_f16x2_f32(low[2], low[3]),
-                    cvt_rn_f16x2_f32(high[0], high[1]),
-                    cvt_rn_f16x2_f32(high[2], high[3]),
+                    T::pack(low[0], low[1]),
+                    T::pack(low[2], low[3]),
+                    T::pack(high[0], high[1]),
+                    T::pack(high[2], high[3]),
                 ];
             }
             for d in 0..DIM_STEPS {
@@ -210,25 +323,33 @@ pub unsafe fn forward<
                 let chunk = 2 * d + lane_matrix / 2;
                 let [b0, b1, b2, b3] = ldmatrix_x4_trans(v_tile(stage).chunk_address(key, chunk));
                 for m in 0..M_TILES {
-                    mma_m16n8k16_f16_f32(&mut output[m][d][0], &p[m], &[b0, b1]);
-                    mma_m16n8k16_f16_f32(&mut output[m][d][1], &p[m], &[b2, b3]);
+                    T::mma(&mut output[m][d][0], &p[m], &[b0, b1]);
+                    T::mma(&mut output[m][d][1], &p[m], &[b2, b3]);
                 }
             }
         }
+        stage = next_slot(stage);
+        prefetch_stage = next_slot(prefetch_stage);
+    }
+
+    // With no key block (a causal block above the diagonal) the Q copies were never waited
+    // for; they must land before this warp's rows of the Q tile are reused below.
+    if key_blocks == 0 {
+        cp_async_wait_group::<0>();
+        bar_sync_0();
     }
 
     // Epilogue: normalise, stage this warp's rows in its own rows of the Q tile (only this warp
-    // ever read them), then write them out 16 bytes per lane.
-    let inverse_sums = softmax.inverse_row_sums();
-    let (group, thread_in_group) = (lane / 4, lane % 4);
+    // ever read them), then write the rows that exist out 16 bytes per lane.
+    let rows = softmax.finish(params.scale_log2);
     for m in 0..M_TILES {
         for d in 0..DIM_STEPS {
             for half_d in 0..2 {
                 let fragment = output[m][d][half_d];
                 for half_m in 0..2 {
                     let row = warp_row + 16 * m + group + 8 * half_m;
-                    let inverse = inverse_sums[m][half_m];
-                    let packed = cvt_rn_f16x2_f32(
+                    let inverse = rows.inverse_sum[m][half_m];
+                    let packed = T::pack(
                         fragment[2 * half_m] * inverse,
                         fragment[2 * half_m + 1] * inverse,
                     );
@@ -240,6 +361,8 @@ pub unsafe fn forward<
         }
     }
     bar_warp_sync();
+    let o_base = (params.o as *mut u16).add(slice_offset(&params.o_strides, batch, head));
+    let o_row_stride = params.o_strides.seq as usize;
     let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
     let warp_chunks = const { BLOCK_M / WARPS * (HEAD_DIM / CHUNK_ELEMS) };
     for first in (0..warp_chunks).step_by(32) {
@@ -248,7 +371,23 @@ pub unsafe fn forward<
             warp_row + chunk_index / row_chunks,
             chunk_index % row_chunks,
         );
-        let value = ld_shared_v4_b32(q_tile.chunk_address(row, chunk));
-        st_global_v4_b32(o.add(row * HEAD_DIM + chunk * CHUNK_ELEMS).cast(), value);
+        if first_query + row < seq_len_q {
+            let value = ld_shared_v4_b32(q_tile.chunk_address(row, chunk));
+            let element = (first_query + row) * o_row_stride + chunk * CHUNK_ELEMS;
+            st_global_v4_b32(o_base.add(element).cast(), value);
+        }
+    }
+
+    if params.lse != 0 && thread_in_group == 0 {
+        let lse =
+            (params.lse as *mut f32).add((batch * params.heads_q as usize + head) * seq_len_q);
+        for m in 0..M_TILES {
+            for half_m in 0..2 {
+                let row = first_query + warp_row + 16 * m + group + 8 * half_m;
+                if row < seq_len_q {
+                    *lse.add(row) = rows.logsumexp[m][half_m];
+                }
+            }
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, ...).
 //! - [`smem`]: the swizzled shared-memory tile.
 //! - [`softmax`]: online softmax on accumulator fragments.
-//! - [`forward`]: the main loop, generic over the tile configuration.
+//! - [`element`]: fp16 and bf16, each with its MMA and packing instructions.
+//! - [`forward`]: the main loop, generic over the element type and the tile configuration.
 //!
 //! Every configuration in [`flash_attn_params::for_each_forward_kernel!`] becomes one PTX entry.
 #![no_std]
@@ -21,6 +22,7 @@
 // index loops they read like the fragment layouts they implement.
 #![allow(clippy::needless_range_loop)]
 
+pub mod element;
 pub mod forward;
 pub mod ptx;
 pub mod smem;
@@ -29,7 +31,7 @@ pub mod softmax;
 use flash_attn_params::ForwardParams;
 
 macro_rules! forward_kernels {
-    ($(($entry:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {$(
+    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {$(
         /// A forward kernel entry point; see [`forward::forward`] for the launch contract.
         ///
         /// # Safety
@@ -37,7 +39,7 @@ macro_rules! forward_kernels {
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: ForwardParams) {
             forward::forward::<
-                $block_m, $block_n, $warps, $stages, $head_dim,
+                element::$dtype, $block_m, $block_n, $warps, $stages, $head_dim,
                 { $block_m / (16 * $warps) }, { $block_n / 16 }, { $head_dim / 16 },
             >(&params);
         }

@@ -3,7 +3,7 @@
 //! Each lane holds two rows per m16 tile (rows `g` and `g + 8`, `g = lane / 4`); the four lanes of
 //! a quad share a row, so row reductions are two butterfly shuffles.
 
-use crate::ptx::{ex2_approx_ftz_f32, shfl_sync_bfly_f32};
+use crate::ptx::{ex2_approx_ftz_f32, lg2_approx_ftz_f32, shfl_sync_bfly_f32};
 
 /// Scores or probabilities of one warp for one key block: `[m_tile][key_step][n8 half]`, each a
 /// 16x8 accumulator fragment (`[f32; 4]`: rows g, g, g+8, g+8).
@@ -68,9 +68,15 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                     }
                 }
                 let new_max = quad_max(block_max);
-                let rescale = ex2_approx_ftz_f32((self.row_max[m][half] - new_max) * scale_log2);
+                // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
+                // that its probabilities are ex2(-inf) = 0 rather than NaN.
+                let max_scaled = if new_max == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    new_max * scale_log2
+                };
+                let rescale = ex2_approx_ftz_f32(self.row_max[m][half] * scale_log2 - max_scaled);
                 self.row_max[m][half] = new_max;
-                let max_scaled = new_max * scale_log2;
 
                 let mut block_sum = 0.0;
                 for step in scores[m].iter_mut() {
@@ -98,18 +104,33 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         }
     }
 
-    /// `1 / row_sum` for each of this lane's rows, reduced across the quad.
+    /// For each of this lane's rows: `1 / row_sum` (0 for a row that saw no key, so its output
+    /// is 0) and the logsumexp of its scaled scores in natural-log units (-inf for such a row).
     ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles).
     #[inline(always)]
-    pub unsafe fn inverse_row_sums(&self) -> [[f32; 2]; M_TILES] {
-        let mut inverse = [[0.0; 2]; M_TILES];
+    pub unsafe fn finish(&self, scale_log2: f32) -> RowResults<M_TILES> {
+        let mut results = RowResults {
+            inverse_sum: [[0.0; 2]; M_TILES],
+            logsumexp: [[f32::NEG_INFINITY; 2]; M_TILES],
+        };
         for m in 0..M_TILES {
             for half in 0..2 {
-                inverse[m][half] = 1.0 / quad_sum(self.row_sum[m][half]);
+                let sum = quad_sum(self.row_sum[m][half]);
+                if sum != 0.0 {
+                    results.inverse_sum[m][half] = 1.0 / sum;
+                    let log2_sum = self.row_max[m][half] * scale_log2 + lg2_approx_ftz_f32(sum);
+                    results.logsumexp[m][half] = log2_sum * core::f32::consts::LN_2;
+                }
             }
         }
-        inverse
+        results
     }
+}
+
+/// Per-row results of [`OnlineSoftmax::finish`]: `[m_tile][row half]`.
+pub struct RowResults<const M_TILES: usize> {
+    pub inverse_sum: [[f32; 2]; M_TILES],
+    pub logsumexp: [[f32; 2]; M_TILES],
 }

@@ -7,10 +7,20 @@
 //!   it into PTX entry points and this crate into [`FORWARD_KERNELS`], so the two cannot drift.
 #![no_std]
 
+/// Element strides of one `[batch, heads, seq_len, head_dim]` tensor; the head dimension is
+/// always contiguous (stride 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorStrides {
+    pub batch: u64,
+    pub head: u64,
+    pub seq: u64,
+}
+
 /// Arguments of a forward kernel, passed by value as one `.param` block.
 ///
-/// Tensors are `[batch, heads, seq_len, head_dim]`, contiguous, fp16. Every pointer is a device
-/// address aligned to 16 bytes (the host checks this before launching).
+/// Every tensor pointer is a device address aligned to 16 bytes and every stride a multiple of
+/// 8 elements (16 bytes), so that each row starts 16-byte aligned; the host checks this.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ForwardParams {
@@ -18,11 +28,30 @@ pub struct ForwardParams {
     pub k: u64,
     pub v: u64,
     pub o: u64,
-    /// Sequence length of queries and keys; a multiple of both `block_m` and `block_n`.
-    pub seq_len: u32,
+    /// `[batch, heads_q, seq_len_q]` f32, contiguous; 0 when the caller wants no logsumexp.
+    pub lse: u64,
+    pub q_strides: TensorStrides,
+    pub k_strides: TensorStrides,
+    pub v_strides: TensorStrides,
+    pub o_strides: TensorStrides,
+    pub seq_len_q: u32,
+    pub seq_len_kv: u32,
+    pub heads_q: u32,
+    /// Query heads per K/V head (`heads_q / heads_kv`): 1 for MHA, `heads_q` for MQA.
+    pub kv_group_size: u32,
     /// `softmax_scale * log2(e)`: scores are exponentiated with `ex2`, so the scale is folded
     /// into log2 space once on the host.
     pub scale_log2: f32,
+    /// Nonzero for causal masking, aligned to the bottom right: query `i` sees key `j` iff
+    /// `j + seq_len_q <= i + seq_len_kv`.
+    pub causal: u32,
+}
+
+/// The element type of Q, K, V and O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    F16,
+    Bf16,
 }
 
 /// The largest dynamic shared memory one block may opt into on sm_89 (99 KiB).
@@ -173,43 +202,46 @@ impl TileConfig {
         self.k_tile_offset(self.stages)
     }
 
-    /// Both sequence-length tiles must divide the sequence length (general lengths come later).
-    pub const fn seq_len_multiple(&self) -> usize {
-        if self.block_m > self.block_n {
-            self.block_m
-        } else {
-            self.block_n
-        }
-    }
 }
 
-/// A compiled forward kernel: its PTX entry point and its tile configuration.
+/// A compiled forward kernel: its PTX entry point, element type and tile configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardKernel {
     pub entry: &'static str,
+    pub dtype: Dtype,
     pub tile: TileConfig,
 }
 
-/// The one list of compiled forward kernels: `(entry, block_m, block_n, warps, stages, head_dim)`.
+/// The one list of compiled forward kernels:
+/// `(entry, dtype, block_m, block_n, warps, stages, head_dim)`.
 ///
-/// `$callback!` receives the whole list once. The first entry is the default kernel.
+/// `$callback!` receives the whole list once. For each (dtype, head_dim), the first entry is
+/// the default kernel.
 #[macro_export]
 macro_rules! for_each_forward_kernel {
     ($callback:ident) => {
         $callback! {
-            // Default: fastest of the list at every measured S=512 shape (H100, 2026-11-22).
-            (flash_fwd_f16_d64_m64_n64_w4_s3, 64, 64, 4, 3, 64),
-            (flash_fwd_f16_d64_m64_n64_w4_s2, 64, 64, 4, 2, 64),
-            (flash_fwd_f16_d64_m128_n64_w8_s2, 128, 64, 8, 2, 64),
+            // Default for fp16, D=64: fastest of the list at every measured S=512 shape
+            // (H100, 2026-11-22).
+            (flash_fwd_f16_d64_m64_n64_w4_s3, F16, 64, 64, 4, 3, 64),
+            (flash_fwd_f16_d64_m64_n64_w4_s2, F16, 64, 64, 4, 2, 64),
+            (flash_fwd_f16_d64_m128_n64_w8_s2, F16, 128, 64, 8, 2, 64),
+            (flash_fwd_bf16_d64_m64_n64_w4_s3, Bf16, 64, 64, 4, 3, 64),
+            // D=128: three stages of 64x128 K and V tiles would need 112 KiB of shared memory,
+            // over the sm_89 limit of 99 KiB.
+            (flash_fwd_f16_d128_m64_n32_w4_s3, F16, 64, 32, 4, 3, 128),
+            (flash_fwd_f16_d128_m128_n32_w8_s2, F16, 128, 32, 8, 2, 128),
+            (flash_fwd_bf16_d128_m64_n32_w4_s3, Bf16, 64, 32, 4, 3, 128),
         }
     };
 }
 
 macro_rules! forward_kernel_table {
-    ($(($entry:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {
+    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {
         /// Every compiled forward kernel, in the order of [`for_each_forward_kernel!`].
         pub const FORWARD_KERNELS: &[ForwardKernel] = &[$(ForwardKernel {
             entry: stringify!($entry),
+            dtype: Dtype::$dtype,
             tile: TileConfig::new($block_m, $block_n, $warps, $stages, $head_dim),
         }),*];
     };

@@ -17,6 +17,23 @@ pub unsafe fn cp_async_cg_16(dst: u32, src: *const u8) {
     );
 }
 
+/// `cp.async.cg.shared.global [dst], [src], 16, src_bytes`: copies the first `src_bytes` bytes
+/// (0 or 16 here) and fills the rest of the 16 with zeros; with 0 nothing is read from `src`.
+///
+/// # Safety
+/// As for [`cp_async_cg_16`], with `src` a valid 16-byte-aligned global address even when
+/// `src_bytes` is 0, and `src_bytes <= 16`.
+#[inline(always)]
+pub unsafe fn cp_async_cg_16_zfill(dst: u32, src: *const u8, src_bytes: u32) {
+    asm!(
+        "cp.async.cg.shared.global [{0}], [{1}], 16, {2};",
+        in(reg32) dst,
+        in(reg64) src,
+        in(reg32) src_bytes,
+        options(nostack),
+    );
+}
+
 /// `cp.async.commit_group`: closes the group of this thread's copies issued since the last commit.
 ///
 /// # Safety

@@ -29,3 +29,26 @@ pub unsafe fn mma_m16n8k16_f16_f32(acc: &mut [f32; 4], a: &[u32; 4], b: &[u32; 2
         options(nostack, pure, nomem),
     );
 }
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`: as [`mma_m16n8k16_f16_f32`] with
+/// bf16 inputs (same fragment layouts).
+///
+/// # Safety
+/// As for [`mma_m16n8k16_f16_f32`].
+#[inline(always)]
+pub unsafe fn mma_m16n8k16_bf16_f32(acc: &mut [f32; 4], a: &[u32; 4], b: &[u32; 2]) {
+    asm!(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {{{0}, {1}, {2}, {3}}}, {{{4}, {5}, {6}, {7}}}, {{{8}, {9}}}, {{{0}, {1}, {2}, {3}}};",
+        inout(reg32) acc[0],
+        inout(reg32) acc[1],
+        inout(reg32) acc[2],
+        inout(reg32) acc[3],
+        in(reg32) a[0],
+        in(reg32) a[1],
+        in(reg32) a[2],
+        in(reg32) a[3],
+        in(reg32) b[0],
+        in(reg32) b[1],
+        options(nostack, pure, nomem),
+    );
+}

@@ -9,11 +9,15 @@ mod memory;
 mod mma;
 mod special;
 
-pub use cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
+pub use cp_async::{
+    cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group, cp_async_wait_group,
+};
 pub use ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
 pub use memory::{
     bar_sync_0, bar_warp_sync, ld_shared_v4_b32, shared_window_address, st_global_v4_b32,
     st_shared_b32,
 };
-pub use mma::mma_m16n8k16_f16_f32;
-pub use special::{cvt_rn_f16x2_f32, ex2_approx_ftz_f32, shfl_sync_bfly_f32};
+pub use mma::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32};
+pub use special::{
+    cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32, ex2_approx_ftz_f32, lg2_approx_ftz_f32, shfl_sync_bfly_f32,
+};

@@ -11,6 +11,17 @@ pub unsafe fn ex2_approx_ftz_f32(x: f32) -> f32 {
     y
 }
 
+/// `lg2.approx.ftz.f32`: log2(x) on the special-function unit; `lg2(0) = -inf`.
+///
+/// # Safety
+/// No memory or convergence requirement; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn lg2_approx_ftz_f32(x: f32) -> f32 {
+    let y: f32;
+    asm!("lg2.approx.ftz.f32 {0}, {1};", out(reg32) y, in(reg32) x, options(nostack, pure, nomem));
+    y
+}
+
 /// `shfl.sync.bfly.b32` over the full warp: the value of lane `lane ^ lane_mask`.
 ///
 /// # Safety
@@ -38,6 +49,24 @@ pub unsafe fn cvt_rn_f16x2_f32(low: f32, high: f32) -> u32 {
     // The PTX operand order is (d, a, b) with a -> upper half, b -> lower half.
     asm!(
         "cvt.rn.f16x2.f32 {0}, {1}, {2};",
+        out(reg32) packed,
+        in(reg32) high,
+        in(reg32) low,
+        options(nostack, pure, nomem),
+    );
+    packed
+}
+
+/// `cvt.rn.bf16x2.f32`: packs two f32 into one `bf16x2` register, `low` in bits 0..16.
+///
+/// # Safety
+/// No memory or convergence requirement; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn cvt_rn_bf16x2_f32(low: f32, high: f32) -> u32 {
+    let packed: u32;
+    // The PTX operand order is (d, a, b) with a -> upper half, b -> lower half.
+    asm!(
+        "cvt.rn.bf16x2.f32 {0}, {1}, {2};",
         out(reg32) packed,
         in(reg32) high,
         in(reg32) low,
