@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use cust::event::{Event, EventFlags};
 use cust::memory::DeviceBuffer;
-use flash_attn::reference::random_normal_f16;
+use flash_attn::reference::random_normal;
 use flash_attn::{AttentionShape, Error, FlashAttention, ForwardOptions};
 use half::f16;
 
@@ -32,18 +32,14 @@ fn main() {
         .configure_from_args();
     let mut group = criterion.benchmark_group("forward_f16");
     for (batch, heads, seq_len, head_dim) in SHAPES {
-        let shape = AttentionShape {
-            batch,
-            heads,
-            seq_len,
-            head_dim,
+        let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+        let input = |seed| {
+            DeviceBuffer::from_slice(&random_normal::<f16>(shape.q_elements(), 0.5, 1.0, seed))
         };
-        let input =
-            |seed| DeviceBuffer::from_slice(&random_normal_f16(shape.elements(), 0.5, 1.0, seed));
         let (q, k, v) = (input(1).unwrap(), input(2).unwrap(), input(3).unwrap());
-        let mut output = DeviceBuffer::from_slice(&vec![f16::ZERO; shape.elements()]).unwrap();
+        let mut output = DeviceBuffer::from_slice(&vec![f16::ZERO; shape.q_elements()]).unwrap();
         let options = ForwardOptions::default();
-        group.throughput(Throughput::Elements(shape.flops() as u64));
+        group.throughput(Throughput::Elements(shape.flops(false) as u64));
         let id = BenchmarkId::from_parameter(format!("B{batch}_H{heads}_S{seq_len}_D{head_dim}"));
         group.bench_function(id, |bencher| {
             bencher.iter_custom(|launches| {
@@ -51,7 +47,7 @@ fn main() {
                 let stop = Event::new(EventFlags::DEFAULT).unwrap();
                 start.record(gpu.stream()).unwrap();
                 for _ in 0..launches {
-                    gpu.forward(&q, &k, &v, &mut output, shape, &options)
+                    gpu.forward(&q, &k, &v, &mut output, None, shape, &options)
                         .unwrap();
                 }
                 stop.record(gpu.stream()).unwrap();

@@ -16,11 +16,14 @@ note() { echo "$*" | tee -a "$summary"; }
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
 
 # 1. GPU tests against the f64 CPU reference.
-./gpu-tests --test-threads=1 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |test result" 
+start=$SECONDS
+./gpu-tests --test-threads=1 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |test result"
+note "gpu tests took $((SECONDS - start)) s"
 note "gpu tests: $(grep 'test result' "$out/gpu-tests.log" | tail -n 1)"
 
-# 2. compute-sanitizer: every tool over every kernel on a small problem; memcheck also at the
-#    seed shape. Each run must end in "ERROR SUMMARY: 0 errors".
+# 2. compute-sanitizer: all four tools over every kernel on small problems (causal and not);
+#    memcheck and initcheck over the tail and causal sweep; racecheck and synccheck on rows
+#    that see no key (the path that skips the main loop). Each must end in 0 errors.
 sanitizer_log="$out/sanitizer.log"
 : > "$sanitizer_log"
 run_sanitizer() {
@@ -34,6 +37,13 @@ run_sanitizer() {
 }
 for tool in memcheck racecheck synccheck initcheck; do
     run_sanitizer "$tool" forward::every_kernel_on_a_small_problem
+done
+for tool in racecheck synccheck; do
+    run_sanitizer "$tool" edge_cases::rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp
+done
+for tool in memcheck initcheck; do
+    run_sanitizer "$tool" sweep::tails_and_causal_fp16
+    run_sanitizer "$tool" sweep::tails_and_causal_bf16
 done
 run_sanitizer memcheck forward::every_kernel_at_the_seed_shape
 

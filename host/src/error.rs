@@ -3,9 +3,7 @@
 use std::fmt;
 
 use cust::error::CudaError;
-
-/// The head dimensions the compiled kernels support.
-pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64];
+use flash_attn_params::{Dtype, TensorStrides};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Error {
@@ -30,22 +28,32 @@ pub enum Error {
     },
     /// A dimension of the problem is zero.
     ZeroSizedDimension { dimension: &'static str },
-    /// `seq_len` is not a multiple of the kernel's query and key tiles.
-    SeqLenNotTileMultiple { seq_len: usize, multiple: usize },
-    /// The problem needs more blocks than one launch grid holds.
+    /// `heads_q` is not a multiple of `heads_kv`.
+    InvalidGqaRatio { heads_q: usize, heads_kv: usize },
+    /// The kernel named in the options is compiled for another element type.
+    KernelDtypeMismatch { kernel: &'static str, dtype: Dtype },
+    /// A dimension exceeds what one launch (grid, or the kernel's 32-bit index math) holds.
     ProblemTooLarge {
         dimension: &'static str,
         value: usize,
         limit: usize,
     },
-    /// A buffer's length does not match the shape.
-    BufferLength {
+    /// A buffer is shorter than the shape and strides need.
+    BufferTooSmall {
         tensor: &'static str,
-        expected: usize,
+        required: u64,
         actual: usize,
     },
     /// A device buffer does not start on a 16-byte boundary.
     MisalignedBuffer { tensor: &'static str, address: u64 },
+    /// A stride is not a multiple of 8 elements, so rows would not be 16-byte aligned.
+    MisalignedStride {
+        tensor: &'static str,
+        stride: &'static str,
+        value: u64,
+    },
+    /// Distinct output rows would share memory, and the kernel would race on them.
+    OverlappingOutput { strides: TensorStrides },
     /// The softmax scale is not a finite positive number.
     InvalidSoftmaxScale { scale: f32 },
     /// No compiled kernel has this name.
@@ -81,19 +89,29 @@ impl fmt::Display for Error {
                 write!(f, "unsupported head dim {head_dim}; supported: {supported:?}")
             }
             Error::ZeroSizedDimension { dimension } => write!(f, "{dimension} is zero"),
-            Error::SeqLenNotTileMultiple { seq_len, multiple } => write!(
+            Error::InvalidGqaRatio { heads_q, heads_kv } => write!(
                 f,
-                "seq_len {seq_len} is not a multiple of {multiple}, the kernel's tile (general lengths are not supported yet)"
+                "heads_q = {heads_q} is not a multiple of heads_kv = {heads_kv} (GQA needs whole groups)"
             ),
+            Error::KernelDtypeMismatch { kernel, dtype } => {
+                write!(f, "kernel {kernel} is not compiled for {dtype:?} inputs")
+            }
             Error::ProblemTooLarge { dimension, value, limit } => {
                 write!(f, "{dimension} = {value} exceeds the launch limit of {limit}")
             }
-            Error::BufferLength { tensor, expected, actual } => write!(
+            Error::BufferTooSmall { tensor, required, actual } => write!(
                 f,
-                "{tensor} holds {actual} elements but the shape needs {expected}"
+                "{tensor} holds {actual} elements but the shape and strides need {required}"
             ),
             Error::MisalignedBuffer { tensor, address } => {
                 write!(f, "{tensor} starts at {address:#x}, which is not 16-byte aligned")
+            }
+            Error::MisalignedStride { tensor, stride, value } => write!(
+                f,
+                "the {stride} stride of {tensor} is {value} elements, not a multiple of 8 (16 bytes)"
+            ),
+            Error::OverlappingOutput { strides } => {
+                write!(f, "output strides {strides:?} make distinct output rows overlap")
             }
             Error::InvalidSoftmaxScale { scale } => {
                 write!(f, "softmax scale {scale} is not a finite positive number")

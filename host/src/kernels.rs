@@ -7,7 +7,7 @@ use cust::device::{Device, DeviceAttribute};
 use cust::function::Function;
 use cust::module::Module;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{ForwardKernel, FORWARD_KERNELS};
+use flash_attn_params::{Dtype, ForwardKernel, FORWARD_KERNELS};
 
 use crate::Error;
 
@@ -18,9 +18,19 @@ pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/flash_attn_kernels
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
 const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
 
-/// The kernel used when the caller names none: the first entry of the compiled list.
-pub fn default_kernel() -> &'static ForwardKernel {
-    &FORWARD_KERNELS[0]
+/// The head dimensions with a compiled kernel, for every element type.
+pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
+
+/// The kernel used for `dtype` and `head_dim` when the caller names none: the first matching
+/// entry of the compiled list.
+pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
+    FORWARD_KERNELS
+        .iter()
+        .find(|kernel| kernel.dtype == dtype && kernel.tile.head_dim == head_dim)
+        .ok_or(Error::UnsupportedHeadDim {
+            head_dim,
+            supported: SUPPORTED_HEAD_DIMS,
+        })
 }
 
 /// Looks a compiled kernel up by its PTX entry name.
@@ -38,8 +48,9 @@ pub(crate) struct LoadedKernels {
     // Field order is drop order: the module must go before the context it lives in.
     pub(crate) module: Module,
     pub(crate) device_name: String,
-    // Held, never read: it keeps the primary context retained while the module lives.
-    _context: Context,
+    // Keeps the primary context retained while the module lives, and is made current on the
+    // calling thread before each launch.
+    pub(crate) context: Context,
 }
 
 impl LoadedKernels {
@@ -75,7 +86,7 @@ impl LoadedKernels {
         Ok(Self {
             module,
             device_name: name,
-            _context: context,
+            context,
         })
     }
 }

@@ -2,35 +2,49 @@
 
 use std::ffi::c_void;
 
-use cust::error::CudaResult;
-use cust::function::{Function, GridSize};
-use cust::stream::Stream;
+use cust::function::Function;
+use cust::sys::{cuLaunchKernel, CUresult, CUstream};
 use flash_attn_params::{ForwardParams, TileConfig};
+
+use crate::Error;
 
 /// Enqueues one forward kernel on `stream` without waiting for it.
 ///
 /// # Safety
-/// - `function` is the entry compiled for `tile`, from a module of the stream's context.
-/// - `params.q`, `.k`, `.v` are device addresses of `blocks_y * params.seq_len * head_dim`
-///   readable fp16 each and `params.o` of as many writable ones, all 16-byte aligned, alive
-///   until the kernel finishes, and `o` does not overlap the inputs.
-/// - `params.seq_len` is a nonzero multiple of `tile.block_m` and `tile.block_n`.
+/// - `function` is the entry compiled for `tile`, from a module of the context current on this
+///   thread, and `stream` belongs to that context.
+/// - `params` satisfies the kernel's contract (`flash_attn_kernels::forward::forward`): every
+///   row its strides name for `grid` is a 16-byte-aligned device address that stays valid until
+///   the kernel finishes, readable for q, k, v and writable for o (and lse, if not 0); output
+///   rows don't overlap each other or the inputs.
 pub(crate) unsafe fn launch_forward(
-    stream: &Stream,
+    stream: CUstream,
     function: &Function<'_>,
     tile: &TileConfig,
-    blocks_y: u32,
+    grid: (u32, u32, u32),
     mut params: ForwardParams,
-) -> CudaResult<()> {
-    let grid = GridSize::xy(params.seq_len / tile.block_m as u32, blocks_y);
+) -> Result<(), Error> {
     // The kernel takes one by-value argument, the `#[repr(C)]` ForwardParams: the driver copies
-    // size_of::<ForwardParams>() bytes from this pointer.
-    let arguments = [&mut params as *mut ForwardParams as *mut c_void];
-    stream.launch(
-        function,
-        grid,
+    // size_of::<ForwardParams>() bytes from this pointer before returning.
+    let mut arguments = [&mut params as *mut ForwardParams as *mut c_void];
+    let result = cuLaunchKernel(
+        function.to_raw(),
+        grid.0,
+        grid.1,
+        grid.2,
         tile.threads() as u32,
+        1,
+        1,
         tile.smem_bytes() as u32,
-        &arguments,
-    )
+        stream,
+        arguments.as_mut_ptr(),
+        std::ptr::null_mut(),
+    );
+    match result {
+        CUresult::CUDA_SUCCESS => Ok(()),
+        failure => Err(Error::DriverCall {
+            call: "cuLaunchKernel",
+            code: failure as u32,
+        }),
+    }
 }

@@ -7,69 +7,44 @@
 //! use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};
 //! use half::f16;
 //!
-//! let shape = AttentionShape { batch: 4, heads: 8, seq_len: 512, head_dim: 64 };
-//! let q = vec![f16::from_f32(0.1); shape.elements()];
+//! let shape = AttentionShape::new(4, 8, 512, 64);
+//! let q = vec![f16::from_f32(0.1); shape.q_elements()];
 //! let attention = FlashAttention::new()?;
 //! let output = attention.forward_host(&q, &q, &q, shape, &ForwardOptions::default())?;
-//! assert_eq!(output.len(), shape.elements());
+//! assert_eq!(output.len(), shape.q_elements());
 //! # Ok::<(), flash_attn::Error>(())
 //! ```
 
+mod element;
 mod error;
 mod kernels;
 mod launch;
+mod problem;
 pub mod reference;
 pub mod timing;
 
+use cust::context::CurrentContext;
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    ForwardKernel, ForwardParams, TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    Dtype, ForwardKernel, ForwardParams, TensorStrides, TileConfig, FORWARD_KERNELS,
+    SM89_MAX_SMEM_PER_BLOCK,
 };
-use half::f16;
 
-pub use error::{Error, SUPPORTED_HEAD_DIMS};
-pub use kernels::{default_kernel, kernel_by_name, PTX};
+pub use element::{round_to, Element};
+pub use error::Error;
+pub use kernels::{default_kernel, kernel_by_name, PTX, SUPPORTED_HEAD_DIMS};
+pub use problem::{supports, AttentionShape, ForwardOptions, ForwardStrides, Layout};
 
-/// Grid y holds `batch * heads` and is limited to 65535 blocks.
-const MAX_GRID_Y: usize = 65_535;
-
-/// The shape of Q, K, V and O: each is `[batch, heads, seq_len, head_dim]`, contiguous, fp16.
+/// Device addresses for [`FlashAttention::forward_raw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttentionShape {
-    pub batch: usize,
-    pub heads: usize,
-    pub seq_len: usize,
-    pub head_dim: usize,
-}
-
-impl AttentionShape {
-    /// Elements in each of Q, K, V and O.
-    pub fn elements(&self) -> usize {
-        self.batch * self.heads * self.seq_len * self.head_dim
-    }
-
-    /// Floating-point operations of one forward pass: `4 · B · H · S² · D`.
-    pub fn flops(&self) -> f64 {
-        4.0 * (self.batch * self.heads) as f64
-            * (self.seq_len as f64).powi(2)
-            * self.head_dim as f64
-    }
-
-    /// `1 / sqrt(head_dim)`, the default softmax scale.
-    pub fn default_softmax_scale(&self) -> f32 {
-        1.0 / (self.head_dim as f32).sqrt()
-    }
-}
-
-/// Options of a forward pass; `Default` gives the usual attention.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ForwardOptions {
-    /// Multiplies `Q Kᵀ` before the softmax. `None` means `1 / sqrt(head_dim)`.
-    pub softmax_scale: Option<f32>,
-    /// The compiled kernel to run (an entry of [`FORWARD_KERNELS`]). `None` means
-    /// [`default_kernel`].
-    pub kernel: Option<&'static ForwardKernel>,
+pub struct RawTensors {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    /// `[batch, heads_q, seq_len_q]` f32, contiguous, or `None`.
+    pub lse: Option<u64>,
 }
 
 /// The forward pass on one GPU: a CUDA context, the loaded kernels and a stream.
@@ -85,8 +60,8 @@ impl FlashAttention {
         Self::on_device(0)
     }
 
-    /// Uses GPU `ordinal`. Fails with [`Error::NoGpu`] where there is none, and with a specific
-    /// error where the device or driver is too old for the kernels.
+    /// Uses GPU `ordinal` (its primary context). Fails with [`Error::NoGpu`] where there is none,
+    /// and with a specific error where the device or driver is too old for the kernels.
     pub fn on_device(ordinal: u32) -> Result<Self, Error> {
         let kernels = kernels::LoadedKernels::load(ordinal)?;
         let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
@@ -108,137 +83,170 @@ impl FlashAttention {
     }
 
     /// Enqueues `output = softmax(q kᵀ · scale) v` on [`Self::stream`] and returns without
-    /// waiting. Every argument is validated first; nothing is launched on error.
-    pub fn forward(
+    /// waiting; with `lse`, also writes the logsumexp of each query row (natural log, f32,
+    /// `[batch, heads_q, seq_len_q]` contiguous).
+    ///
+    /// Everything is validated first, nothing is launched on error, and the launch allocates
+    /// nothing and does not synchronise (so it can be captured in a CUDA graph).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward<T: Element>(
         &self,
-        q: &DeviceSlice<f16>,
-        k: &DeviceSlice<f16>,
-        v: &DeviceSlice<f16>,
-        output: &mut DeviceSlice<f16>,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let kernel = options.kernel.unwrap_or(default_kernel());
-        let scale = validate(shape, kernel, options)?;
-        let tensors = [("q", q), ("k", k), ("v", v), ("output", &*output)];
-        for (tensor, buffer) in tensors {
-            if buffer.len() != shape.elements() {
-                return Err(Error::BufferLength {
+        let plan = problem::plan(T::DTYPE, &shape, options)?;
+        let strides = options.resolved_strides(&shape);
+        let s = &shape;
+        let tensors = [
+            (
+                "q",
+                q.len(),
+                problem::extent(&strides.q, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
+            ),
+            (
+                "k",
+                k.len(),
+                problem::extent(&strides.k, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
+            ),
+            (
+                "v",
+                v.len(),
+                problem::extent(&strides.v, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
+            ),
+            (
+                "o",
+                output.len(),
+                problem::extent(&strides.o, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
+            ),
+        ];
+        for (tensor, actual, required) in tensors {
+            if (actual as u64) < required {
+                return Err(Error::BufferTooSmall {
                     tensor,
-                    expected: shape.elements(),
-                    actual: buffer.len(),
+                    required,
+                    actual,
                 });
             }
-            let address = buffer.as_device_ptr().as_raw();
-            if address % 16 != 0 {
-                return Err(Error::MisalignedBuffer { tensor, address });
-            }
         }
-        let params = ForwardParams {
+        let lse = match lse {
+            Some(lse) if lse.len() < shape.lse_elements() => {
+                return Err(Error::BufferTooSmall {
+                    tensor: "lse",
+                    required: shape.lse_elements() as u64,
+                    actual: lse.len(),
+                })
+            }
+            Some(lse) => Some(lse.as_device_ptr().as_raw()),
+            None => None,
+        };
+        let tensors = RawTensors {
             q: q.as_device_ptr().as_raw(),
             k: k.as_device_ptr().as_raw(),
             v: v.as_device_ptr().as_raw(),
             o: output.as_device_ptr().as_raw(),
-            seq_len: shape.seq_len as u32,
-            scale_log2: scale * std::f32::consts::LOG2_E,
+            lse,
         };
-        let function = self.kernels.module.get_function(kernel.entry)?;
-        let blocks_y = (shape.batch * shape.heads) as u32;
-        // SAFETY: `function` is `kernel`'s entry in this context's module; the four buffers
-        // were checked above to hold `shape.elements()` elements each (what the grid covers)
-        // and to be 16-byte aligned; `validate` checked the tiling of `seq_len`. `output` is
-        // borrowed mutably, so it cannot alias an input, and the borrows outlive this call;
-        // callers that free buffers before synchronising are protected by cust's own
-        // stream-ordered frees.
-        unsafe { launch::launch_forward(&self.stream, &function, &kernel.tile, blocks_y, params) }?;
-        Ok(())
+        // SAFETY: the buffers hold every element the shape and strides reach (checked above)
+        // and live at least as long as this call's borrows; `output` (and `lse`) are borrowed
+        // mutably, so they cannot alias the inputs, and `plan` rejected overlapping output
+        // strides. Work enqueued here may outlive the borrows: cust frees device memory with
+        // cuMemFree, which waits for outstanding work on the device.
+        unsafe { self.launch(self.stream.as_inner(), plan, tensors) }
     }
 
-    /// Copies host tensors to the GPU, runs [`Self::forward`], waits and copies the result back.
-    pub fn forward_host(
+    /// As [`Self::forward`] with raw device addresses and a caller's stream, for callers on
+    /// other CUDA bindings (cudarc, candle, burn). Validates the problem and the alignment of
+    /// the addresses; it cannot check sizes.
+    ///
+    /// # Safety
+    /// - `stream` is a live stream of this device's primary context (the context
+    ///   [`FlashAttention`] uses; cudarc's and the runtime API's default context).
+    /// - Each address is a device allocation holding every element that `shape` and the
+    ///   options' strides reach (`[batch, heads_q, seq_len_q]` f32 for `lse`), of element type
+    ///   `dtype`, alive until the kernel finishes.
+    /// - `o` and `lse` are writable and overlap neither each other nor the inputs.
+    pub unsafe fn forward_raw(
         &self,
-        q: &[f16],
-        k: &[f16],
-        v: &[f16],
+        stream: cust::sys::CUstream,
+        dtype: Dtype,
+        tensors: RawTensors,
         shape: AttentionShape,
         options: &ForwardOptions,
-    ) -> Result<Vec<f16>, Error> {
-        let kernel = options.kernel.unwrap_or(default_kernel());
-        validate(shape, kernel, options)?;
-        for (tensor, values) in [("q", q), ("k", k), ("v", v)] {
-            if values.len() != shape.elements() {
-                return Err(Error::BufferLength {
-                    tensor,
-                    expected: shape.elements(),
-                    actual: values.len(),
-                });
+    ) -> Result<(), Error> {
+        let plan = problem::plan(dtype, &shape, options)?;
+        self.launch(stream, plan, tensors)
+    }
+
+    /// Checks alignment, binds the context and launches.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_raw`].
+    unsafe fn launch(
+        &self,
+        stream: cust::sys::CUstream,
+        mut plan: problem::LaunchPlan,
+        tensors: RawTensors,
+    ) -> Result<(), Error> {
+        let lse = tensors.lse.unwrap_or(0);
+        for (tensor, address) in [
+            ("q", tensors.q),
+            ("k", tensors.k),
+            ("v", tensors.v),
+            ("o", tensors.o),
+        ] {
+            if address == 0 || address % 16 != 0 {
+                return Err(Error::MisalignedBuffer { tensor, address });
             }
         }
+        if tensors.lse.is_some() && (lse == 0 || !lse.is_multiple_of(4)) {
+            return Err(Error::MisalignedBuffer {
+                tensor: "lse",
+                address: lse,
+            });
+        }
+        (
+            plan.params.q,
+            plan.params.k,
+            plan.params.v,
+            plan.params.o,
+            plan.params.lse,
+        ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
+        CurrentContext::set_current(&self.kernels.context)?;
+        let function = self.kernels.module.get_function(plan.kernel.entry)?;
+        launch::launch_forward(stream, &function, &plan.kernel.tile, plan.grid, plan.params)
+    }
+
+    /// Copies dense host tensors to the GPU, runs [`Self::forward`], waits and copies the
+    /// output (laid out as the options say) back.
+    pub fn forward_host<T: Element>(
+        &self,
+        q: &[T],
+        k: &[T],
+        v: &[T],
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<Vec<T>, Error> {
+        problem::plan(T::DTYPE, &shape, options)?;
+        CurrentContext::set_current(&self.kernels.context)?;
+        let strides = options.resolved_strides(&shape);
+        let s = &shape;
+        let output_len = problem::extent(&strides.o, s.batch, s.heads_q, s.seq_len_q, s.head_dim);
         let (q, k, v) = (
             DeviceBuffer::from_slice(q)?,
             DeviceBuffer::from_slice(k)?,
             DeviceBuffer::from_slice(v)?,
         );
-        // SAFETY: f16 is plain data, and every element is written by the kernel before the copy
-        // back (the grid covers the whole output).
-        let mut output = unsafe { DeviceBuffer::<f16>::uninitialized(shape.elements())? };
-        self.forward(&q, &k, &v, &mut output, shape, options)?;
+        // Zeroed, not uninitialised: rows that output strides skip are copied back too.
+        let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); output_len as usize])?;
+        self.forward(&q, &k, &v, &mut output, None, shape, options)?;
         self.synchronize()?;
-        let mut host = vec![f16::ZERO; shape.elements()];
+        let mut host = vec![T::from_f64(0.0); output_len as usize];
         output.copy_to(&mut host[..])?;
         Ok(host)
     }
-}
-
-/// Checks everything about a problem that does not depend on buffers, and returns the
-/// softmax scale to use.
-fn validate(
-    shape: AttentionShape,
-    kernel: &ForwardKernel,
-    options: &ForwardOptions,
-) -> Result<f32, Error> {
-    for (dimension, value) in [
-        ("batch", shape.batch),
-        ("heads", shape.heads),
-        ("seq_len", shape.seq_len),
-        ("head_dim", shape.head_dim),
-    ] {
-        if value == 0 {
-            return Err(Error::ZeroSizedDimension { dimension });
-        }
-    }
-    if shape.head_dim != kernel.tile.head_dim {
-        return Err(Error::UnsupportedHeadDim {
-            head_dim: shape.head_dim,
-            supported: SUPPORTED_HEAD_DIMS,
-        });
-    }
-    let multiple = kernel.tile.seq_len_multiple();
-    if !shape.seq_len.is_multiple_of(multiple) {
-        return Err(Error::SeqLenNotTileMultiple {
-            seq_len: shape.seq_len,
-            multiple,
-        });
-    }
-    if shape.seq_len > u32::MAX as usize {
-        return Err(Error::ProblemTooLarge {
-            dimension: "seq_len",
-            value: shape.seq_len,
-            limit: u32::MAX as usize,
-        });
-    }
-    if shape.batch * shape.heads > MAX_GRID_Y {
-        return Err(Error::ProblemTooLarge {
-            dimension: "batch * heads",
-            value: shape.batch * shape.heads,
-            limit: MAX_GRID_Y,
-        });
-    }
-    let scale = options
-        .softmax_scale
-        .unwrap_or(shape.default_softmax_scale());
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(Error::InvalidSoftmaxScale { scale });
-    }
-    Ok(scale)
 }

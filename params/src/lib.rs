@@ -201,7 +201,6 @@ impl TileConfig {
     pub const fn smem_bytes(&self) -> usize {
         self.k_tile_offset(self.stages)
     }
-
 }
 
 /// A compiled forward kernel: its PTX entry point, element type and tile configuration.

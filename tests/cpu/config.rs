@@ -1,13 +1,18 @@
 use flash_attn::{
-    default_kernel, kernel_by_name, Error, TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    default_kernel, Dtype, TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    SUPPORTED_HEAD_DIMS,
 };
 
 #[test]
 fn entry_names_spell_out_their_tile_configuration() {
     for kernel in FORWARD_KERNELS {
         let tile = kernel.tile;
+        let dtype = match kernel.dtype {
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        };
         let expected = format!(
-            "flash_fwd_f16_d{}_m{}_n{}_w{}_s{}",
+            "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}",
             tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
         );
         assert_eq!(kernel.entry, expected);
@@ -69,15 +74,18 @@ fn a_tile_that_does_not_split_into_chunks_per_thread_is_rejected() {
 }
 
 #[test]
-fn kernels_are_found_by_name_and_unknown_names_are_an_error() {
-    assert_eq!(
-        kernel_by_name(default_kernel().entry).unwrap(),
-        default_kernel()
-    );
-    assert_eq!(
-        kernel_by_name("flash_fwd_nope"),
-        Err(Error::UnknownKernel {
-            name: "flash_fwd_nope".into()
-        })
-    );
+fn every_dtype_has_a_default_kernel_for_every_supported_head_dim_and_no_other() {
+    for dtype in [Dtype::F16, Dtype::Bf16] {
+        for &head_dim in SUPPORTED_HEAD_DIMS {
+            let kernel = default_kernel(dtype, head_dim).unwrap();
+            assert_eq!((kernel.dtype, kernel.tile.head_dim), (dtype, head_dim));
+        }
+    }
+    for kernel in FORWARD_KERNELS {
+        assert!(
+            SUPPORTED_HEAD_DIMS.contains(&kernel.tile.head_dim),
+            "{}",
+            kernel.entry
+        );
+    }
 }

@@ -13,6 +13,8 @@ fn ptx_targets_sm89() {
 fn ptx_uses_the_tensor_core_and_async_copy_instructions() {
     for instruction in [
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "cvt.rn.bf16x2.f32",
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
         "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
         "cp.async.cg.shared.global",

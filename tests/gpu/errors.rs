@@ -1,17 +1,18 @@
-//! Each invalid call returns its own error and launches nothing.
+//! The validation that needs device buffers: sizes and alignment. (Everything that needs no
+//! buffer is covered without a GPU by `tests/cpu/problem.rs`, through `supports`.)
 
 use cust::memory::DeviceBuffer;
-use flash_attn::{
-    default_kernel, AttentionShape, Error, FlashAttention, ForwardOptions, SUPPORTED_HEAD_DIMS,
-};
+use flash_attn::{AttentionShape, Error, FlashAttention, ForwardOptions};
 use half::f16;
 
 use crate::support::gpu;
 
 const SHAPE: AttentionShape = AttentionShape {
     batch: 2,
-    heads: 2,
-    seq_len: 128,
+    heads_q: 4,
+    heads_kv: 2,
+    seq_len_q: 100,
+    seq_len_kv: 70,
     head_dim: 64,
 };
 
@@ -19,35 +20,29 @@ fn buffer(elements: usize) -> DeviceBuffer<f16> {
     DeviceBuffer::from_slice(&vec![f16::from_f32(0.5); elements]).unwrap()
 }
 
-fn forward_with(
-    gpu: &FlashAttention,
-    shape: AttentionShape,
-    options: &ForwardOptions,
-) -> Result<(), Error> {
-    let (q, k, v) = (
-        buffer(SHAPE.elements()),
-        buffer(SHAPE.elements()),
-        buffer(SHAPE.elements()),
-    );
-    let mut output = buffer(SHAPE.elements());
-    gpu.forward(&q, &k, &v, &mut output, shape, options)
-}
-
 #[test]
-fn a_short_buffer_is_rejected() {
+fn a_short_input_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let (q, v) = (buffer(SHAPE.elements()), buffer(SHAPE.elements()));
-    let k = buffer(SHAPE.elements() - 8);
-    let mut output = buffer(SHAPE.elements());
+    let (q, v) = (buffer(SHAPE.q_elements()), buffer(SHAPE.kv_elements()));
+    let k = buffer(SHAPE.kv_elements() - 8);
+    let mut output = buffer(SHAPE.q_elements());
     let error = gpu
-        .forward(&q, &k, &v, &mut output, SHAPE, &ForwardOptions::default())
+        .forward(
+            &q,
+            &k,
+            &v,
+            &mut output,
+            None,
+            SHAPE,
+            &ForwardOptions::default(),
+        )
         .unwrap_err();
     assert_eq!(
         error,
-        Error::BufferLength {
+        Error::BufferTooSmall {
             tensor: "k",
-            expected: SHAPE.elements(),
-            actual: SHAPE.elements() - 8
+            required: SHAPE.kv_elements() as u64,
+            actual: SHAPE.kv_elements() - 8
         }
     );
 }
@@ -56,22 +51,51 @@ fn a_short_buffer_is_rejected() {
 fn a_too_small_output_is_rejected() {
     let Some(gpu) = gpu() else { return };
     let (q, k, v) = (
-        buffer(SHAPE.elements()),
-        buffer(SHAPE.elements()),
-        buffer(SHAPE.elements()),
+        buffer(SHAPE.q_elements()),
+        buffer(SHAPE.kv_elements()),
+        buffer(SHAPE.kv_elements()),
     );
-    let mut output = buffer(SHAPE.elements() / 2);
+    let mut output = buffer(SHAPE.q_elements() - 1);
     let error = gpu
-        .forward(&q, &k, &v, &mut output, SHAPE, &ForwardOptions::default())
+        .forward(
+            &q,
+            &k,
+            &v,
+            &mut output,
+            None,
+            SHAPE,
+            &ForwardOptions::default(),
+        )
         .unwrap_err();
     assert!(
-        matches!(
-            error,
-            Error::BufferLength {
-                tensor: "output",
-                ..
-            }
-        ),
+        matches!(error, Error::BufferTooSmall { tensor: "o", .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_too_small_logsumexp_is_rejected() {
+    let Some(gpu) = gpu() else { return };
+    let (q, k, v) = (
+        buffer(SHAPE.q_elements()),
+        buffer(SHAPE.kv_elements()),
+        buffer(SHAPE.kv_elements()),
+    );
+    let mut output = buffer(SHAPE.q_elements());
+    let mut lse = DeviceBuffer::from_slice(&vec![0f32; SHAPE.lse_elements() - 1]).unwrap();
+    let error = gpu
+        .forward(
+            &q,
+            &k,
+            &v,
+            &mut output,
+            Some(&mut lse),
+            SHAPE,
+            &ForwardOptions::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::BufferTooSmall { tensor: "lse", .. }),
         "{error}"
     );
 }
@@ -79,12 +103,20 @@ fn a_too_small_output_is_rejected() {
 #[test]
 fn a_misaligned_buffer_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let (q, k) = (buffer(SHAPE.elements()), buffer(SHAPE.elements()));
-    let v_storage = buffer(SHAPE.elements() + 1);
+    let (q, k) = (buffer(SHAPE.q_elements()), buffer(SHAPE.kv_elements()));
+    let v_storage = buffer(SHAPE.kv_elements() + 1);
     let v = v_storage.index(1..);
-    let mut output = buffer(SHAPE.elements());
+    let mut output = buffer(SHAPE.q_elements());
     let error = gpu
-        .forward(&q, &k, &v, &mut output, SHAPE, &ForwardOptions::default())
+        .forward(
+            &q,
+            &k,
+            &v,
+            &mut output,
+            None,
+            SHAPE,
+            &ForwardOptions::default(),
+        )
         .unwrap_err();
     assert!(
         matches!(error, Error::MisalignedBuffer { tensor: "v", .. }),
@@ -93,102 +125,35 @@ fn a_misaligned_buffer_is_rejected() {
 }
 
 #[test]
-fn an_unsupported_head_dim_lists_the_supported_ones() {
+fn problem_errors_surface_through_forward_too() {
     let Some(gpu) = gpu() else { return };
-    let shape = AttentionShape {
-        head_dim: 128,
-        seq_len: 64,
+    let (q, k, v) = (
+        buffer(SHAPE.q_elements()),
+        buffer(SHAPE.kv_elements()),
+        buffer(SHAPE.kv_elements()),
+    );
+    let mut output = buffer(SHAPE.q_elements());
+    let bad = AttentionShape {
+        heads_kv: 3,
         ..SHAPE
     };
-    let error = forward_with(&gpu, shape, &ForwardOptions::default()).unwrap_err();
+    let error = gpu
+        .forward(
+            &q,
+            &k,
+            &v,
+            &mut output,
+            None,
+            bad,
+            &ForwardOptions::default(),
+        )
+        .unwrap_err();
     assert_eq!(
         error,
-        Error::UnsupportedHeadDim {
-            head_dim: 128,
-            supported: SUPPORTED_HEAD_DIMS
+        Error::InvalidGqaRatio {
+            heads_q: 4,
+            heads_kv: 3
         }
-    );
-    assert!(error.to_string().contains("[64]"));
-}
-
-#[test]
-fn zero_sized_dimensions_are_rejected() {
-    let Some(gpu) = gpu() else { return };
-    for (shape, dimension) in [
-        (AttentionShape { batch: 0, ..SHAPE }, "batch"),
-        (AttentionShape { heads: 0, ..SHAPE }, "heads"),
-        (
-            AttentionShape {
-                seq_len: 0,
-                ..SHAPE
-            },
-            "seq_len",
-        ),
-        (
-            AttentionShape {
-                head_dim: 0,
-                ..SHAPE
-            },
-            "head_dim",
-        ),
-    ] {
-        let error = forward_with(&gpu, shape, &ForwardOptions::default()).unwrap_err();
-        assert_eq!(error, Error::ZeroSizedDimension { dimension });
-    }
-}
-
-#[test]
-fn a_sequence_length_off_the_tile_is_rejected() {
-    let Some(gpu) = gpu() else { return };
-    let shape = AttentionShape {
-        seq_len: 100,
-        ..SHAPE
-    };
-    let error = forward_with(&gpu, shape, &ForwardOptions::default()).unwrap_err();
-    let multiple = default_kernel().tile.seq_len_multiple();
-    assert_eq!(
-        error,
-        Error::SeqLenNotTileMultiple {
-            seq_len: 100,
-            multiple
-        }
-    );
-}
-
-#[test]
-fn an_invalid_softmax_scale_is_rejected() {
-    let Some(gpu) = gpu() else { return };
-    for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-        let options = ForwardOptions {
-            softmax_scale: Some(scale),
-            ..ForwardOptions::default()
-        };
-        let error = forward_with(&gpu, SHAPE, &options).unwrap_err();
-        assert!(
-            matches!(error, Error::InvalidSoftmaxScale { .. }),
-            "{error}"
-        );
-    }
-}
-
-#[test]
-fn too_many_heads_for_one_grid_are_rejected() {
-    let Some(gpu) = gpu() else { return };
-    let shape = AttentionShape {
-        batch: 1024,
-        heads: 128,
-        ..SHAPE
-    };
-    let error = forward_with(&gpu, shape, &ForwardOptions::default()).unwrap_err();
-    assert!(
-        matches!(
-            error,
-            Error::ProblemTooLarge {
-                dimension: "batch * heads",
-                ..
-            }
-        ),
-        "{error}"
     );
 }
 

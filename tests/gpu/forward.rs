@@ -1,31 +1,28 @@
-use flash_attn::{default_kernel, AttentionShape, Error, ForwardOptions, FORWARD_KERNELS};
-use half::f16;
+//! Every compiled kernel against the f64 reference, at the seed shape and over S = 128..4096.
 
-use crate::support::{fits, gpu, Problem};
+use flash_attn::{AttentionShape, Dtype, ForwardOptions, Layout, FORWARD_KERNELS};
+use half::{bf16, f16};
 
-fn shape(batch: usize, heads: usize, seq_len: usize) -> AttentionShape {
-    AttentionShape {
-        batch,
-        heads,
-        seq_len,
-        head_dim: 64,
-    }
-}
+use crate::support::{gpu, Problem};
 
-/// Runs every kernel that fits each shape; kernels that don't fit must say so.
 fn check_every_kernel(shapes: &[AttentionShape]) {
     let Some(gpu) = gpu() else { return };
     for &shape in shapes {
-        let problem = Problem::new(shape, None);
-        for kernel in FORWARD_KERNELS {
-            if fits(kernel, shape) {
-                problem.check(&gpu, kernel);
-            } else {
-                let error = problem.run(&gpu, kernel).unwrap_err();
-                assert!(
-                    matches!(error, Error::SeqLenNotTileMultiple { .. }),
-                    "{error}"
-                );
+        for causal in [false, true] {
+            let f16_problem = Problem::<f16>::new(shape, causal, None);
+            let bf16_problem = Problem::<bf16>::new(shape, causal, None);
+            for kernel in FORWARD_KERNELS
+                .iter()
+                .filter(|k| k.tile.head_dim == shape.head_dim)
+            {
+                match kernel.dtype {
+                    Dtype::F16 => {
+                        f16_problem.check(&gpu, &f16_problem.options(Layout::Bhsd, Some(kernel)))
+                    }
+                    Dtype::Bf16 => {
+                        bf16_problem.check(&gpu, &bf16_problem.options(Layout::Bhsd, Some(kernel)))
+                    }
+                };
             }
         }
     }
@@ -33,33 +30,48 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
 
 #[test]
 fn every_kernel_on_a_small_problem() {
-    check_every_kernel(&[shape(1, 2, 256)]);
+    check_every_kernel(&[
+        AttentionShape::new(1, 2, 256, 64),
+        AttentionShape::new(1, 2, 200, 128),
+    ]);
 }
 
 #[test]
 fn every_kernel_at_the_seed_shape() {
-    check_every_kernel(&[shape(4, 8, 512)]);
+    check_every_kernel(&[
+        AttentionShape::new(4, 8, 512, 64),
+        AttentionShape::new(4, 8, 512, 128),
+    ]);
 }
 
 #[test]
 fn every_kernel_for_sequence_lengths_128_to_4096() {
-    check_every_kernel(&[
-        shape(1, 3, 128),
-        shape(2, 2, 192),
-        shape(1, 2, 384),
-        shape(1, 2, 1024),
-        shape(1, 2, 2048),
-        shape(1, 1, 4096),
-    ]);
+    let shapes: Vec<_> = [
+        (1, 3, 128),
+        (2, 2, 192),
+        (1, 2, 384),
+        (1, 2, 1024),
+        (1, 2, 2048),
+        (1, 1, 4096),
+    ]
+    .into_iter()
+    .flat_map(|(b, h, s)| {
+        [
+            AttentionShape::new(b, h, s, 64),
+            AttentionShape::new(b, h, s, 128),
+        ]
+    })
+    .collect();
+    check_every_kernel(&shapes);
 }
 
 #[test]
 fn every_kernel_for_batch_and_head_variations() {
     check_every_kernel(&[
-        shape(1, 1, 512),
-        shape(3, 5, 256),
-        shape(16, 16, 128),
-        shape(2, 40, 128),
+        AttentionShape::new(1, 1, 512, 64),
+        AttentionShape::new(3, 5, 256, 64),
+        AttentionShape::new(16, 16, 128, 64),
+        AttentionShape::new(2, 40, 128, 128),
     ]);
 }
 
@@ -67,7 +79,8 @@ fn every_kernel_for_batch_and_head_variations() {
 fn several_fresh_inputs_at_the_seed_shape() {
     let Some(gpu) = gpu() else { return };
     for _ in 0..3 {
-        Problem::new(shape(4, 8, 512), None).check(&gpu, default_kernel());
+        let problem = Problem::<f16>::new(AttentionShape::new(4, 8, 512, 64), false, None);
+        problem.check(&gpu, &problem.options(Layout::Bhsd, None));
     }
 }
 
@@ -75,39 +88,91 @@ fn several_fresh_inputs_at_the_seed_shape() {
 fn a_custom_softmax_scale_is_applied() {
     let Some(gpu) = gpu() else { return };
     for scale in [0.02, 0.5] {
-        Problem::new(shape(2, 2, 256), Some(scale)).check(&gpu, default_kernel());
+        let problem = Problem::<f16>::new(AttentionShape::new(2, 2, 256, 64), false, Some(scale));
+        problem.check(&gpu, &problem.options(Layout::Bhsd, None));
     }
 }
 
 #[test]
-fn repeated_runs_are_bitwise_identical() {
+fn a_thousand_runs_are_bitwise_identical() {
     let Some(gpu) = gpu() else { return };
-    let problem = Problem::new(shape(4, 8, 512), None);
-    let first = problem.run(&gpu, default_kernel()).unwrap();
-    for _ in 0..20 {
-        assert!(
-            problem.run(&gpu, default_kernel()).unwrap() == first,
-            "outputs differ between runs"
-        );
+    for causal in [false, true] {
+        let problem = Problem::<f16>::new(AttentionShape::new(4, 8, 512, 64), causal, None);
+        let options = problem.options(Layout::Bhsd, None);
+        let first = problem.run(&gpu, &options).unwrap();
+        for run in 1..1000 {
+            let again = problem.run(&gpu, &options).unwrap();
+            let same = again
+                .output
+                .iter()
+                .zip(&first.output)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+                && again
+                    .logsumexp
+                    .iter()
+                    .zip(&first.logsumexp)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "run {run} differs from run 0 (causal = {causal})");
+        }
     }
 }
 
 #[test]
 fn forward_host_matches_the_device_path() {
     let Some(gpu) = gpu() else { return };
-    let problem = Problem::new(shape(2, 4, 256), None);
+    let problem = Problem::<f16>::new(AttentionShape::new(2, 4, 256, 64), false, None);
+    let options = ForwardOptions {
+        softmax_scale: Some(problem.softmax_scale),
+        ..Default::default()
+    };
     let from_host = gpu
-        .forward_host(
-            &problem.q,
-            &problem.k,
-            &problem.v,
-            problem.shape,
-            &ForwardOptions::default(),
-        )
+        .forward_host(&problem.q, &problem.k, &problem.v, problem.shape, &options)
         .unwrap();
-    let from_device = problem.run(&gpu, default_kernel()).unwrap();
+    let from_device = problem.run(&gpu, &options).unwrap();
     assert!(from_host
         .iter()
-        .zip(&from_device)
-        .all(|(a, b): (&f16, &f16)| a.to_bits() == b.to_bits()));
+        .zip(&from_device.output)
+        .all(|(a, b)| a.to_f64().to_bits() == b.to_bits()));
+}
+
+#[test]
+fn the_raw_entry_point_matches_the_safe_one() {
+    use cust::memory::{CopyDestination, DeviceBuffer};
+    use flash_attn::RawTensors;
+    let Some(gpu) = gpu() else { return };
+    let problem = Problem::<bf16>::new(AttentionShape::new(2, 4, 300, 128), true, None);
+    let options = problem.options(Layout::Bhsd, None);
+    let (q, k, v) = (
+        DeviceBuffer::from_slice(&problem.q).unwrap(),
+        DeviceBuffer::from_slice(&problem.k).unwrap(),
+        DeviceBuffer::from_slice(&problem.v).unwrap(),
+    );
+    let output = DeviceBuffer::from_slice(&vec![bf16::NAN; problem.shape.q_elements()]).unwrap();
+    let tensors = RawTensors {
+        q: q.as_device_ptr().as_raw(),
+        k: k.as_device_ptr().as_raw(),
+        v: v.as_device_ptr().as_raw(),
+        o: output.as_device_ptr().as_raw(),
+        lse: None,
+    };
+    // SAFETY: the buffers are dense [B, H, S, D] of the shape, alive until the synchronize
+    // below, and the stream is the instance's own (primary context).
+    unsafe {
+        gpu.forward_raw(
+            gpu.stream().as_inner(),
+            Dtype::Bf16,
+            tensors,
+            problem.shape,
+            &options,
+        )
+    }
+    .unwrap();
+    gpu.synchronize().unwrap();
+    let mut raw = vec![bf16::ZERO; problem.shape.q_elements()];
+    output.copy_to(&mut raw[..]).unwrap();
+    let safe = problem.run(&gpu, &options).unwrap();
+    assert!(raw
+        .iter()
+        .zip(&safe.output)
+        .all(|(a, b)| a.to_f64().to_bits() == b.to_bits()));
 }

@@ -1,14 +1,11 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
-use flash_attn::reference::{attention, error_stats, random_normal_f16, ErrorStats, Precision};
-use flash_attn::{AttentionShape, Error, FlashAttention, ForwardKernel, ForwardOptions};
-use half::f16;
+use flash_attn::reference::{
+    attention, error_stats, random_normal, relayout, ErrorStats, Precision, ReferenceOutput,
+};
+use flash_attn::{AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout};
 
-/// The fp16 bit pattern every output element holds before a run: a NaN, so an element the
-/// kernel never writes cannot pass.
-pub const POISON: u16 = 0x7E00;
-
-/// The error budget beyond 2x the plain-fp16 error: half an fp16 ulp in [0.5, 1), where the
-/// outputs of these inputs lie, for the final rounding both implementations do.
+/// The error budget beyond 2x the plain 16-bit error, for the final rounding both
+/// implementations do: half an fp16 ulp in [0.5, 1), where most outputs of these inputs lie.
 pub const ABSOLUTE_TOLERANCE: f64 = 2.5e-4;
 
 /// The GPU, or `None` (after one line saying why) where there is none.
@@ -38,97 +35,154 @@ pub fn fresh_seed() -> u64 {
     (nanos as u64) ^ (nanos >> 64) as u64
 }
 
-/// Random Q, K, V with nonzero mean (0.5) and unit spread, and their f64 reference output.
-pub struct Problem {
-    pub shape: AttentionShape,
-    pub seed: u64,
-    pub softmax_scale: f32,
-    pub q: Vec<f16>,
-    pub k: Vec<f16>,
-    pub v: Vec<f16>,
-    pub reference: Vec<f64>,
-    /// Error of a plain fp16 implementation against `reference`.
-    pub plain_f16_error: ErrorStats,
+/// What every output element holds before a run: NaN, so that an element the kernel never
+/// writes cannot pass.
+fn poisoned<T: Element>(len: usize) -> Vec<T> {
+    vec![T::from_f64(f64::NAN); len]
 }
 
-impl Problem {
-    pub fn new(shape: AttentionShape, softmax_scale: Option<f32>) -> Self {
+/// Random dense `[B, H, S, D]` inputs with nonzero mean (0.5) and unit spread, and their f64
+/// reference results.
+pub struct Problem<T: Element> {
+    pub shape: AttentionShape,
+    pub causal: bool,
+    pub seed: u64,
+    pub softmax_scale: f32,
+    pub q: Vec<T>,
+    pub k: Vec<T>,
+    pub v: Vec<T>,
+    pub reference: ReferenceOutput,
+    /// Error of a plain 16-bit implementation against `reference`.
+    pub plain_error: ErrorStats,
+}
+
+/// What one run returned, in `[B, H, S, D]` order whatever the layout.
+pub struct RunOutput {
+    pub output: Vec<f64>,
+    pub logsumexp: Vec<f64>,
+}
+
+impl<T: Element> Problem<T> {
+    pub fn new(shape: AttentionShape, causal: bool, softmax_scale: Option<f32>) -> Self {
         let seed = fresh_seed();
-        let elements = shape.elements();
-        let q = random_normal_f16(elements, 0.5, 1.0, seed);
-        let k = random_normal_f16(elements, 0.5, 1.0, seed ^ 0x5555);
-        let v = random_normal_f16(elements, 0.5, 1.0, seed ^ 0xAAAA);
+        let q = random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed);
+        let k = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0x5555);
+        let v = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0xAAAA);
+        Self::with_inputs(shape, causal, softmax_scale, seed, q, k, v)
+    }
+
+    pub fn with_inputs(
+        shape: AttentionShape,
+        causal: bool,
+        softmax_scale: Option<f32>,
+        seed: u64,
+        q: Vec<T>,
+        k: Vec<T>,
+        v: Vec<T>,
+    ) -> Self {
         let softmax_scale = softmax_scale.unwrap_or(shape.default_softmax_scale());
         let scale = softmax_scale as f64;
-        let reference = attention(&q, &k, &v, shape, scale, Precision::F64);
-        let plain = attention(&q, &k, &v, shape, scale, Precision::PlainF16);
-        let plain_f16_error = error_stats(plain, &reference);
+        let reference = attention(&q, &k, &v, shape, scale, causal, Precision::F64);
+        let plain = attention(&q, &k, &v, shape, scale, causal, Precision::Plain(T::DTYPE));
+        let plain_error = error_stats(plain.output, &reference.output);
         Self {
             shape,
+            causal,
             seed,
             softmax_scale,
             q,
             k,
             v,
             reference,
-            plain_f16_error,
+            plain_error,
         }
     }
 
-    /// Runs `kernel` on poisoned output and returns the output.
-    pub fn run(
+    pub fn options(
         &self,
-        gpu: &FlashAttention,
-        kernel: &'static ForwardKernel,
-    ) -> Result<Vec<f16>, Error> {
-        let (q, k, v) = (
-            DeviceBuffer::from_slice(&self.q)?,
-            DeviceBuffer::from_slice(&self.k)?,
-            DeviceBuffer::from_slice(&self.v)?,
-        );
-        let mut output =
-            DeviceBuffer::from_slice(&vec![f16::from_bits(POISON); self.shape.elements()])?;
-        let options = ForwardOptions {
+        layout: Layout,
+        kernel: Option<&'static flash_attn::ForwardKernel>,
+    ) -> ForwardOptions {
+        ForwardOptions {
             softmax_scale: Some(self.softmax_scale),
-            kernel: Some(kernel),
-        };
-        gpu.forward(&q, &k, &v, &mut output, self.shape, &options)?;
-        gpu.synchronize()?;
-        let mut host = vec![f16::ZERO; self.shape.elements()];
-        output.copy_to(&mut host[..])?;
-        Ok(host)
+            causal: self.causal,
+            layout,
+            kernel,
+            ..ForwardOptions::default()
+        }
     }
 
-    /// Runs `kernel` and asserts the tolerance rule: no NaN, and max and mean absolute error
-    /// at most twice the plain-fp16 error plus [`ABSOLUTE_TOLERANCE`].
-    pub fn check(&self, gpu: &FlashAttention, kernel: &'static ForwardKernel) -> ErrorStats {
-        let output = self.run(gpu, kernel).unwrap_or_else(|error| {
-            panic!(
-                "{} on {:?} failed to run: {error}",
-                kernel.entry, self.shape
-            )
-        });
-        let ours = error_stats(output.iter().map(|x| x.to_f64()), &self.reference);
-        let plain = self.plain_f16_error;
-        let context = format!(
-            "{} on {:?}, seed {} (replay with FLASH_ATTN_SEED={}): ours {ours:?}, plain fp16 {plain:?}",
-            kernel.entry, self.shape, self.seed, self.seed
+    /// Runs on poisoned output and LSE buffers, with the inputs stored in `layout`.
+    pub fn run(&self, gpu: &FlashAttention, options: &ForwardOptions) -> Result<RunOutput, Error> {
+        let s = self.shape;
+        let q_dims = (s.batch, s.heads_q, s.seq_len_q, s.head_dim);
+        let kv_dims = (s.batch, s.heads_kv, s.seq_len_kv, s.head_dim);
+        let layout = options.layout;
+        let (q, k, v) = (
+            DeviceBuffer::from_slice(&relayout(&self.q, q_dims, Layout::Bhsd, layout))?,
+            DeviceBuffer::from_slice(&relayout(&self.k, kv_dims, Layout::Bhsd, layout))?,
+            DeviceBuffer::from_slice(&relayout(&self.v, kv_dims, Layout::Bhsd, layout))?,
         );
-        assert_eq!(ours.non_finite, 0, "non-finite outputs: {context}");
+        let mut output = DeviceBuffer::from_slice(&poisoned::<T>(s.q_elements()))?;
+        let mut lse = DeviceBuffer::from_slice(&vec![f32::NAN; s.lse_elements()])?;
+        gpu.forward(&q, &k, &v, &mut output, Some(&mut lse), s, options)?;
+        gpu.synchronize()?;
+        let mut host = poisoned::<T>(s.q_elements());
+        output.copy_to(&mut host[..])?;
+        let mut host_lse = vec![0f32; s.lse_elements()];
+        lse.copy_to(&mut host_lse[..])?;
+        Ok(RunOutput {
+            output: relayout(&host, q_dims, layout, Layout::Bhsd)
+                .iter()
+                .map(|x| x.to_f64())
+                .collect(),
+            logsumexp: host_lse.iter().map(|&x| x as f64).collect(),
+        })
+    }
+
+    /// Runs and asserts the tolerance rule: no NaN, and max and mean absolute error at most
+    /// twice the plain 16-bit error plus [`ABSOLUTE_TOLERANCE`]; the logsumexp within 1e-3
+    /// (relative) and -inf exactly where the reference has it.
+    pub fn check(&self, gpu: &FlashAttention, options: &ForwardOptions) -> ErrorStats {
+        let context = format!(
+            "{:?} causal={} {:?} kernel={:?}, seed {} (replay with FLASH_ATTN_SEED={})",
+            self.shape,
+            self.causal,
+            options.layout,
+            options.kernel.map(|k| k.entry),
+            self.seed,
+            self.seed
+        );
+        let run = self
+            .run(gpu, options)
+            .unwrap_or_else(|error| panic!("{context}: failed to run: {error}"));
+        let ours = error_stats(run.output.iter().copied(), &self.reference.output);
+        let plain = self.plain_error;
+        assert_eq!(
+            ours.non_finite, 0,
+            "non-finite outputs: {context}: ours {ours:?}"
+        );
         assert!(
             ours.max_abs <= 2.0 * plain.max_abs + ABSOLUTE_TOLERANCE,
-            "max error: {context}"
+            "max error: {context}: ours {ours:?}, plain {plain:?}"
         );
         assert!(
             ours.mean_abs <= 2.0 * plain.mean_abs + ABSOLUTE_TOLERANCE,
-            "mean error: {context}"
+            "mean error: {context}: ours {ours:?}, plain {plain:?}"
         );
-        println!("{context}");
+        for (row, (&got, &want)) in run
+            .logsumexp
+            .iter()
+            .zip(&self.reference.logsumexp)
+            .enumerate()
+        {
+            let ok = if want == f64::NEG_INFINITY {
+                got == f64::NEG_INFINITY
+            } else {
+                (got - want).abs() <= 1e-3 * want.abs().max(1.0)
+            };
+            assert!(ok, "logsumexp of row {row}: {got} vs {want}: {context}");
+        }
         ours
     }
-}
-
-/// Whether `kernel` can run `shape` (its tiles divide the sequence length).
-pub fn fits(kernel: &ForwardKernel, shape: AttentionShape) -> bool {
-    shape.seq_len.is_multiple_of(kernel.tile.seq_len_multiple())
 }

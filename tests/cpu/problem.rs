@@ -1,0 +1,302 @@
+//! Problem validation without a GPU, through `supports`: one test per error it can return.
+
+use flash_attn::{
+    default_kernel, kernel_by_name, supports, AttentionShape, Dtype, Error, ForwardOptions,
+    ForwardStrides, Layout, TensorStrides, SUPPORTED_HEAD_DIMS,
+};
+
+const SHAPE: AttentionShape = AttentionShape {
+    batch: 2,
+    heads_q: 8,
+    heads_kv: 2,
+    seq_len_q: 77,
+    seq_len_kv: 300,
+    head_dim: 64,
+};
+
+fn check(shape: AttentionShape, options: ForwardOptions) -> Result<&'static str, Error> {
+    supports(Dtype::F16, &shape, &options).map(|kernel| kernel.entry)
+}
+
+#[test]
+fn general_problems_are_supported() {
+    for (seq_len_q, seq_len_kv) in [(1, 1), (1, 4096), (4097, 3), (239, 1)] {
+        for head_dim in [64, 128] {
+            for causal in [false, true] {
+                for layout in [Layout::Bhsd, Layout::Bshd] {
+                    let shape = AttentionShape {
+                        seq_len_q,
+                        seq_len_kv,
+                        head_dim,
+                        ..SHAPE
+                    };
+                    let options = ForwardOptions {
+                        causal,
+                        layout,
+                        ..Default::default()
+                    };
+                    for dtype in [Dtype::F16, Dtype::Bf16] {
+                        let kernel = supports(dtype, &shape, &options).unwrap();
+                        assert_eq!(kernel, default_kernel(dtype, head_dim).unwrap());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn zero_sized_dimensions_are_rejected() {
+    for (shape, dimension) in [
+        (AttentionShape { batch: 0, ..SHAPE }, "batch"),
+        (
+            AttentionShape {
+                heads_q: 0,
+                ..SHAPE
+            },
+            "heads_q",
+        ),
+        (
+            AttentionShape {
+                heads_kv: 0,
+                ..SHAPE
+            },
+            "heads_kv",
+        ),
+        (
+            AttentionShape {
+                seq_len_q: 0,
+                ..SHAPE
+            },
+            "seq_len_q",
+        ),
+        (
+            AttentionShape {
+                seq_len_kv: 0,
+                ..SHAPE
+            },
+            "seq_len_kv",
+        ),
+        (
+            AttentionShape {
+                head_dim: 0,
+                ..SHAPE
+            },
+            "head_dim",
+        ),
+    ] {
+        assert_eq!(
+            check(shape, ForwardOptions::default()),
+            Err(Error::ZeroSizedDimension { dimension })
+        );
+    }
+}
+
+#[test]
+fn an_unsupported_head_dim_lists_the_supported_ones() {
+    let error = check(
+        AttentionShape {
+            head_dim: 96,
+            ..SHAPE
+        },
+        ForwardOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error,
+        Error::UnsupportedHeadDim {
+            head_dim: 96,
+            supported: SUPPORTED_HEAD_DIMS
+        }
+    );
+    assert!(error.to_string().contains("[64, 128]"), "{error}");
+}
+
+#[test]
+fn a_gqa_ratio_that_is_not_whole_is_rejected() {
+    let error = check(
+        AttentionShape {
+            heads_kv: 3,
+            ..SHAPE
+        },
+        ForwardOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error,
+        Error::InvalidGqaRatio {
+            heads_q: 8,
+            heads_kv: 3
+        }
+    );
+}
+
+#[test]
+fn a_kernel_of_another_dtype_or_head_dim_is_rejected() {
+    let bf16_kernel = default_kernel(Dtype::Bf16, 64).unwrap();
+    let options = ForwardOptions {
+        kernel: Some(bf16_kernel),
+        ..Default::default()
+    };
+    assert_eq!(
+        check(SHAPE, options),
+        Err(Error::KernelDtypeMismatch {
+            kernel: bf16_kernel.entry,
+            dtype: Dtype::F16
+        })
+    );
+    let d128 = default_kernel(Dtype::F16, 128).unwrap();
+    let options = ForwardOptions {
+        kernel: Some(d128),
+        ..Default::default()
+    };
+    assert!(matches!(
+        check(SHAPE, options),
+        Err(Error::UnsupportedHeadDim { head_dim: 64, .. })
+    ));
+}
+
+#[test]
+fn problems_too_large_for_one_launch_are_rejected() {
+    let error = check(
+        AttentionShape {
+            batch: 70_000,
+            ..SHAPE
+        },
+        ForwardOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error,
+        Error::ProblemTooLarge {
+            dimension: "batch",
+            value: 70_000,
+            limit: 65_535
+        }
+    );
+    let error = check(
+        AttentionShape {
+            heads_q: 131_072,
+            heads_kv: 2,
+            ..SHAPE
+        },
+        ForwardOptions::default(),
+    );
+    assert!(matches!(
+        error,
+        Err(Error::ProblemTooLarge {
+            dimension: "heads_q",
+            ..
+        })
+    ));
+    let error = check(
+        AttentionShape {
+            seq_len_kv: 1 << 31,
+            ..SHAPE
+        },
+        ForwardOptions::default(),
+    );
+    assert!(matches!(
+        error,
+        Err(Error::ProblemTooLarge {
+            dimension: "seq_len_kv",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn an_invalid_softmax_scale_is_rejected() {
+    for scale in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+        let options = ForwardOptions {
+            softmax_scale: Some(scale),
+            ..Default::default()
+        };
+        assert!(matches!(
+            check(SHAPE, options),
+            Err(Error::InvalidSoftmaxScale { .. })
+        ));
+    }
+}
+
+fn with_strides(q: TensorStrides, o: TensorStrides) -> ForwardOptions {
+    let kv = Layout::Bhsd.strides(2, 300, 64);
+    ForwardOptions {
+        strides: Some(ForwardStrides { q, k: kv, v: kv, o }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn strides_that_misalign_rows_are_rejected() {
+    let dense = Layout::Bhsd.strides(8, 77, 64);
+    let odd = TensorStrides { seq: 68, ..dense };
+    assert_eq!(
+        check(SHAPE, with_strides(odd, dense)),
+        Err(Error::MisalignedStride {
+            tensor: "q",
+            stride: "seq",
+            value: 68
+        })
+    );
+}
+
+#[test]
+fn output_strides_that_overlap_rows_are_rejected() {
+    let dense = Layout::Bhsd.strides(8, 77, 64);
+    // Rows 32 elements apart overlap 64-element rows; heads 0 apart write the same rows.
+    for o in [
+        TensorStrides { seq: 32, ..dense },
+        TensorStrides { head: 0, ..dense },
+    ] {
+        assert_eq!(
+            check(SHAPE, with_strides(dense, o)),
+            Err(Error::OverlappingOutput { strides: o })
+        );
+    }
+    // Inputs may overlap (a broadcast over heads, say); padded outputs are fine.
+    let broadcast = TensorStrides { head: 0, ..dense };
+    let padded = TensorStrides {
+        batch: 8 * 80 * 72,
+        head: 80 * 72,
+        seq: 72,
+    };
+    assert!(check(SHAPE, with_strides(broadcast, padded)).is_ok());
+}
+
+#[test]
+fn layouts_give_the_strides_of_their_dimension_order() {
+    assert_eq!(
+        Layout::Bhsd.strides(8, 77, 64),
+        TensorStrides {
+            batch: 8 * 77 * 64,
+            head: 77 * 64,
+            seq: 64
+        }
+    );
+    assert_eq!(
+        Layout::Bshd.strides(8, 77, 64),
+        TensorStrides {
+            batch: 77 * 8 * 64,
+            head: 64,
+            seq: 8 * 64
+        }
+    );
+}
+
+#[test]
+fn flops_are_halved_for_causal() {
+    let shape = AttentionShape::new(4, 8, 512, 64);
+    assert_eq!(shape.flops(false), 4.0 * 32.0 * 512.0 * 512.0 * 64.0);
+    assert_eq!(shape.flops(true), shape.flops(false) / 2.0);
+}
+
+#[test]
+fn unknown_kernel_names_are_an_error() {
+    assert_eq!(
+        kernel_by_name("flash_fwd_nope"),
+        Err(Error::UnknownKernel {
+            name: "flash_fwd_nope".into()
+        })
+    );
+}

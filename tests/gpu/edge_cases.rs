@@ -1,0 +1,148 @@
+//! Inputs that break naive kernels: huge scores, rows that see no key, NaN and infinity.
+
+use flash_attn::reference::random_normal;
+use flash_attn::{AttentionShape, Layout};
+use half::f16;
+
+use crate::support::{fresh_seed, gpu, Problem};
+
+#[test]
+fn scores_beyond_the_fp16_range_stay_finite_and_accurate() {
+    let Some(gpu) = gpu() else { return };
+    // |q|, |k| ~ 100: raw dot products reach ~1e5, past fp16's 65504, so a softmax that saw
+    // them in fp16 would overflow. The plain-fp16 model does, so the rule here is absolute:
+    // the output is a near one-hot mix of V rows, exact up to its fp16 rounding.
+    let shape = AttentionShape::new(2, 2, 192, 64);
+    let seed = fresh_seed();
+    let q = random_normal::<f16>(shape.q_elements(), 20.0, 100.0, seed);
+    let k = random_normal::<f16>(shape.kv_elements(), 20.0, 100.0, seed ^ 1);
+    let v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, seed ^ 2);
+    for causal in [false, true] {
+        let problem =
+            Problem::with_inputs(shape, causal, None, seed, q.clone(), k.clone(), v.clone());
+        let run = problem
+            .run(&gpu, &problem.options(Layout::Bhsd, None))
+            .unwrap();
+        for (index, (&got, &want)) in run.output.iter().zip(&problem.reference.output).enumerate() {
+            let tolerance = want.abs().max(1.0) * 2f64.powi(-10);
+            assert!(
+                (got - want).abs() <= tolerance,
+                "element {index}: {got} vs {want} (seed {seed})"
+            );
+        }
+        for (&got, &want) in run.logsumexp.iter().zip(&problem.reference.logsumexp) {
+            assert!(
+                (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp() {
+    let Some(gpu) = gpu() else { return };
+    // Causal with Sq > Sk, bottom-right aligned: query i sees keys j <= i - (Sq - Sk), so the
+    // first Sq - Sk = 140 rows see nothing.
+    let shape = AttentionShape {
+        batch: 1,
+        heads_q: 2,
+        heads_kv: 1,
+        seq_len_q: 200,
+        seq_len_kv: 60,
+        head_dim: 128,
+    };
+    let problem = Problem::<f16>::new(shape, true, None);
+    let run = problem
+        .run(&gpu, &problem.options(Layout::Bhsd, None))
+        .unwrap();
+    for head in 0..2 {
+        for row in 0..200 {
+            let values = &run.output[(head * 200 + row) * 128..(head * 200 + row + 1) * 128];
+            let lse = run.logsumexp[head * 200 + row];
+            if row < 140 {
+                assert!(values.iter().all(|&x| x == 0.0), "row {row} should be 0");
+                assert_eq!(lse, f64::NEG_INFINITY, "row {row}");
+            } else {
+                assert!(
+                    values.iter().all(|x| x.is_finite() && *x != 0.0) && lse.is_finite(),
+                    "row {row}"
+                );
+            }
+        }
+    }
+    problem.check(&gpu, &problem.options(Layout::Bhsd, None));
+}
+
+/// Plants `value` at `index` of Q, K or V and checks that the outputs which are non-finite
+/// are exactly those the f64 reference makes non-finite.
+fn check_propagation(tensor: char, index: usize, value: f64, causal: bool) {
+    let Some(gpu) = gpu() else { return };
+    let shape = AttentionShape {
+        batch: 2,
+        heads_q: 4,
+        heads_kv: 2,
+        seq_len_q: 96,
+        seq_len_kv: 130,
+        head_dim: 64,
+    };
+    let seed = fresh_seed();
+    let mut q = random_normal::<f16>(shape.q_elements(), 0.5, 1.0, seed);
+    let mut k = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, seed ^ 1);
+    let mut v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, seed ^ 2);
+    match tensor {
+        'q' => q[index] = f16::from_f64(value),
+        'k' => k[index] = f16::from_f64(value),
+        _ => v[index] = f16::from_f64(value),
+    }
+    let problem = Problem::with_inputs(shape, causal, None, seed, q, k, v);
+    let run = problem
+        .run(&gpu, &problem.options(Layout::Bhsd, None))
+        .unwrap();
+    let reference = &problem.reference.output;
+    let affected = reference.iter().filter(|x| !x.is_finite()).count();
+    assert!(
+        affected > 0,
+        "the planted {value} in {tensor} affects nothing in the reference"
+    );
+    for (i, (&got, &want)) in run.output.iter().zip(reference).enumerate() {
+        assert_eq!(
+            got.is_finite(),
+            want.is_finite(),
+            "{tensor}[{index}] = {value}, causal {causal}: element {i}: {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn nan_in_a_query_affects_only_its_row() {
+    check_propagation('q', 37 * 64 + 5, f64::NAN, false);
+    check_propagation('q', (3 * 96 + 50) * 64, f64::NAN, true);
+}
+
+#[test]
+fn infinity_in_a_query_affects_only_its_row() {
+    check_propagation('q', 10 * 64 + 63, f64::INFINITY, true);
+}
+
+#[test]
+fn nan_in_a_key_affects_exactly_the_rows_that_see_it() {
+    // Key 100 of K/V head 1 of batch 0: seen by query heads 2 and 3, by every row without
+    // masking and, causally (bottom-right, Sk - Sq = 34), by rows i >= 66.
+    check_propagation('k', (130 + 100) * 64 + 7, f64::NAN, false);
+    check_propagation('k', (130 + 100) * 64 + 7, f64::NAN, true);
+}
+
+#[test]
+fn nan_in_a_value_affects_its_column_of_the_rows_that_see_it() {
+    // Without masking every row of the group sees every key. (With causal masking a row whose
+    // diagonal key block holds the NaN multiplies it by a zero probability, which IEEE makes
+    // NaN; see the README.)
+    check_propagation('v', (2 * 130 + 11) * 64 + 20, f64::NAN, false);
+}
+
+#[test]
+fn a_nan_in_k_past_a_query_diagonal_block_does_not_reach_it() {
+    // Rows whose last visible key block ends before key 129 never load it.
+    check_propagation('k', 129 * 64, f64::NAN, true);
+}
