@@ -3,6 +3,8 @@
 # compute-sanitizer (memcheck, racecheck, synccheck, initcheck), the criterion benchmark, the
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
+#
+# Usage: run.sh [tests] [sanitizer] [bench] [peers]   (no argument: all four, in that order)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/results}
@@ -13,13 +15,17 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
+phases=${*:-tests sanitizer bench peers}
+wants() { [[ " $phases " == *" $1 "* ]]; }
+
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
 
-# 1. GPU tests against the f64 CPU reference.
-start=$SECONDS
-./gpu-tests --test-threads=1 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |test result"
-note "gpu tests took $((SECONDS - start)) s"
-note "gpu tests: $(grep 'test result' "$out/gpu-tests.log" | tail -n 1)"
+# 1. GPU tests against the f64 CPU reference (the test harness is nightly's, so it can report
+#    each test's time).
+if wants tests; then
+    ./gpu-tests --test-threads=1 -Z unstable-options --report-time 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |test result"
+    note "gpu tests: $(grep 'test result' "$out/gpu-tests.log" | tail -n 1)"
+fi
 
 # 2. compute-sanitizer: all four tools over every kernel on small problems (causal and not);
 #    memcheck and initcheck over the tail and causal sweep; racecheck and synccheck on rows
@@ -35,24 +41,30 @@ run_sanitizer() {
     errors=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$sanitizer_log" | tail -n 1)
     note "sanitizer $tool $filter: exit $status, $errors"
 }
-for tool in memcheck racecheck synccheck initcheck; do
-    run_sanitizer "$tool" forward::every_kernel_on_a_small_problem
-done
-for tool in racecheck synccheck; do
-    run_sanitizer "$tool" edge_cases::rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp
-done
-for tool in memcheck initcheck; do
-    run_sanitizer "$tool" sweep::tails_and_causal_fp16
-    run_sanitizer "$tool" sweep::tails_and_causal_bf16
-done
-run_sanitizer memcheck forward::every_kernel_at_the_seed_shape
+if wants sanitizer; then
+    for tool in memcheck racecheck synccheck initcheck; do
+        run_sanitizer "$tool" forward::every_kernel_on_a_small_problem
+    done
+    for tool in racecheck synccheck; do
+        run_sanitizer "$tool" edge_cases::rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp
+    done
+    for tool in memcheck initcheck; do
+        run_sanitizer "$tool" sweep::tails_and_causal_fp16
+        run_sanitizer "$tool" sweep::tails_and_causal_bf16
+    done
+    run_sanitizer memcheck forward::every_kernel_at_the_seed_shape
+fi
 
 # 3. The criterion benchmark.
-./forward-bench --bench 2>&1 | tee "$out/bench.log" | grep -E "forward_f16|time:|thrpt:"
+if wants bench; then
+    ./forward-bench --bench 2>&1 | tee "$out/bench.log" | grep -E "forward_f16|time:|thrpt:"
+fi
 
 # 4. Our timings (every kernel), then the peer comparison on the same shapes.
-./flash-attn-timing --all-kernels --json "$out/ours.json" 2>&1 | tee "$out/timing.log"
-python3 peer_compare.py --ours "$out/ours.json" --out "$out/peers.json" > "$out/peers.log" 2>&1
-cat "$out/peers.log" >> "$out/timing.log"
-rm "$out/peers.log"
-note "$(sed -n '/^B,H,S,D .*causal/,$p' "$out/timing.log")"
+if wants peers; then
+    ./flash-attn-timing --all-kernels --json "$out/ours.json" 2>&1 | tee "$out/timing.log"
+    python3 peer_compare.py --ours "$out/ours.json" --out "$out/peers.json" > "$out/peers.log" 2>&1
+    cat "$out/peers.log" >> "$out/timing.log"
+    rm "$out/peers.log"
+    note "$(sed -n '/^B,H,S,D .*causal/,$p' "$out/timing.log")"
+fi

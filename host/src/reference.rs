@@ -17,6 +17,9 @@ pub enum Precision {
     /// rounded to `dtype`, products accumulated in f32, the output rounded to `dtype`. Its
     /// error against [`Precision::F64`] is the yardstick for a fused kernel's error.
     Plain(Dtype),
+    /// As [`Precision::Plain`] but with scores kept in f32, as a fused kernel keeps them: the
+    /// yardstick where scores overflow the 16-bit range.
+    Mixed(Dtype),
 }
 
 /// The reference results: `output` is `[batch, heads_q, seq_len_q, head_dim]`, `logsumexp`
@@ -49,6 +52,9 @@ pub fn attention<T: Element>(
     );
     let d = shape.head_dim;
     let rows = shape.lse_elements();
+    // Converted once: a 16-bit to f64 conversion per multiply-add would dominate the run time.
+    let to_f64 = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let (q, k, v) = (&to_f64(q), &to_f64(k), &to_f64(v));
     let mut output = vec![0.0; rows * d];
     let mut logsumexp = vec![0.0; rows];
     let tasks: Vec<(usize, &mut [f64], &mut [f64])> = output
@@ -92,10 +98,10 @@ pub fn attention<T: Element>(
 
 /// Computes query row `row` (over all batches and heads) into `out`; returns its logsumexp.
 #[allow(clippy::too_many_arguments)]
-fn one_row<T: Element>(
-    q: &[T],
-    k: &[T],
-    v: &[T],
+fn one_row(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
     shape: AttentionShape,
     scale: f64,
     causal: bool,
@@ -129,15 +135,18 @@ fn one_row<T: Element>(
             Precision::F64 => query_values
                 .iter()
                 .zip(key_values)
-                .map(|(a, b)| a.to_f64() * b.to_f64())
+                .map(|(a, b)| a * b)
                 .sum(),
-            Precision::Plain(dtype) => {
+            Precision::Plain(_) | Precision::Mixed(_) => {
                 let dot: f32 = query_values
                     .iter()
                     .zip(key_values)
-                    .map(|(a, b)| a.to_f64() as f32 * b.to_f64() as f32)
+                    .map(|(&a, &b)| a as f32 * b as f32)
                     .sum();
-                round_to(dtype, dot as f64)
+                match precision {
+                    Precision::Plain(dtype) => round_to(dtype, dot as f64),
+                    _ => dot as f64,
+                }
             }
         } * scale;
     }
@@ -146,7 +155,7 @@ fn one_row<T: Element>(
     for score in scores.iter_mut() {
         *score = match precision {
             Precision::F64 => (*score - max).exp(),
-            Precision::Plain(_) => ((*score - max) as f32).exp() as f64,
+            Precision::Plain(_) | Precision::Mixed(_) => ((*score - max) as f32).exp() as f64,
         };
         sum += *score;
     }
@@ -155,16 +164,16 @@ fn one_row<T: Element>(
         Precision::F64 => {
             for (key, &weight) in scores.iter().enumerate() {
                 for (o, x) in out.iter_mut().zip(value_row(key)) {
-                    *o += weight / sum * x.to_f64();
+                    *o += weight / sum * x;
                 }
             }
         }
-        Precision::Plain(dtype) => {
+        Precision::Plain(dtype) | Precision::Mixed(dtype) => {
             let mut accumulator = vec![0f32; d];
             for (key, &weight) in scores.iter().enumerate() {
                 let probability = round_to(dtype, weight / sum) as f32;
                 for (a, x) in accumulator.iter_mut().zip(value_row(key)) {
-                    *a += probability * x.to_f64() as f32;
+                    *a += probability * *x as f32;
                 }
             }
             for (o, a) in out.iter_mut().zip(accumulator) {

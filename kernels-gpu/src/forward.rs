@@ -110,6 +110,17 @@ unsafe fn wait_for_oldest_stage<const STAGES: usize>() {
     }
 }
 
+/// Waits until the Q tile has landed: the `STAGES - 1` K/V groups committed after it may still
+/// be in flight.
+#[inline(always)]
+unsafe fn wait_for_q<const STAGES: usize>() {
+    match STAGES {
+        2 => cp_async_wait_group::<1>(),
+        3 => cp_async_wait_group::<2>(),
+        _ => cp_async_wait_group::<3>(),
+    }
+}
+
 /// Element offset of the (batch, head) slice of a tensor.
 #[inline(always)]
 fn slice_offset(strides: &TensorStrides, batch: usize, head: usize) -> usize {
@@ -181,7 +192,8 @@ pub unsafe fn forward<
         first_row: first_query,
         rows: seq_len_q,
     };
-    let key_rows = |strides: &TensorStrides, pointer: u64, block: usize| RowBlock {
+    let key_rows = #[inline(always)]
+    |strides: &TensorStrides, pointer: u64, block: usize| RowBlock {
         base: (pointer as *const u16).add(slice_offset(strides, batch, kv_head)),
         row_stride: strides.seq as usize,
         first_row: block * BLOCK_N,
@@ -192,26 +204,24 @@ pub unsafe fn forward<
     let q_tile = SwizzledTile::<HEAD_DIM>::at(smem, 0);
     let k_tile = |stage: usize| SwizzledTile::<HEAD_DIM>::at(smem, tile.k_tile_offset(stage));
     let v_tile = |stage: usize| SwizzledTile::<HEAD_DIM>::at(smem, tile.v_tile_offset(stage));
-    let copy_key_block = |block: usize, stage: usize| {
+    let copy_key_block = #[inline(always)]
+    |block: usize, stage: usize| {
         let k_rows = key_rows(&params.k_strides, params.k, block);
         let v_rows = key_rows(&params.v_strides, params.v, block);
         copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(k_tile(stage), k_rows, thread);
         copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(v_tile(stage), v_rows, thread);
     };
 
-    // Prologue: Q joins the first K/V group; STAGES - 1 groups are committed (empty ones too,
-    // so that the group count, and thus `wait_for_oldest_stage`, is the same on every path).
+    // Prologue: Q in its own group, then STAGES - 1 K/V groups (empty ones too, so that the
+    // group count, and thus `wait_for_oldest_stage`, is the same on every path).
     copy_tile_async::<BLOCK_M, HEAD_DIM, WARPS>(q_tile, q_rows, thread);
+    cp_async_commit_group();
     for block in 0..STAGES - 1 {
         if block < key_blocks {
             copy_key_block(block, block);
         }
         cp_async_commit_group();
     }
-    // Ring slots of the block computed and of the block prefetched, advanced by one each
-    // iteration (a counter, not `block % STAGES`: a 64-bit remainder costs registers).
-    let next_slot = |slot: usize| if slot + 1 == STAGES { 0 } else { slot + 1 };
-    let (mut stage, mut prefetch_stage) = (0, STAGES - 1);
 
     let warp_row = warp * (BLOCK_M / WARPS);
     // Lane roles in ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i.
@@ -221,12 +231,32 @@ pub unsafe fn forward<
     // `2 * thread_in_group` and `+ 1` of each 16x8 tile.
     let (group, thread_in_group) = (lane / 4, lane % 4);
 
-    // q_fragments[m][d]: the 16x16 A fragment of rows warp_row + 16m.., dims 16d...
+    // q_fragments[m][d]: the 16x16 A fragment of rows warp_row + 16m.., dims 16d... Loaded once,
+    // before the loop: the K/V groups after Q may still be in flight. The barrier also orders
+    // these reads before the epilogue reuses the Q tile, whatever the number of key blocks.
+    wait_for_q::<STAGES>();
+    bar_sync_0();
     let mut q_fragments = [[[0u32; 4]; DIM_STEPS]; M_TILES];
+    // Matrices 0..3 = (rows 0-7, dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15),
+    // (rows 8-15, dims 8-15) of each 16x16 tile: the A fragment order.
+    for (m, fragments) in q_fragments.iter_mut().enumerate() {
+        for (d, fragment) in fragments.iter_mut().enumerate() {
+            let row = warp_row + 16 * m + lane % 16;
+            *fragment = ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16));
+        }
+    }
     let mut output: OutputFragments<M_TILES, DIM_STEPS> = [[[[0.0; 4]; 2]; DIM_STEPS]; M_TILES];
     let mut softmax = OnlineSoftmax::<M_TILES>::default();
 
-    for block in 0..key_blocks {
+    // Ring slots of the block computed and of the block prefetched, advanced by one each
+    // iteration (a counter, not `block % STAGES`: a 64-bit remainder costs registers).
+    let next_slot = |slot: usize| if slot + 1 == STAGES { 0 } else { slot + 1 };
+    let (mut stage, mut prefetch_stage) = (0, STAGES - 1);
+
+    // One key block. `masked` is a constant at each call site, so the unmasked loop below
+    // carries no mask code and no branch that would split its schedule.
+    let mut key_block = #[inline(always)]
+    |block: usize, masked: bool| {
         wait_for_oldest_stage::<STAGES>();
         // Makes every thread's copies of this block visible, and guarantees that all warps are
         // done with the slot the prefetch below overwrites (it held block - 1).
@@ -236,17 +266,6 @@ pub unsafe fn forward<
             copy_key_block(prefetch, prefetch_stage);
         }
         cp_async_commit_group();
-
-        if block == 0 {
-            // Matrices 0..3 = (rows 0-7, dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15),
-            // (rows 8-15, dims 8-15) of each 16x16 tile: the A fragment order.
-            for (m, fragments) in q_fragments.iter_mut().enumerate() {
-                for (d, fragment) in fragments.iter_mut().enumerate() {
-                    let row = warp_row + 16 * m + lane % 16;
-                    *fragment = ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16));
-                }
-            }
-        }
 
         // scores[m][n][half]: S for rows 16m.., keys 16n + 8 half ...
         let mut scores: ScoreFragments<M_TILES, KEY_STEPS> = [[[[0.0; 4]; 2]; KEY_STEPS]; M_TILES];
@@ -264,12 +283,7 @@ pub unsafe fn forward<
             }
         }
 
-        // Only blocks that hold keys past the end, or keys after the diagonal of the block's
-        // first query, need the per-element mask.
-        let block_key_end = (block + 1) * BLOCK_N;
-        let needs_mask = block_key_end > seq_len_kv
-            || (causal && block_key_end - 1 + seq_len_q > first_query + seq_len_kv);
-        if needs_mask {
+        if masked {
             // In block coordinates (key k, query row r of the block), k exists iff
             // k < keys_left and is visible iff k <= r + diagonal. Per row that is one bound,
             // `k < key_limit`; with this lane's part of k split off, each element is compared
@@ -330,18 +344,30 @@ pub unsafe fn forward<
         }
         stage = next_slot(stage);
         prefetch_stage = next_slot(prefetch_stage);
-    }
+    };
 
-    // With no key block (a causal block above the diagonal) the Q copies were never waited
-    // for; they must land before this warp's rows of the Q tile are reused below.
-    if key_blocks == 0 {
-        cp_async_wait_group::<0>();
-        bar_sync_0();
+    // Blocks before `unmasked_blocks` hold no key past the end and, if causal, none after the
+    // diagonal of the block's first query (key j is visible to query i iff
+    // j + seq_len_q <= i + seq_len_kv). The rest need the per-element mask.
+    let complete_blocks = seq_len_kv / BLOCK_N;
+    let unmasked_blocks = if causal {
+        ((first_query + 1 + seq_len_kv).saturating_sub(seq_len_q) / BLOCK_N).min(complete_blocks)
+    } else {
+        complete_blocks
+    };
+    for block in 0..unmasked_blocks {
+        key_block(block, false);
+    }
+    for block in unmasked_blocks..key_blocks {
+        key_block(block, true);
     }
 
     // Epilogue: normalise, stage this warp's rows in its own rows of the Q tile (only this warp
-    // ever read them), then write the rows that exist out 16 bytes per lane.
+    // ever read them), then write the rows that exist out 16 bytes per lane. Lanes of a warp
+    // may drift apart: the warp barrier orders every lane's Q `ldmatrix` (and, with no key
+    // block, the block barrier above ordered every Q copy) before the staging stores.
     let rows = softmax.finish(params.scale_log2);
+    bar_warp_sync();
     for m in 0..M_TILES {
         for d in 0..DIM_STEPS {
             for half_d in 0..2 {

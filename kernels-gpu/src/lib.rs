@@ -15,7 +15,8 @@
     stdarch_nvptx,
     gpu_intrinsics,
     gpu_launch_sized_workgroup_mem,
-    core_intrinsics
+    core_intrinsics,
+    stmt_expr_attributes
 )]
 #![allow(internal_features)]
 // Fragment loops index several arrays with the same MMA tile coordinates (m, n, d); written as
