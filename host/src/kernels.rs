@@ -6,6 +6,7 @@ use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
 use cust::function::Function;
 use cust::module::Module;
+use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
 use flash_attn_params::{Dtype, ForwardKernel, FORWARD_KERNELS};
 
@@ -45,8 +46,12 @@ pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
 
 /// A CUDA context on one device with the kernels' module loaded.
 pub(crate) struct LoadedKernels {
-    // Field order is drop order: the module must go before the context it lives in.
-    pub(crate) module: Module,
+    /// The entry of each of `FORWARD_KERNELS`, in order, looked up once: a lookup per launch
+    /// would cost a string allocation and a driver call. Valid while `module` is loaded.
+    functions: Vec<CUfunction>,
+    // Kept loaded, never read again: `functions` point into it. Field order is drop order: the
+    // module must go before the context it lives in.
+    _module: Module,
     pub(crate) device_name: String,
     // Keeps the primary context retained while the module lives, and is made current on the
     // calling thread before each launch.
@@ -77,17 +82,29 @@ impl LoadedKernels {
         }
         let context = Context::new(device)?;
         let module = Module::from_ptx(PTX, &[]).map_err(Error::ModuleLoad)?;
+        let mut functions = Vec::with_capacity(FORWARD_KERNELS.len());
         for kernel in FORWARD_KERNELS {
-            allow_dynamic_shared_memory(
-                &module.get_function(kernel.entry)?,
-                kernel.tile.smem_bytes(),
-            )?;
+            let function = module.get_function(kernel.entry)?;
+            allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
+            functions.push(function.to_raw());
         }
         Ok(Self {
-            module,
+            functions,
+            _module: module,
             device_name: name,
             context,
         })
+    }
+
+    /// The loaded entry of `kernel`, one of `FORWARD_KERNELS`.
+    pub(crate) fn function(&self, kernel: &ForwardKernel) -> Result<CUfunction, Error> {
+        FORWARD_KERNELS
+            .iter()
+            .position(|compiled| compiled.entry == kernel.entry)
+            .map(|index| self.functions[index])
+            .ok_or_else(|| Error::UnknownKernel {
+                name: kernel.entry.to_owned(),
+            })
     }
 }
 

@@ -2,8 +2,7 @@
 
 use std::ffi::c_void;
 
-use cust::function::Function;
-use cust::sys::{cuLaunchKernel, CUresult, CUstream};
+use cust::sys::{cuLaunchKernel, CUfunction, CUresult, CUstream};
 use flash_attn_params::{ForwardParams, TileConfig};
 
 use crate::Error;
@@ -11,15 +10,15 @@ use crate::Error;
 /// Enqueues one forward kernel on `stream` without waiting for it.
 ///
 /// # Safety
-/// - `function` is the entry compiled for `tile`, from a module of the context current on this
-///   thread, and `stream` belongs to that context.
+/// - `function` is the entry compiled for `tile`, from a module loaded in the context current
+///   on this thread, and `stream` belongs to that context.
 /// - `params` satisfies the kernel's contract (`flash_attn_kernels::forward::forward`): every
 ///   row its strides name for `grid` is a 16-byte-aligned device address that stays valid until
 ///   the kernel finishes, readable for q, k, v and writable for o (and lse, if not 0); output
 ///   rows don't overlap each other or the inputs.
 pub(crate) unsafe fn launch_forward(
     stream: CUstream,
-    function: &Function<'_>,
+    function: CUfunction,
     tile: &TileConfig,
     grid: (u32, u32, u32),
     mut params: ForwardParams,
@@ -28,7 +27,7 @@ pub(crate) unsafe fn launch_forward(
     // size_of::<ForwardParams>() bytes from this pointer before returning.
     let mut arguments = [&mut params as *mut ForwardParams as *mut c_void];
     let result = cuLaunchKernel(
-        function.to_raw(),
+        function,
         grid.0,
         grid.1,
         grid.2,

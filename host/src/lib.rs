@@ -216,9 +216,9 @@ impl FlashAttention {
             plan.params.o,
             plan.params.lse,
         ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
+        let function = self.kernels.function(plan.kernel)?;
         CurrentContext::set_current(&self.kernels.context)?;
-        let function = self.kernels.module.get_function(plan.kernel.entry)?;
-        launch::launch_forward(stream, &function, &plan.kernel.tile, plan.grid, plan.params)
+        launch::launch_forward(stream, function, &plan.kernel.tile, plan.grid, plan.params)
     }
 
     /// Copies dense host tensors to the GPU, runs [`Self::forward`], waits and copies the

@@ -312,18 +312,14 @@ fn overlaps(
     seq_len: usize,
     head_dim: usize,
 ) -> bool {
-    let mut dimensions: Vec<(u64, u64)> = [
-        (strides.batch, batch),
-        (strides.head, heads),
-        (strides.seq, seq_len),
-    ]
-    .into_iter()
-    .filter(|&(_, size)| size > 1)
-    .map(|(stride, size)| (stride, size as u64))
-    .collect();
+    let mut dimensions = [
+        (strides.batch, batch as u64),
+        (strides.head, heads as u64),
+        (strides.seq, seq_len as u64),
+    ];
     dimensions.sort_unstable();
     let mut span = head_dim as u64;
-    for (stride, size) in dimensions {
+    for (stride, size) in dimensions.into_iter().filter(|&(_, size)| size > 1) {
         if stride < span {
             return true;
         }

@@ -13,6 +13,9 @@ pub struct LaunchTimes {
     /// Microseconds per launch, one value per repeat, sorted ascending.
     pub per_launch_us: Vec<f64>,
     pub launches_per_repeat: usize,
+    /// Host time per launch call (median over repeats): if it reaches the GPU time, the
+    /// measurement is bound by the launch path, not the kernel.
+    pub host_us_per_launch: f64,
 }
 
 impl LaunchTimes {
@@ -48,19 +51,24 @@ pub fn time_launches(
         Event::new(EventFlags::DEFAULT)?,
     );
     let mut per_launch_us = Vec::with_capacity(repeats);
+    let mut host_us = Vec::with_capacity(repeats);
     for _ in 0..repeats {
         start.record(stream)?;
+        let host_start = std::time::Instant::now();
         for _ in 0..launches_per_repeat {
             launch()?;
         }
+        host_us.push(host_start.elapsed().as_secs_f64() * 1e6 / launches_per_repeat as f64);
         stop.record(stream)?;
         stop.synchronize()?;
         let milliseconds = stop.elapsed_time_f32(&start)? as f64;
         per_launch_us.push(milliseconds * 1e3 / launches_per_repeat as f64);
     }
     per_launch_us.sort_by(f64::total_cmp);
+    host_us.sort_by(f64::total_cmp);
     Ok(LaunchTimes {
         per_launch_us,
         launches_per_repeat,
+        host_us_per_launch: host_us[host_us.len() / 2],
     })
 }

@@ -102,8 +102,8 @@ fn main() -> Result<(), Error> {
     }
     let gpu = FlashAttention::new()?;
     println!(
-        "{:<16} {:<6} {:<5} {:<36} {:>10} {:>21} {:>8}",
-        "B,H,S,D", "causal", "dtype", "kernel", "median us", "p10-p90 us", "TFLOP/s"
+        "{:<16} {:<6} {:<5} {:<36} {:>10} {:>21} {:>8} {:>8}",
+        "B,H,S,D", "causal", "dtype", "kernel", "median us", "p10-p90 us", "TFLOP/s", "host us"
     );
     let mut measurements = Vec::new();
     for dtype in [Dtype::F16, Dtype::Bf16] {
@@ -136,7 +136,7 @@ fn main() -> Result<(), Error> {
                         times,
                     };
                     println!(
-                        "{:<16} {:<6} {:<5} {:<36} {:>10.2} {:>10.2}-{:<10.2} {:>8.1}",
+                        "{:<16} {:<6} {:<5} {:<36} {:>10.2} {:>10.2}-{:<10.2} {:>8.1} {:>8.2}",
                         format!("{batch},{heads},{seq_len},{head_dim}"),
                         causal,
                         format!("{dtype:?}"),
@@ -144,7 +144,8 @@ fn main() -> Result<(), Error> {
                         measurement.times.median(),
                         measurement.times.quantile(0.1),
                         measurement.times.quantile(0.9),
-                        measurement.tflops()
+                        measurement.tflops(),
+                        measurement.times.host_us_per_launch
                     );
                     measurements.push(measurement);
                 }
