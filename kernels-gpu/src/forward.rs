@@ -261,11 +261,6 @@ pub unsafe fn forward<
         // Makes every thread's copies of this block visible, and guarantees that all warps are
         // done with the slot the prefetch below overwrites (it held block - 1).
         bar_sync_0();
-        let prefetch = block + STAGES - 1;
-        if prefetch < key_blocks {
-            copy_key_block(prefetch, prefetch_stage);
-        }
-        cp_async_commit_group();
 
         // scores[m][n][half]: S for rows 16m.., keys 16n + 8 half ...
         let mut scores: ScoreFragments<M_TILES, KEY_STEPS> = [[[[0.0; 4]; 2]; KEY_STEPS]; M_TILES];
@@ -282,6 +277,14 @@ pub unsafe fn forward<
                 }
             }
         }
+
+        // The prefetch is issued after the S MMAs, not before: its address arithmetic would
+        // otherwise sit between the barrier and the first K `ldmatrix` on every iteration.
+        let prefetch = block + STAGES - 1;
+        if prefetch < key_blocks {
+            copy_key_block(prefetch, prefetch_stage);
+        }
+        cp_async_commit_group();
 
         if masked {
             // In block coordinates (key k, query row r of the block), k exists iff
