@@ -71,16 +71,18 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
     };
     let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
-    let address = |row: usize| {
-        source
-            .base
-            .add(row * source.row_stride + chunk * CHUNK_ELEMS)
-    };
     if source.first_row + ROWS <= source.rows {
+        // One pointer walks this thread's rows. The step goes through `opaque` so that LLVM
+        // keeps one pointer instead of a 64-bit induction variable per copy (which cost 16
+        // registers and 16 instructions per key block).
+        let step = opaque(rows_per_copy * source.row_stride);
+        let mut row_pointer = source
+            .base
+            .add((source.first_row + first) * source.row_stride + chunk * CHUNK_ELEMS);
         for copy in 0..copies_per_thread {
-            let row = first + copy * rows_per_copy;
-            let destination = tile.chunk_address(row, chunk);
-            cp_async_cg_16(destination, address(source.first_row + row).cast());
+            let destination = tile.chunk_address(first + copy * rows_per_copy, chunk);
+            cp_async_cg_16(destination, row_pointer.cast());
+            row_pointer = row_pointer.add(step);
         }
     } else {
         for copy in 0..copies_per_thread {
@@ -93,10 +95,20 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
                 0
             };
             let read_row = source_row.min(source.rows - 1);
+            let element = read_row * source.row_stride + chunk * CHUNK_ELEMS;
             let destination = tile.chunk_address(row, chunk);
-            cp_async_cg_16_zfill(destination, address(read_row).cast(), source_bytes);
+            cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
         }
     }
+}
+
+/// Returns `value` unchanged, hidden from the optimiser: a PTX comment that "may modify" it,
+/// not `pure`, so it is not hoisted and each key block sees a fresh unknown value.
+#[inline(always)]
+fn opaque(mut value: usize) -> usize {
+    // SAFETY: the assembly is a comment: it reads and writes nothing.
+    unsafe { core::arch::asm!("// opaque {0}", inout(reg64) value, options(nomem, nostack)) };
+    value
 }
 
 /// Waits until the K/V copies of the oldest ring slot have landed: the `STAGES - 2` groups
@@ -183,7 +195,8 @@ pub unsafe fn forward<
     } else {
         seq_len_kv
     };
-    let key_blocks = key_end.div_ceil(BLOCK_N);
+    // Block and ring-slot counters are u32: 64-bit counters cost two instructions per step.
+    let key_blocks = key_end.div_ceil(BLOCK_N) as u32;
 
     // 64-bit element offsets: large tensors cannot overflow.
     let q_rows = RowBlock {
@@ -193,19 +206,24 @@ pub unsafe fn forward<
         rows: seq_len_q,
     };
     let key_rows = #[inline(always)]
-    |strides: &TensorStrides, pointer: u64, block: usize| RowBlock {
+    |strides: &TensorStrides, pointer: u64, block: u32| RowBlock {
         base: (pointer as *const u16).add(slice_offset(strides, batch, kv_head)),
         row_stride: strides.seq as usize,
-        first_row: block * BLOCK_N,
+        first_row: block as usize * BLOCK_N,
         rows: seq_len_kv,
     };
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = SwizzledTile::<HEAD_DIM>::at(smem, 0);
-    let k_tile = |stage: usize| SwizzledTile::<HEAD_DIM>::at(smem, tile.k_tile_offset(stage));
-    let v_tile = |stage: usize| SwizzledTile::<HEAD_DIM>::at(smem, tile.v_tile_offset(stage));
+    let stage_bytes = (tile.k_tile_offset(1) - tile.k_tile_offset(0)) as u32;
+    let k_tile = |stage: u32| {
+        SwizzledTile::<HEAD_DIM>::at(smem + stage * stage_bytes, tile.k_tile_offset(0))
+    };
+    let v_tile = |stage: u32| {
+        SwizzledTile::<HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
+    };
     let copy_key_block = #[inline(always)]
-    |block: usize, stage: usize| {
+    |block: u32, stage: u32| {
         let k_rows = key_rows(&params.k_strides, params.k, block);
         let v_rows = key_rows(&params.v_strides, params.v, block);
         copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(k_tile(stage), k_rows, thread);
@@ -216,7 +234,7 @@ pub unsafe fn forward<
     // group count, and thus `wait_for_oldest_stage`, is the same on every path).
     copy_tile_async::<BLOCK_M, HEAD_DIM, WARPS>(q_tile, q_rows, thread);
     cp_async_commit_group();
-    for block in 0..STAGES - 1 {
+    for block in 0..STAGES as u32 - 1 {
         if block < key_blocks {
             copy_key_block(block, block);
         }
@@ -250,13 +268,19 @@ pub unsafe fn forward<
 
     // Ring slots of the block computed and of the block prefetched, advanced by one each
     // iteration (a counter, not `block % STAGES`: a 64-bit remainder costs registers).
-    let next_slot = |slot: usize| if slot + 1 == STAGES { 0 } else { slot + 1 };
-    let (mut stage, mut prefetch_stage) = (0, STAGES - 1);
+    let next_slot = |slot: u32| {
+        if slot + 1 == STAGES as u32 {
+            0
+        } else {
+            slot + 1
+        }
+    };
+    let (mut stage, mut prefetch_stage) = (0, STAGES as u32 - 1);
 
     // One key block. `masked` is a constant at each call site, so the unmasked loop below
     // carries no mask code and no branch that would split its schedule.
     let mut key_block = #[inline(always)]
-    |block: usize, masked: bool| {
+    |block: u32, masked: bool| {
         wait_for_oldest_stage::<STAGES>();
         // Makes every thread's copies of this block visible, and guarantees that all warps are
         // done with the slot the prefetch below overwrites (it held block - 1).
@@ -280,7 +304,7 @@ pub unsafe fn forward<
 
         // The prefetch is issued after the S MMAs, not before: its address arithmetic would
         // otherwise sit between the barrier and the first K `ldmatrix` on every iteration.
-        let prefetch = block + STAGES - 1;
+        let prefetch = block + STAGES as u32 - 1;
         if prefetch < key_blocks {
             copy_key_block(prefetch, prefetch_stage);
         }
@@ -292,10 +316,11 @@ pub unsafe fn forward<
             // `k < key_limit`; with this lane's part of k split off, each element is compared
             // with a compile-time constant. Sequence lengths are below 2^31 (host-checked), so
             // i32 is exact.
-            let keys_left = (seq_len_kv - block * BLOCK_N) as i32;
+            let keys_left = (seq_len_kv - block as usize * BLOCK_N) as i32;
             let lane_key = (2 * thread_in_group) as i32;
             let lane_row = (warp_row + group) as i32;
-            let diagonal = (first_query + seq_len_kv) as i32 - (seq_len_q + block * BLOCK_N) as i32;
+            let diagonal =
+                (first_query + seq_len_kv) as i32 - (seq_len_q + block as usize * BLOCK_N) as i32;
             for m in 0..M_TILES {
                 for half_m in 0..2 {
                     let row = lane_row + (16 * m + 8 * half_m) as i32;
@@ -357,7 +382,7 @@ pub unsafe fn forward<
         ((first_query + 1 + seq_len_kv).saturating_sub(seq_len_q) / BLOCK_N).min(complete_blocks)
     } else {
         complete_blocks
-    };
+    } as u32;
     for block in 0..unmasked_blocks {
         key_block(block, false);
     }
