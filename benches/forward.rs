@@ -1,20 +1,70 @@
-//! Criterion benchmark of the forward pass, timed with CUDA events around back-to-back
-//! launches on one stream. Throughput is in FLOP (criterion prints it as "elem/s"):
-//! `4 · B · H · S² · D` per call.
+//! Criterion benchmark of the forward pass over the anchor shapes (ANCHORS.md), causal and not,
+//! fp16 and bf16, default kernels; timed with CUDA events around back-to-back launches on one
+//! stream. Throughput is in FLOP (criterion prints it as "elem/s"): `4 · B · H · S² · D` per call,
+//! halved for causal.
 //!
-//! Without a GPU it says so and exits 0.
+//! Without a GPU it says so and exits 0. Filter as usual, e.g. `cargo bench -- B4_H8_S512_D64`.
 
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use cust::event::{Event, EventFlags};
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::{AttentionShape, Error, FlashAttention, ForwardOptions};
-use half::f16;
+use flash_attn::{AttentionShape, Element, Error, FlashAttention, ForwardOptions};
+use half::{bf16, f16};
 
-const SHAPES: [(usize, usize, usize, usize); 3] =
-    [(4, 8, 512, 64), (16, 16, 512, 64), (32, 16, 512, 64)];
+/// `(batch, heads, seq_len, head_dim)`, the seed shape first.
+const SHAPES: [(usize, usize, usize, usize); 6] = [
+    (4, 8, 512, 64),
+    (16, 16, 512, 64),
+    (32, 16, 512, 64),
+    (4, 8, 512, 128),
+    (8, 16, 2048, 64),
+    (2, 16, 4096, 128),
+];
+
+fn bench_shape<T: Element>(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    gpu: &FlashAttention,
+    shape: AttentionShape,
+    causal: bool,
+) {
+    let input =
+        |seed| DeviceBuffer::from_slice(&random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed));
+    let (q, k, v) = (input(1).unwrap(), input(2).unwrap(), input(3).unwrap());
+    let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()]).unwrap();
+    let options = ForwardOptions {
+        causal,
+        ..ForwardOptions::default()
+    };
+    group.throughput(Throughput::Elements(shape.flops(causal) as u64));
+    let AttentionShape {
+        batch,
+        heads_q,
+        seq_len_q,
+        head_dim,
+        ..
+    } = shape;
+    let mask = if causal { "causal" } else { "full" };
+    let id = BenchmarkId::from_parameter(format!(
+        "B{batch}_H{heads_q}_S{seq_len_q}_D{head_dim}_{mask}"
+    ));
+    group.bench_function(id, |bencher| {
+        bencher.iter_custom(|launches| {
+            let start = Event::new(EventFlags::DEFAULT).unwrap();
+            let stop = Event::new(EventFlags::DEFAULT).unwrap();
+            start.record(gpu.stream()).unwrap();
+            for _ in 0..launches {
+                gpu.forward(&q, &k, &v, &mut output, None, shape, &options)
+                    .unwrap();
+            }
+            stop.record(gpu.stream()).unwrap();
+            stop.synchronize().unwrap();
+            stop.elapsed(&start).unwrap()
+        });
+    });
+}
 
 fn main() {
     let gpu = match FlashAttention::new() {
@@ -27,35 +77,22 @@ fn main() {
     };
     println!("benchmarking on {}", gpu.device_name());
     let mut criterion = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
         .configure_from_args();
-    let mut group = criterion.benchmark_group("forward_f16");
-    for (batch, heads, seq_len, head_dim) in SHAPES {
-        let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
-        let input = |seed| {
-            DeviceBuffer::from_slice(&random_normal::<f16>(shape.q_elements(), 0.5, 1.0, seed))
-        };
-        let (q, k, v) = (input(1).unwrap(), input(2).unwrap(), input(3).unwrap());
-        let mut output = DeviceBuffer::from_slice(&vec![f16::ZERO; shape.q_elements()]).unwrap();
-        let options = ForwardOptions::default();
-        group.throughput(Throughput::Elements(shape.flops(false) as u64));
-        let id = BenchmarkId::from_parameter(format!("B{batch}_H{heads}_S{seq_len}_D{head_dim}"));
-        group.bench_function(id, |bencher| {
-            bencher.iter_custom(|launches| {
-                let start = Event::new(EventFlags::DEFAULT).unwrap();
-                let stop = Event::new(EventFlags::DEFAULT).unwrap();
-                start.record(gpu.stream()).unwrap();
-                for _ in 0..launches {
-                    gpu.forward(&q, &k, &v, &mut output, None, shape, &options)
-                        .unwrap();
+    for (name, bf16_inputs) in [("forward_f16", false), ("forward_bf16", true)] {
+        let mut group = criterion.benchmark_group(name);
+        for (batch, heads, seq_len, head_dim) in SHAPES {
+            let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+            for causal in [false, true] {
+                if bf16_inputs {
+                    bench_shape::<bf16>(&mut group, &gpu, shape, causal);
+                } else {
+                    bench_shape::<f16>(&mut group, &gpu, shape, causal);
                 }
-                stop.record(gpu.stream()).unwrap();
-                stop.synchronize().unwrap();
-                stop.elapsed(&start).unwrap()
-            });
-        });
+            }
+        }
+        group.finish();
     }
-    group.finish();
     criterion.final_summary();
 }

@@ -31,6 +31,7 @@ strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing"
 cp target/release/build/flash-attn-*/out/flash_attn_kernels.ptx "$bundle/" 2>/dev/null \
     || cp "$(ls -t target/*/build/flash-attn-*/out/flash_attn_kernels.ptx | head -n 1)" "$bundle/"
 cp scripts/run-bundle.sh "$bundle/run.sh"
-cp scripts/peer_compare.py "$bundle/"
+cp scripts/peer_compare.py scripts/regression_check.py "$bundle/"
+if [ -f results/baseline.json ]; then cp results/baseline.json "$bundle/baseline.json"; fi
 git rev-parse --short HEAD > "$bundle/COMMIT" 2>/dev/null || echo unknown > "$bundle/COMMIT"
 du -sh "$bundle"

@@ -4,7 +4,11 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [tests] [sanitizer] [bench] [peers]   (no argument: all four, in that order)
+# Usage: run.sh [tests] [sanitizer] [bench] [peers] [noise]   (no argument: all, in that order)
+#   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
+#          committed baseline (results/baseline.json, carried as baseline.json);
+#   noise: times our kernels a second time and runs the same check against the first pass,
+#          which measures the run-to-run noise the check has to see through.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/results}
@@ -15,7 +19,7 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-tests sanitizer bench peers}
+phases=${*:-tests sanitizer bench peers noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -57,7 +61,7 @@ fi
 
 # 3. The criterion benchmark.
 if wants bench; then
-    ./forward-bench --bench 2>&1 | tee "$out/bench.log" | grep -E "forward_f16|time:|thrpt:"
+    ./forward-bench --bench 2>&1 | tee "$out/bench.log" | grep -E "forward_|time:|thrpt:"
 fi
 
 # 4. Our timings (every kernel), then the peer comparison on the same shapes.
@@ -67,4 +71,19 @@ if wants peers; then
     cat "$out/peers.log" >> "$out/timing.log"
     rm "$out/peers.log"
     note "$(sed -n '/^B,H,S,D .*causal/,$p' "$out/timing.log")"
+    if [ -f baseline.json ]; then
+        python3 regression_check.py --baseline baseline.json --current "$out/ours.json" > regression.txt 2>&1
+        note "regression check against the committed baseline (exit $?):"
+        cat regression.txt >> "$out/timing.log"
+        note "$(tail -n 1 regression.txt)"
+    fi
+fi
+
+# 5. Run-to-run noise: a second pass of our timings, checked against the first.
+if wants noise && [ -f "$out/ours.json" ]; then
+    ./flash-attn-timing --all-kernels --json repeat.json > /dev/null 2>&1
+    python3 regression_check.py --baseline "$out/ours.json" --current repeat.json > noise.txt 2>&1
+    note "noise check, second timing pass against the first (exit $?):"
+    cat noise.txt >> "$out/timing.log"
+    note "$(tail -n 1 noise.txt)"
 fi

@@ -49,7 +49,8 @@ impl Measurement {
             concat!(
                 "{{\"batch\":{},\"heads\":{},\"seq_len\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",",
                 "\"median_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},",
-                "\"repeats\":{},\"launches_per_repeat\":{},\"tflops\":{:.1},\"config\":\"{}\"}}"
+                "\"repeats\":{},\"launches_per_repeat\":{},\"tflops\":{:.1},\"config\":\"{}\",",
+                "\"samples_us\":[{}]}}"
             ),
             s.batch,
             s.heads_q,
@@ -65,7 +66,13 @@ impl Measurement {
             self.times.per_launch_us.len(),
             self.times.launches_per_repeat,
             self.tflops(),
-            self.kernel.entry
+            self.kernel.entry,
+            self.times
+                .per_launch_us
+                .iter()
+                .map(|t| format!("{t:.3}"))
+                .collect::<Vec<_>>()
+                .join(",")
         )
     }
 }
