@@ -11,18 +11,9 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use cust::event::{Event, EventFlags};
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
+use flash_attn::timing::ANCHOR_SHAPES;
 use flash_attn::{AttentionShape, Element, Error, FlashAttention, ForwardOptions};
 use half::{bf16, f16};
-
-/// `(batch, heads, seq_len, head_dim)`, the seed shape first.
-const SHAPES: [(usize, usize, usize, usize); 6] = [
-    (4, 8, 512, 64),
-    (16, 16, 512, 64),
-    (32, 16, 512, 64),
-    (4, 8, 512, 128),
-    (8, 16, 2048, 64),
-    (2, 16, 4096, 128),
-];
 
 fn bench_shape<T: Element>(
     group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
@@ -82,7 +73,7 @@ fn main() {
         .configure_from_args();
     for (name, bf16_inputs) in [("forward_f16", false), ("forward_bf16", true)] {
         let mut group = criterion.benchmark_group(name);
-        for (batch, heads, seq_len, head_dim) in SHAPES {
+        for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
             let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
             for causal in [false, true] {
                 if bf16_inputs {

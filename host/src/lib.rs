@@ -100,31 +100,9 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(T::DTYPE, &shape, options)?;
-        let strides = options.resolved_strides(&shape);
-        let s = &shape;
-        let tensors = [
-            (
-                "q",
-                q.len(),
-                problem::extent(&strides.q, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
-            ),
-            (
-                "k",
-                k.len(),
-                problem::extent(&strides.k, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
-            ),
-            (
-                "v",
-                v.len(),
-                problem::extent(&strides.v, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
-            ),
-            (
-                "o",
-                output.len(),
-                problem::extent(&strides.o, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
-            ),
-        ];
-        for (tensor, actual, required) in tensors {
+        let required = problem::required_lengths(&options.resolved_strides(&shape), &shape);
+        let actual = [q.len(), k.len(), v.len(), output.len()];
+        for ((tensor, required), actual) in required.into_iter().zip(actual) {
             if (actual as u64) < required {
                 return Err(Error::BufferTooSmall {
                     tensor,
@@ -233,9 +211,8 @@ impl FlashAttention {
     ) -> Result<Vec<T>, Error> {
         problem::plan(T::DTYPE, &shape, options)?;
         CurrentContext::set_current(&self.kernels.context)?;
-        let strides = options.resolved_strides(&shape);
-        let s = &shape;
-        let output_len = problem::extent(&strides.o, s.batch, s.heads_q, s.seq_len_q, s.head_dim);
+        let [.., (_, output_len)] =
+            problem::required_lengths(&options.resolved_strides(&shape), &shape);
         let (q, k, v) = (
             DeviceBuffer::from_slice(q)?,
             DeviceBuffer::from_slice(k)?,

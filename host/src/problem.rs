@@ -289,7 +289,7 @@ pub(crate) fn plan(
 }
 
 /// One past the largest element offset a tensor with these strides and sizes touches.
-pub(crate) fn extent(
+fn extent(
     strides: &TensorStrides,
     batch: usize,
     heads: usize,
@@ -300,6 +300,32 @@ pub(crate) fn extent(
         + (heads as u64 - 1) * strides.head
         + (seq_len as u64 - 1) * strides.seq
         + head_dim as u64
+}
+
+/// The elements each of q, k, v and o must hold for `shape` with `strides`, in that order.
+pub(crate) fn required_lengths(
+    strides: &ForwardStrides,
+    shape: &AttentionShape,
+) -> [(&'static str, u64); 4] {
+    let s = shape;
+    [
+        (
+            "q",
+            extent(&strides.q, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
+        ),
+        (
+            "k",
+            extent(&strides.k, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
+        ),
+        (
+            "v",
+            extent(&strides.v, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
+        ),
+        (
+            "o",
+            extent(&strides.o, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
+        ),
+    ]
 }
 
 /// Whether two distinct (batch, head, row) rows of an output with these strides share an

@@ -6,6 +6,17 @@ use cust::stream::Stream;
 
 use crate::Error;
 
+/// The shapes `(batch, heads, seq_len, head_dim)` of the peer table in the project's anchors,
+/// timed by the benchmarks and the timing tool; the seed shape first.
+pub const ANCHOR_SHAPES: [(usize, usize, usize, usize); 6] = [
+    (4, 8, 512, 64),
+    (16, 16, 512, 64),
+    (32, 16, 512, 64),
+    (4, 8, 512, 128),
+    (8, 16, 2048, 64),
+    (2, 16, 4096, 128),
+];
+
 /// Per-launch times of several repeats, each the mean over `launches_per_repeat` back-to-back
 /// launches between two events.
 #[derive(Clone, Debug, PartialEq)]

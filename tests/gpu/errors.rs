@@ -1,7 +1,7 @@
 //! The validation that needs device buffers: sizes and alignment. (Everything that needs no
 //! buffer is covered without a GPU by `tests/cpu/problem.rs`, through `supports`.)
 
-use cust::memory::DeviceBuffer;
+use cust::memory::{DeviceBuffer, DeviceSlice};
 use flash_attn::{AttentionShape, Error, FlashAttention, ForwardOptions};
 use half::f16;
 
@@ -20,29 +20,55 @@ fn buffer(elements: usize) -> DeviceBuffer<f16> {
     DeviceBuffer::from_slice(&vec![f16::from_f32(0.5); elements]).unwrap()
 }
 
+/// Dense buffers for `SHAPE`, each shorter by its entry of `shrink` (0: the right length).
+struct Buffers {
+    q: DeviceBuffer<f16>,
+    k: DeviceBuffer<f16>,
+    v: DeviceBuffer<f16>,
+    o: DeviceBuffer<f16>,
+}
+
+impl Buffers {
+    fn new(shrink: [usize; 4]) -> Self {
+        let [q, k, v, o] = shrink;
+        Self {
+            q: buffer(SHAPE.q_elements() - q),
+            k: buffer(SHAPE.kv_elements() - k),
+            v: buffer(SHAPE.kv_elements() - v),
+            o: buffer(SHAPE.q_elements() - o),
+        }
+    }
+
+    fn forward(
+        &mut self,
+        gpu: &FlashAttention,
+        shape: AttentionShape,
+        lse: Option<&mut DeviceSlice<f32>>,
+    ) -> Error {
+        gpu.forward(
+            &self.q,
+            &self.k,
+            &self.v,
+            &mut self.o,
+            lse,
+            shape,
+            &ForwardOptions::default(),
+        )
+        .unwrap_err()
+    }
+}
+
 #[test]
 fn a_short_input_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let (q, v) = (buffer(SHAPE.q_elements()), buffer(SHAPE.kv_elements()));
-    let k = buffer(SHAPE.kv_elements() - 8);
-    let mut output = buffer(SHAPE.q_elements());
-    let error = gpu
-        .forward(
-            &q,
-            &k,
-            &v,
-            &mut output,
-            None,
-            SHAPE,
-            &ForwardOptions::default(),
-        )
-        .unwrap_err();
+    let error = Buffers::new([0, 8, 0, 0]).forward(&gpu, SHAPE, None);
+    let (required, actual) = (SHAPE.kv_elements() as u64, SHAPE.kv_elements() - 8);
     assert_eq!(
         error,
         Error::BufferTooSmall {
             tensor: "k",
-            required: SHAPE.kv_elements() as u64,
-            actual: SHAPE.kv_elements() - 8
+            required,
+            actual
         }
     );
 }
@@ -50,23 +76,7 @@ fn a_short_input_is_rejected() {
 #[test]
 fn a_too_small_output_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let (q, k, v) = (
-        buffer(SHAPE.q_elements()),
-        buffer(SHAPE.kv_elements()),
-        buffer(SHAPE.kv_elements()),
-    );
-    let mut output = buffer(SHAPE.q_elements() - 1);
-    let error = gpu
-        .forward(
-            &q,
-            &k,
-            &v,
-            &mut output,
-            None,
-            SHAPE,
-            &ForwardOptions::default(),
-        )
-        .unwrap_err();
+    let error = Buffers::new([0, 0, 0, 1]).forward(&gpu, SHAPE, None);
     assert!(
         matches!(error, Error::BufferTooSmall { tensor: "o", .. }),
         "{error}"
@@ -76,24 +86,8 @@ fn a_too_small_output_is_rejected() {
 #[test]
 fn a_too_small_logsumexp_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let (q, k, v) = (
-        buffer(SHAPE.q_elements()),
-        buffer(SHAPE.kv_elements()),
-        buffer(SHAPE.kv_elements()),
-    );
-    let mut output = buffer(SHAPE.q_elements());
     let mut lse = DeviceBuffer::from_slice(&vec![0f32; SHAPE.lse_elements() - 1]).unwrap();
-    let error = gpu
-        .forward(
-            &q,
-            &k,
-            &v,
-            &mut output,
-            Some(&mut lse),
-            SHAPE,
-            &ForwardOptions::default(),
-        )
-        .unwrap_err();
+    let error = Buffers::new([0; 4]).forward(&gpu, SHAPE, Some(&mut lse));
     assert!(
         matches!(error, Error::BufferTooSmall { tensor: "lse", .. }),
         "{error}"
@@ -103,15 +97,14 @@ fn a_too_small_logsumexp_is_rejected() {
 #[test]
 fn a_misaligned_buffer_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let (q, k) = (buffer(SHAPE.q_elements()), buffer(SHAPE.kv_elements()));
+    let buffers = Buffers::new([0; 4]);
     let v_storage = buffer(SHAPE.kv_elements() + 1);
-    let v = v_storage.index(1..);
     let mut output = buffer(SHAPE.q_elements());
     let error = gpu
         .forward(
-            &q,
-            &k,
-            &v,
+            &buffers.q,
+            &buffers.k,
+            &v_storage.index(1..),
             &mut output,
             None,
             SHAPE,
@@ -127,27 +120,14 @@ fn a_misaligned_buffer_is_rejected() {
 #[test]
 fn problem_errors_surface_through_forward_too() {
     let Some(gpu) = gpu() else { return };
-    let (q, k, v) = (
-        buffer(SHAPE.q_elements()),
-        buffer(SHAPE.kv_elements()),
-        buffer(SHAPE.kv_elements()),
+    let error = Buffers::new([0; 4]).forward(
+        &gpu,
+        AttentionShape {
+            heads_kv: 3,
+            ..SHAPE
+        },
+        None,
     );
-    let mut output = buffer(SHAPE.q_elements());
-    let bad = AttentionShape {
-        heads_kv: 3,
-        ..SHAPE
-    };
-    let error = gpu
-        .forward(
-            &q,
-            &k,
-            &v,
-            &mut output,
-            None,
-            bad,
-            &ForwardOptions::default(),
-        )
-        .unwrap_err();
     assert_eq!(
         error,
         Error::InvalidGqaRatio {

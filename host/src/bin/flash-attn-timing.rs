@@ -7,22 +7,13 @@
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::timing::{time_launches, LaunchTimes};
+use flash_attn::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use flash_attn::{
     default_kernel, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
     ForwardOptions, FORWARD_KERNELS,
 };
 use half::{bf16, f16};
 
-/// The anchor table's shapes `(batch, heads, seq_len, head_dim)`.
-const SHAPES: [(usize, usize, usize, usize); 6] = [
-    (4, 8, 512, 64),
-    (16, 16, 512, 64),
-    (32, 16, 512, 64),
-    (4, 8, 512, 128),
-    (8, 16, 2048, 64),
-    (2, 16, 4096, 128),
-];
 const WARMUP_LAUNCHES: usize = 50;
 const REPEATS: usize = 30;
 const MIN_LAUNCHES_PER_REPEAT: usize = 20;
@@ -114,7 +105,7 @@ fn main() -> Result<(), Error> {
     );
     let mut measurements = Vec::new();
     for dtype in [Dtype::F16, Dtype::Bf16] {
-        for (batch, heads, seq_len, head_dim) in SHAPES {
+        for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
             let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
             let default = default_kernel(dtype, head_dim)?;
             let kernels: Vec<&'static ForwardKernel> = if all_kernels {
