@@ -1,14 +1,15 @@
 //! The FlashAttention-2 forward main loop.
 //!
 //! One block computes `BLOCK_M` query rows of one (batch, query head); each warp owns
-//! `BLOCK_M / WARPS` of them. Per key block of `BLOCK_N` keys:
-//! 1. wait for this block's K/V in the `cp.async` ring, then start the copy of block
-//!    `j + STAGES - 1`, so loads overlap the math of `STAGES - 1` blocks;
+//! `BLOCK_M / WARPS` of them. Per key block `j` of `BLOCK_N` keys:
+//! 1. wait for this block's K/V in the `cp.async` ring;
 //! 2. `S = Q Kᵀ` with Q fragments held in registers for the whole loop;
-//! 3. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
-//!    that contain such keys); blocks entirely after the diagonal are never loaded;
-//! 4. online softmax on S in registers;
-//! 5. `O += P V`, with P converted to 16 bits in registers as the A operand (no shared-memory
+//! 3. start the copy of block `j + STAGES - 1`, so loads overlap the math of `STAGES - 1` blocks;
+//! 4. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
+//!    that contain such keys, which run in a loop of their own); blocks entirely after the
+//!    diagonal are never loaded;
+//! 5. online softmax on S in registers;
+//! 6. `O += P V`, with P converted to 16 bits in registers as the A operand (no shared-memory
 //!    trip).
 //!
 //! At the end O is divided by the row sums, staged through the warp's own rows of the (now
