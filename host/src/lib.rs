@@ -20,6 +20,7 @@ mod error;
 mod kernels;
 mod launch;
 mod problem;
+pub mod ptxas;
 pub mod reference;
 pub mod timing;
 

@@ -83,7 +83,7 @@ pub struct TileConfig {
 
 impl TileConfig {
     /// Validates the configuration. In a `const` item a failed check is a compile error whose
-    /// message names the violated limit.
+    /// message names the violated limit (see [`TileConfig::check`]).
     pub const fn new(
         block_m: usize,
         block_n: usize,
@@ -91,6 +91,22 @@ impl TileConfig {
         stages: usize,
         head_dim: usize,
     ) -> Self {
+        match Self::check(block_m, block_n, warps, stages, head_dim) {
+            Ok(config) => config,
+            Err(limit) => panic!("{}", limit),
+        }
+    }
+
+    /// The configuration, or the first limit it violates. These are the compile-time gates:
+    /// every kernel is instantiated through [`TileConfig::new`], which turns an `Err` into a
+    /// compile error.
+    pub const fn check(
+        block_m: usize,
+        block_n: usize,
+        warps: usize,
+        stages: usize,
+        head_dim: usize,
+    ) -> Result<Self, &'static str> {
         let config = TileConfig {
             block_m,
             block_n,
@@ -98,40 +114,42 @@ impl TileConfig {
             stages,
             head_dim,
         };
-        assert!(warps >= 1 && warps <= 16, "warps must be in 1..=16");
-        assert!(
-            block_m.is_multiple_of(16 * warps),
-            "block_m must be a multiple of 16 * warps: each warp owns whole m16 MMA tiles"
-        );
-        assert!(
-            block_n.is_multiple_of(16),
-            "block_n must be a multiple of 16 (the P.V MMA k-step)"
-        );
-        assert!(
-            head_dim.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS),
-            "head_dim must be a multiple of 64: a row must be whole 128-byte swizzle groups"
-        );
-        assert!(
-            stages >= 2 && stages <= 4,
-            "stages must be in 2..=4: the K/V ring overlaps loads with math"
-        );
-        assert!(
-            config.q_chunks().is_multiple_of(config.threads()),
-            "the Q tile must split into whole 16-byte chunks per thread"
-        );
-        assert!(
-            config.kv_tile_chunks().is_multiple_of(config.threads()),
-            "a K/V tile must split into whole 16-byte chunks per thread"
-        );
-        assert!(
-            config.q_tile_bytes().is_multiple_of(128) && config.kv_tile_bytes().is_multiple_of(128),
-            "every shared-memory tile must start 128-byte aligned"
-        );
-        assert!(
-            config.smem_bytes() <= SM89_MAX_SMEM_PER_BLOCK,
-            "shared memory exceeds the sm_89 per-block limit of 99 KiB"
-        );
-        config
+        if warps < 1 || warps > 16 {
+            return Err("warps must be in 1..=16");
+        }
+        if !block_m.is_multiple_of(16 * warps) {
+            return Err(
+                "block_m must be a multiple of 16 * warps: each warp owns whole m16 MMA tiles",
+            );
+        }
+        if !block_n.is_multiple_of(16) {
+            return Err("block_n must be a multiple of 16 (the P.V MMA k-step)");
+        }
+        if !head_dim.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS) {
+            return Err(
+                "head_dim must be a multiple of 64: a row must be whole 128-byte swizzle groups",
+            );
+        }
+        if stages < 2 || stages > 4 {
+            return Err("stages must be in 2..=4: the K/V ring overlaps loads with math");
+        }
+        if !config.threads().is_multiple_of(config.row_chunks()) {
+            return Err("the threads must cover whole rows of 16-byte chunks");
+        }
+        if !config.q_chunks().is_multiple_of(config.threads()) {
+            return Err("the Q tile must split into whole 16-byte chunks per thread");
+        }
+        if !config.kv_tile_chunks().is_multiple_of(config.threads()) {
+            return Err("a K/V tile must split into whole 16-byte chunks per thread");
+        }
+        if !config.q_tile_bytes().is_multiple_of(128) || !config.kv_tile_bytes().is_multiple_of(128)
+        {
+            return Err("every shared-memory tile must start 128-byte aligned");
+        }
+        if config.smem_bytes() > SM89_MAX_SMEM_PER_BLOCK {
+            return Err("shared memory exceeds the sm_89 per-block limit of 99 KiB");
+        }
+        Ok(config)
     }
 
     pub const fn threads(&self) -> usize {
