@@ -112,24 +112,14 @@ fn opaque(mut value: usize) -> usize {
     value
 }
 
-/// Waits until the K/V copies of the oldest ring slot have landed: the `STAGES - 2` groups
-/// committed after it may still be in flight.
+/// `cp.async.wait_group` with a count computed from `STAGES` (a const argument cannot be): waits
+/// until at most `pending` of this thread's committed groups are in flight (`pending <= 3`).
 #[inline(always)]
-unsafe fn wait_for_oldest_stage<const STAGES: usize>() {
-    match STAGES {
-        2 => cp_async_wait_group::<0>(),
-        3 => cp_async_wait_group::<1>(),
-        _ => cp_async_wait_group::<2>(),
-    }
-}
-
-/// Waits until the Q tile has landed: the `STAGES - 1` K/V groups committed after it may still
-/// be in flight.
-#[inline(always)]
-unsafe fn wait_for_q<const STAGES: usize>() {
-    match STAGES {
-        2 => cp_async_wait_group::<1>(),
-        3 => cp_async_wait_group::<2>(),
+unsafe fn cp_async_wait_at_most(pending: usize) {
+    match pending {
+        0 => cp_async_wait_group::<0>(),
+        1 => cp_async_wait_group::<1>(),
+        2 => cp_async_wait_group::<2>(),
         _ => cp_async_wait_group::<3>(),
     }
 }
@@ -232,7 +222,7 @@ pub unsafe fn forward<
     };
 
     // Prologue: Q in its own group, then STAGES - 1 K/V groups (empty ones too, so that the
-    // group count, and thus `wait_for_oldest_stage`, is the same on every path).
+    // group count, and thus the waits below, is the same on every path).
     copy_tile_async::<BLOCK_M, HEAD_DIM, WARPS>(q_tile, q_rows, thread);
     cp_async_commit_group();
     for block in 0..STAGES as u32 - 1 {
@@ -253,7 +243,8 @@ pub unsafe fn forward<
     // q_fragments[m][d]: the 16x16 A fragment of rows warp_row + 16m.., dims 16d... Loaded once,
     // before the loop: the K/V groups after Q may still be in flight. The barrier also orders
     // these reads before the epilogue reuses the Q tile, whatever the number of key blocks.
-    wait_for_q::<STAGES>();
+    // Q has landed: the `STAGES - 1` K/V groups committed after it may still be in flight.
+    cp_async_wait_at_most(STAGES - 1);
     bar_sync_0();
     let mut q_fragments = [[[0u32; 4]; DIM_STEPS]; M_TILES];
     // Matrices 0..3 = (rows 0-7, dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15),
@@ -282,7 +273,9 @@ pub unsafe fn forward<
     // carries no mask code and no branch that would split its schedule.
     let mut key_block = #[inline(always)]
     |block: u32, masked: bool| {
-        wait_for_oldest_stage::<STAGES>();
+        // The oldest ring slot has landed: the `STAGES - 2` groups committed after it may
+        // still be in flight.
+        cp_async_wait_at_most(STAGES - 2);
         // Makes every thread's copies of this block visible, and guarantees that all warps are
         // done with the slot the prefetch below overwrites (it held block - 1).
         bar_sync_0();
