@@ -44,11 +44,23 @@ pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
         })
 }
 
+/// A loaded kernel entry.
+#[derive(Clone, Copy)]
+struct KernelHandle(CUfunction);
+
+// SAFETY: a CUfunction is an opaque driver handle, valid in every thread while its module is
+// loaded (the module lives as long as the `LoadedKernels` that holds the handle). The driver
+// API is thread-safe, and every launch makes the owning context current on the calling thread
+// first (`FlashAttention::launch`).
+unsafe impl Send for KernelHandle {}
+// SAFETY: as above; the handle is never mutated.
+unsafe impl Sync for KernelHandle {}
+
 /// A CUDA context on one device with the kernels' module loaded.
 pub(crate) struct LoadedKernels {
     /// The entry of each of `FORWARD_KERNELS`, in order, looked up once: a lookup per launch
     /// would cost a string allocation and a driver call. Valid while `module` is loaded.
-    functions: Vec<CUfunction>,
+    functions: Vec<KernelHandle>,
     // Kept loaded, never read again: `functions` point into it. Field order is drop order: the
     // module must go before the context it lives in.
     _module: Module,
@@ -86,7 +98,7 @@ impl LoadedKernels {
         for kernel in FORWARD_KERNELS {
             let function = module.get_function(kernel.entry)?;
             allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
-            functions.push(function.to_raw());
+            functions.push(KernelHandle(function.to_raw()));
         }
         Ok(Self {
             functions,
@@ -101,7 +113,7 @@ impl LoadedKernels {
         FORWARD_KERNELS
             .iter()
             .position(|compiled| compiled.entry == kernel.entry)
-            .map(|index| self.functions[index])
+            .map(|index| self.functions[index].0)
             .ok_or_else(|| Error::UnknownKernel {
                 name: kernel.entry.to_owned(),
             })

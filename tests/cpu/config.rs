@@ -89,3 +89,9 @@ fn every_dtype_has_a_default_kernel_for_every_supported_head_dim_and_no_other() 
         );
     }
 }
+
+#[test]
+fn the_forward_pass_can_move_between_and_be_shared_by_threads() {
+    fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<flash_attn::FlashAttention>();
+}
