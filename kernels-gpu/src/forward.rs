@@ -26,8 +26,8 @@ use flash_attn_params::{ForwardParams, TensorStrides, TileConfig, CHUNK_BYTES, C
 use crate::element::Element;
 use crate::ptx::{
     bar_sync_0, bar_warp_sync, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
-    cp_async_wait_group, ld_shared_v4_b32, ldmatrix_x4, ldmatrix_x4_trans, shared_window_address,
-    st_global_v4_b32, st_shared_b32,
+    cp_async_wait_group, ld_shared_v4_b32, ldmatrix_x4, ldmatrix_x4_trans, opaque_to_optimizer,
+    shared_window_address, st_global_v4_b32, st_shared_b32,
 };
 use crate::smem::SwizzledTile;
 use crate::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
@@ -73,10 +73,11 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
     let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
     if source.first_row + ROWS <= source.rows {
-        // One pointer walks this thread's rows. The step goes through `opaque` so that LLVM
+        // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
+        // that LLVM
         // keeps one pointer instead of a 64-bit induction variable per copy (which cost 16
         // registers and 16 instructions per key block).
-        let step = opaque(rows_per_copy * source.row_stride);
+        let step = opaque_to_optimizer(rows_per_copy * source.row_stride);
         let mut row_pointer = source
             .base
             .add((source.first_row + first) * source.row_stride + chunk * CHUNK_ELEMS);
@@ -101,15 +102,6 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
             cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
         }
     }
-}
-
-/// Returns `value` unchanged, hidden from the optimiser: a PTX comment that "may modify" it,
-/// not `pure`, so it is not hoisted and each key block sees a fresh unknown value.
-#[inline(always)]
-fn opaque(mut value: usize) -> usize {
-    // SAFETY: the assembly is a comment: it reads and writes nothing.
-    unsafe { core::arch::asm!("// opaque {0}", inout(reg64) value, options(nomem, nostack)) };
-    value
 }
 
 /// `cp.async.wait_group` with a count computed from `STAGES` (a const argument cannot be): waits

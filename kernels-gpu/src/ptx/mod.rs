@@ -1,4 +1,5 @@
-//! One `#[inline(always)]` wrapper per PTX instruction, named after the instruction.
+//! One `#[inline(always)]` wrapper per PTX instruction, named after the instruction, plus
+//! `opaque_to_optimizer`, an instruction-free `asm!` that hides a value from LLVM.
 //!
 //! Shared-memory operands are 32-bit addresses in the `.shared` window (see
 //! [`shared_window_address`]); global operands are generic 64-bit pointers.
@@ -19,5 +20,6 @@ pub use memory::{
 };
 pub use mma::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32};
 pub use special::{
-    cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32, ex2_approx_ftz_f32, lg2_approx_ftz_f32, shfl_sync_bfly_f32,
+    cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32, ex2_approx_ftz_f32, lg2_approx_ftz_f32,
+    opaque_to_optimizer, shfl_sync_bfly_f32,
 };

@@ -74,3 +74,13 @@ pub unsafe fn cvt_rn_bf16x2_f32(low: f32, high: f32) -> u32 {
     );
     packed
 }
+
+/// Returns `value` unchanged but hidden from LLVM: an inline-asm PTX comment that "may modify"
+/// it. Not `pure`, so it is neither hoisted nor merged, and each use is a fresh unknown value.
+/// It emits no instruction.
+#[inline(always)]
+pub fn opaque_to_optimizer(mut value: usize) -> usize {
+    // SAFETY: the assembly is a comment: it reads and writes nothing.
+    unsafe { asm!("// opaque {0}", inout(reg64) value, options(nomem, nostack)) };
+    value
+}
