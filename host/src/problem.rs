@@ -149,8 +149,9 @@ impl ForwardOptions {
 
 /// Largest grid y (query heads) and z (batch) of one launch.
 const MAX_GRID_YZ: usize = 65_535;
-/// Sequence lengths must fit the kernel's i32 masking arithmetic.
-const MAX_SEQ_LEN: usize = i32::MAX as usize;
+/// The kernel does its row arithmetic in 32 bits, masking in i32 on `seq_len_q + seq_len_kv`:
+/// 2^30 keeps that sum inside i32 (and a 2^30-token attention is far beyond any single launch).
+const MAX_SEQ_LEN: usize = 1 << 30;
 
 /// A validated problem: the kernel, its parameters (pointers still 0) and the grid.
 #[derive(Clone, Copy, Debug)]

@@ -44,9 +44,9 @@ struct RowBlock {
     base: *const u16,
     /// Elements between consecutive rows; a multiple of 8.
     row_stride: usize,
-    first_row: usize,
+    first_row: u32,
     /// Rows that exist in the slice (`seq_len`): later rows are zero-filled, never read.
-    rows: usize,
+    rows: u32,
 }
 
 /// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile.
@@ -72,24 +72,24 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
     };
     let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
-    if source.first_row + ROWS <= source.rows {
+    if source.first_row + ROWS as u32 <= source.rows {
         // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
         // that LLVM
         // keeps one pointer instead of a 64-bit induction variable per copy (which cost 16
         // registers and 16 instructions per key block).
         let step = opaque_to_optimizer(rows_per_copy * source.row_stride);
-        let mut row_pointer = source
-            .base
-            .add((source.first_row + first) * source.row_stride + chunk * CHUNK_ELEMS);
+        let mut row_pointer = source.base.add(
+            (source.first_row + first as u32) as usize * source.row_stride + chunk * CHUNK_ELEMS,
+        );
         for copy in 0..copies_per_thread {
             let destination = tile.chunk_address(first + copy * rows_per_copy, chunk);
             cp_async_cg_16(destination, row_pointer.cast());
-            row_pointer = row_pointer.add(step);
+            row_pointer = row_pointer.wrapping_add(step);
         }
     } else {
         for copy in 0..copies_per_thread {
             let row = first + copy * rows_per_copy;
-            let source_row = source.first_row + row;
+            let source_row = source.first_row + row as u32;
             // A missing row reads nothing (0 source bytes) but still names a valid address.
             let source_bytes = if source_row < source.rows {
                 CHUNK_BYTES as u32
@@ -97,7 +97,7 @@ unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS:
                 0
             };
             let read_row = source_row.min(source.rows - 1);
-            let element = read_row * source.row_stride + chunk * CHUNK_ELEMS;
+            let element = read_row as usize * source.row_stride + chunk * CHUNK_ELEMS;
             let destination = tile.chunk_address(row, chunk);
             cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
         }
@@ -116,10 +116,11 @@ unsafe fn cp_async_wait_at_most(pending: usize) {
     }
 }
 
-/// Element offset of the (batch, head) slice of a tensor.
+/// Element offset of the (batch, head) slice of a tensor: the one place where indices widen to
+/// 64 bits (with the sequence-stride products), so that large tensors cannot overflow.
 #[inline(always)]
-fn slice_offset(strides: &TensorStrides, batch: usize, head: usize) -> usize {
-    batch * strides.batch as usize + head * strides.head as usize
+fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
+    batch as usize * strides.batch as usize + head as usize * strides.head as usize
 }
 
 /// The forward kernel body for one element type and tile configuration.
@@ -161,16 +162,19 @@ pub unsafe fn forward<
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
-    let (seq_len_q, seq_len_kv) = (params.seq_len_q as usize, params.seq_len_kv as usize);
+    // Row and block arithmetic is 32-bit (the host keeps both sequence lengths <= 2^30, so
+    // `seq_len_q + seq_len_kv` fits in i32): on 64-bit indices it took ~2x the instructions of
+    // the per-block prologue and epilogue (SASS, flash_fwd_f16_d64_m64_n64_w4_s3).
+    let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
     let causal = params.causal != 0;
-    let (batch, head) = (_block_idx_z() as usize, _block_idx_y() as usize);
+    let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
     // `max(1)`: the host never passes 0, and the kernel must not carry a division-by-zero panic.
-    let kv_head = head / (params.kv_group_size as usize).max(1);
-    let first_query = _block_idx_x() as usize * BLOCK_M;
+    let kv_head = head / params.kv_group_size.max(1);
+    let first_query = _block_idx_x() as u32 * BLOCK_M as u32;
 
     // Keys this block needs: all, or with causal masking those up to the diagonal of its last
     // query row (query i sees key j iff j + seq_len_q <= i + seq_len_kv).
-    let last_query = (first_query + BLOCK_M).min(seq_len_q) - 1;
+    let last_query = (first_query + BLOCK_M as u32).min(seq_len_q) - 1;
     let key_end = if causal {
         (last_query + 1 + seq_len_kv)
             .saturating_sub(seq_len_q)
@@ -178,10 +182,8 @@ pub unsafe fn forward<
     } else {
         seq_len_kv
     };
-    // Block and ring-slot counters are u32: 64-bit counters cost two instructions per step.
-    let key_blocks = key_end.div_ceil(BLOCK_N) as u32;
+    let key_blocks = key_end.div_ceil(BLOCK_N as u32);
 
-    // 64-bit element offsets: large tensors cannot overflow.
     let q_rows = RowBlock {
         base: (params.q as *const u16).add(slice_offset(&params.q_strides, batch, head)),
         row_stride: params.q_strides.seq as usize,
@@ -192,7 +194,7 @@ pub unsafe fn forward<
     |strides: &TensorStrides, pointer: u64, block: u32| RowBlock {
         base: (pointer as *const u16).add(slice_offset(strides, batch, kv_head)),
         row_stride: strides.seq as usize,
-        first_row: block as usize * BLOCK_N,
+        first_row: block * BLOCK_N as u32,
         rows: seq_len_kv,
     };
 
@@ -302,11 +304,11 @@ pub unsafe fn forward<
             // `k < key_limit`; with this lane's part of k split off, each element is compared
             // with a compile-time constant. Sequence lengths are below 2^31 (host-checked), so
             // i32 is exact.
-            let keys_left = (seq_len_kv - block as usize * BLOCK_N) as i32;
+            let keys_left = (seq_len_kv - block * BLOCK_N as u32) as i32;
             let lane_key = (2 * thread_in_group) as i32;
             let lane_row = (warp_row + group) as i32;
             let diagonal =
-                (first_query + seq_len_kv) as i32 - (seq_len_q + block as usize * BLOCK_N) as i32;
+                (first_query + seq_len_kv) as i32 - (seq_len_q + block * BLOCK_N as u32) as i32;
             for m in 0..M_TILES {
                 for half_m in 0..2 {
                     let row = lane_row + (16 * m + 8 * half_m) as i32;
@@ -363,12 +365,13 @@ pub unsafe fn forward<
     // Blocks before `unmasked_blocks` hold no key past the end and, if causal, none after the
     // diagonal of the block's first query (key j is visible to query i iff
     // j + seq_len_q <= i + seq_len_kv). The rest need the per-element mask.
-    let complete_blocks = seq_len_kv / BLOCK_N;
+    let complete_blocks = seq_len_kv / BLOCK_N as u32;
     let unmasked_blocks = if causal {
-        ((first_query + 1 + seq_len_kv).saturating_sub(seq_len_q) / BLOCK_N).min(complete_blocks)
+        ((first_query + 1 + seq_len_kv).saturating_sub(seq_len_q) / BLOCK_N as u32)
+            .min(complete_blocks)
     } else {
         complete_blocks
-    } as u32;
+    };
     for block in 0..unmasked_blocks {
         key_block(block, false);
     }
@@ -401,31 +404,42 @@ pub unsafe fn forward<
         }
     }
     bar_warp_sync();
-    let o_base = (params.o as *mut u16).add(slice_offset(&params.o_strides, batch, head));
-    let o_row_stride = params.o_strides.seq as usize;
-    let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
-    let warp_chunks = const { BLOCK_M / WARPS * (HEAD_DIM / CHUNK_ELEMS) };
-    for first in (0..warp_chunks).step_by(32) {
-        let chunk_index = first + lane;
-        let (row, chunk) = (
-            warp_row + chunk_index / row_chunks,
-            chunk_index % row_chunks,
+    // Lane `l` writes chunk `l % row_chunks` of rows `l / row_chunks + i * rows_per_step`
+    // through one walking pointer (the Q copies' reason: no 64-bit multiply per store).
+    let (rows_per_step, steps) = const {
+        let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+        assert!(
+            32usize.is_multiple_of(row_chunks) && (BLOCK_M / WARPS * row_chunks).is_multiple_of(32),
+            "a warp's output rows must split into whole rows of chunks per lane"
         );
-        if first_query + row < seq_len_q {
+        (32 / row_chunks, BLOCK_M / WARPS * row_chunks / 32)
+    };
+    let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+    let (lane_row, chunk) = (warp_row + lane / row_chunks, lane % row_chunks);
+    let o_row_stride = params.o_strides.seq as usize;
+    let o_step = opaque_to_optimizer(rows_per_step * o_row_stride);
+    let mut o_pointer = (params.o as *mut u16).add(
+        slice_offset(&params.o_strides, batch, head)
+            + (first_query as usize + lane_row) * o_row_stride
+            + chunk * CHUNK_ELEMS,
+    );
+    for step in 0..steps {
+        let row = lane_row + step * rows_per_step;
+        if first_query + (row as u32) < seq_len_q {
             let value = ld_shared_v4_b32(q_tile.chunk_address(row, chunk));
-            let element = (first_query + row) * o_row_stride + chunk * CHUNK_ELEMS;
-            st_global_v4_b32(o_base.add(element).cast(), value);
+            st_global_v4_b32(o_pointer.cast(), value);
         }
+        o_pointer = o_pointer.wrapping_add(o_step);
     }
 
     if params.lse != 0 && thread_in_group == 0 {
-        let lse =
-            (params.lse as *mut f32).add((batch * params.heads_q as usize + head) * seq_len_q);
+        let slice = batch as usize * params.heads_q as usize + head as usize;
+        let lse = (params.lse as *mut f32).add(slice * seq_len_q as usize);
         for m in 0..M_TILES {
             for half_m in 0..2 {
-                let row = first_query + warp_row + 16 * m + group + 8 * half_m;
+                let row = first_query + (warp_row + 16 * m + group + 8 * half_m) as u32;
                 if row < seq_len_q {
-                    *lse.add(row) = rows.logsumexp[m][half_m];
+                    *lse.add(row as usize) = rows.logsumexp[m][half_m];
                 }
             }
         }

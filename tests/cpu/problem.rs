@@ -191,7 +191,7 @@ fn problems_too_large_for_one_launch_are_rejected() {
     ));
     let error = check(
         AttentionShape {
-            seq_len_kv: 1 << 31,
+            seq_len_kv: (1 << 30) + 1,
             ..SHAPE
         },
         ForwardOptions::default(),
