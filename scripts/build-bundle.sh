@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the GPU bundle: the GPU test and benchmark executables, the timing tool, the PTX, the
+# Builds the GPU bundle: the GPU test and benchmark executables, the timing and load-time tools, the PTX, the
 # peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
@@ -23,11 +23,13 @@ for line in sys.stdin:
 gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
 timing=$(cargo build --release -p flash-attn --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
+load_time=$(cargo build --release -p flash-attn --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"
 cp "$timing" "$bundle/flash-attn-timing"
-strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing"
+cp "$load_time" "$bundle/flash-attn-load-time"
+strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" "$bundle/flash-attn-load-time"
 cp target/release/build/flash-attn-*/out/flash_attn_kernels.ptx "$bundle/" 2>/dev/null \
     || cp "$(ls -t target/*/build/flash-attn-*/out/flash_attn_kernels.ptx | head -n 1)" "$bundle/"
 cp scripts/run-bundle.sh "$bundle/run.sh"

@@ -4,7 +4,8 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [tests] [sanitizer] [bench] [peers] [noise]   (no argument: all, in that order)
+# Usage: run.sh [load] [tests] [sanitizer] [bench] [peers] [noise]   (no argument: all, in that order)
+#   load:  cold module load + JIT time of every kernel (JIT cache disabled), in a fresh process;
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   noise: times our kernels a second time and runs the same check against the first pass,
@@ -19,10 +20,17 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-tests sanitizer bench peers noise}
+phases=${*:-load tests sanitizer bench peers noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
+
+# 0. Cold load: the driver's on-disk JIT cache is disabled, so every module is compiled.
+if wants load; then
+    CUDA_CACHE_DISABLE=1 ./flash-attn-load-time > "$out/load-time.log" 2>&1
+    note "load time (exit $?):"
+    note "$(cat "$out/load-time.log")"
+fi
 
 # 1. GPU tests against the f64 CPU reference (the test harness is nightly's, so it can report
 #    each test's time).

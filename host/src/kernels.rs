@@ -1,6 +1,7 @@
 //! The registry of compiled kernels and the loading of their PTX module.
 
 use std::ffi::c_int;
+use std::sync::{Mutex, OnceLock};
 
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
@@ -44,28 +45,35 @@ pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
         })
 }
 
-/// A loaded kernel entry.
-#[derive(Clone, Copy)]
-struct KernelHandle(CUfunction);
-
-// SAFETY: a CUfunction is an opaque driver handle, valid in every thread while its module is
-// loaded (the module lives as long as the `LoadedKernels` that holds the handle). The driver
-// API is thread-safe, and every launch makes the owning context current on the calling thread
-// first (`FlashAttention::launch`).
-unsafe impl Send for KernelHandle {}
-// SAFETY: as above; the handle is never mutated.
-unsafe impl Sync for KernelHandle {}
-
-/// A CUDA context on one device with the kernels' module loaded.
-pub(crate) struct LoadedKernels {
-    /// The entry of each of `FORWARD_KERNELS`, in order, looked up once: a lookup per launch
-    /// would cost a string allocation and a driver call. Valid while `module` is loaded.
-    functions: Vec<KernelHandle>,
-    // Kept loaded, never read again: `functions` point into it. Field order is drop order: the
-    // module must go before the context it lives in.
+/// A loaded kernel entry: its own module (holding only this entry) and the function in it.
+struct LoadedEntry {
+    function: CUfunction,
+    // Kept loaded, never read again: `function` points into it.
     _module: Module,
+}
+
+// SAFETY: a CUfunction and a CUmodule are opaque driver handles, valid in every thread while the
+// module is loaded (the module lives as long as the `LoadedEntry`, which `LoadedKernels` keeps
+// until the context goes). The driver API is thread-safe, every launch makes the owning context
+// current on the calling thread first (`FlashAttention::launch`), and nothing mutates a loaded
+// entry.
+unsafe impl Send for LoadedEntry {}
+// SAFETY: as above.
+unsafe impl Sync for LoadedEntry {}
+
+/// A CUDA context on one device, loading each kernel's PTX on its first use.
+///
+/// One module per entry, loaded lazily: the driver JIT-compiles a whole module at once, and
+/// ptxas takes 3.3 s for the module of all 12 entries against 0.2 s for one (on this project's
+/// 2-core build machine), so loading them all up front would cost seconds per process.
+pub(crate) struct LoadedKernels {
+    /// One slot per `FORWARD_KERNELS` entry, in order. Field order is drop order: the modules
+    /// must go before the context they live in.
+    entries: Vec<OnceLock<LoadedEntry>>,
+    /// Serialises the JIT of a missing entry, so that two threads never load the same one.
+    loading: Mutex<()>,
     pub(crate) device_name: String,
-    // Keeps the primary context retained while the module lives, and is made current on the
+    // Keeps the primary context retained while the modules live, and is made current on the
     // calling thread before each launch.
     pub(crate) context: Context,
 }
@@ -93,31 +101,61 @@ impl LoadedKernels {
             });
         }
         let context = Context::new(device)?;
-        let module = Module::from_ptx(PTX, &[]).map_err(Error::ModuleLoad)?;
-        let mut functions = Vec::with_capacity(FORWARD_KERNELS.len());
-        for kernel in FORWARD_KERNELS {
-            let function = module.get_function(kernel.entry)?;
-            allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
-            functions.push(KernelHandle(function.to_raw()));
-        }
         Ok(Self {
-            functions,
-            _module: module,
+            entries: FORWARD_KERNELS.iter().map(|_| OnceLock::new()).collect(),
+            loading: Mutex::new(()),
             device_name: name,
             context,
         })
     }
 
-    /// The loaded entry of `kernel`, one of `FORWARD_KERNELS`.
+    /// The loaded entry of `kernel`, one of `FORWARD_KERNELS`, JIT-compiled on first use.
+    /// The context must be current on the calling thread.
     pub(crate) fn function(&self, kernel: &ForwardKernel) -> Result<CUfunction, Error> {
-        FORWARD_KERNELS
+        let index = FORWARD_KERNELS
             .iter()
             .position(|compiled| compiled.entry == kernel.entry)
-            .map(|index| self.functions[index].0)
             .ok_or_else(|| Error::UnknownKernel {
                 name: kernel.entry.to_owned(),
-            })
+            })?;
+        let slot = &self.entries[index];
+        if let Some(entry) = slot.get() {
+            return Ok(entry.function);
+        }
+        // A poisoned lock only means another thread's load failed; the slot is still empty.
+        let _guard = self
+            .loading
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(entry) = slot.get() {
+            return Ok(entry.function);
+        }
+        let kernel = &FORWARD_KERNELS[index];
+        let ptx = entry_ptx(kernel.entry).ok_or_else(|| Error::UnknownKernel {
+            name: kernel.entry.to_owned(),
+        })?;
+        let module = Module::from_ptx(&ptx, &[]).map_err(Error::ModuleLoad)?;
+        let function = module.get_function(kernel.entry)?;
+        allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
+        let function = function.to_raw();
+        let entry = LoadedEntry {
+            function,
+            _module: module,
+        };
+        // Cannot be taken: the lock is held and the slot was empty.
+        let _ = slot.set(entry);
+        Ok(function)
     }
+}
+
+/// The PTX of one entry of [`PTX`] as a module of its own: everything before the first entry
+/// (version, target, the shared-memory declaration, the panic handler) plus that entry's body.
+pub fn entry_ptx(entry: &str) -> Option<String> {
+    let preamble = &PTX[..PTX.find(".visible .entry")?];
+    let start = PTX.find(&format!(".visible .entry {entry}("))?;
+    // An entry's body ends at the first closing brace at the start of a line.
+    let end = start + PTX[start..].find("\n}\n")? + 3;
+    Some(format!("{preamble}{}", &PTX[start..end]))
 }
 
 fn driver_version() -> Result<i32, Error> {

@@ -34,7 +34,7 @@ pub use flash_attn_params::{
 
 pub use element::{round_to, Element};
 pub use error::Error;
-pub use kernels::{default_kernel, kernel_by_name, PTX, SUPPORTED_HEAD_DIMS};
+pub use kernels::{default_kernel, entry_ptx, kernel_by_name, PTX, SUPPORTED_HEAD_DIMS};
 pub use problem::{supports, AttentionShape, ForwardOptions, ForwardStrides, Layout};
 
 /// Device addresses for [`FlashAttention::forward_raw`].
@@ -76,6 +76,14 @@ impl FlashAttention {
     /// The stream every forward pass of this instance is enqueued on.
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// Loads `kernel` now instead of at its first launch. Kernels are JIT-compiled from PTX
+    /// one at a time on first use (about 0.1-0.3 s each, see the README); call this to keep
+    /// that out of a latency-sensitive first call.
+    pub fn preload(&self, kernel: &ForwardKernel) -> Result<(), Error> {
+        CurrentContext::set_current(&self.kernels.context)?;
+        self.kernels.function(kernel).map(|_| ())
     }
 
     /// Waits until every enqueued forward pass has finished.
@@ -195,8 +203,8 @@ impl FlashAttention {
             plan.params.o,
             plan.params.lse,
         ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
-        let function = self.kernels.function(plan.kernel)?;
         CurrentContext::set_current(&self.kernels.context)?;
+        let function = self.kernels.function(plan.kernel)?;
         launch::launch_forward(stream, function, &plan.kernel.tile, plan.grid, plan.params)
     }
 

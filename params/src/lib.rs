@@ -244,6 +244,11 @@ macro_rules! for_each_forward_kernel {
             (flash_fwd_f16_d64_m64_n64_w4_s2, F16, 64, 64, 4, 2, 64),
             (flash_fwd_f16_d64_m128_n64_w8_s2, F16, 128, 64, 8, 2, 64),
             (flash_fwd_bf16_d64_m64_n64_w4_s3, Bf16, 64, 64, 4, 3, 64),
+            (flash_fwd_f16_d64_m128_n128_w8_s2, F16, 128, 128, 8, 2, 64),
+            (flash_fwd_f16_d64_m64_n128_w4_s2, F16, 64, 128, 4, 2, 64),
+            (flash_fwd_f16_d64_m128_n32_w4_s3, F16, 128, 32, 4, 3, 64),
+            (flash_fwd_f16_d128_m128_n64_w8_s2, F16, 128, 64, 8, 2, 128),
+            (flash_fwd_f16_d128_m64_n64_w4_s2, F16, 64, 64, 4, 2, 128),
             // D=128: three stages of 64x128 K and V tiles would need 112 KiB of shared memory,
             // over the sm_89 limit of 99 KiB.
             (flash_fwd_f16_d128_m64_n32_w4_s3, F16, 64, 32, 4, 3, 128),

@@ -1,4 +1,4 @@
-use flash_attn::{ForwardParams, FORWARD_KERNELS, PTX};
+use flash_attn::{entry_ptx, ForwardParams, FORWARD_KERNELS, PTX};
 
 #[test]
 fn ptx_targets_sm89() {
@@ -55,4 +55,29 @@ fn ptx_calls_no_external_function() {
         "the PTX calls an external function"
     );
     assert!(!PTX.contains("call.uni"), "the PTX still calls a function");
+}
+
+#[test]
+fn every_entry_splits_into_a_module_of_its_own() {
+    for kernel in FORWARD_KERNELS {
+        let ptx = entry_ptx(kernel.entry).unwrap();
+        assert!(ptx.starts_with("//") && ptx.contains(".version") && ptx.contains(".target"));
+        assert_eq!(
+            ptx.matches(".visible .entry").count(),
+            1,
+            "{}",
+            kernel.entry
+        );
+        assert!(ptx.contains(&format!(".visible .entry {}(", kernel.entry)));
+        assert!(ptx.trim_end().ends_with('}'));
+        // Every entry's instructions are in its module: the modules together hold all of them.
+        let body_start = ptx.find(".visible .entry").unwrap();
+        assert!(PTX.contains(&ptx[body_start..]));
+    }
+    // No entry is left out: the module has exactly the listed entries.
+    assert_eq!(
+        PTX.matches(".visible .entry").count(),
+        FORWARD_KERNELS.len()
+    );
+    assert_eq!(entry_ptx("flash_fwd_no_such_kernel"), None);
 }
