@@ -21,7 +21,9 @@
 use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z, _thread_idx_x};
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
-use flash_attn_params::{ForwardParams, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS};
+use flash_attn_params::{
+    ForwardParams, QSource, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
+};
 
 use crate::element::Element;
 use crate::ptx::{
@@ -29,7 +31,7 @@ use crate::ptx::{
     cp_async_wait_group, ld_shared_v4_b32, ldmatrix_x4, ldmatrix_x4_trans, opaque_to_optimizer,
     shared_window_address, st_global_v4_b32, st_shared_b32,
 };
-use crate::smem::SwizzledTile;
+use crate::smem::SharedTile;
 use crate::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 
 /// The dynamic shared-memory window. Its alignment is the base alignment that the swizzle and
@@ -56,21 +58,21 @@ struct RowBlock {
 /// elements for every `row < source.rows`, and `source.rows >= 1`; every thread of the block
 /// calls it with its own `thread`.
 #[inline(always)]
-unsafe fn copy_tile_async<const ROWS: usize, const HEAD_DIM: usize, const WARPS: usize>(
-    tile: SwizzledTile<HEAD_DIM>,
+unsafe fn copy_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usize>(
+    tile: Tile,
     source: RowBlock,
     thread: usize,
 ) {
     // Each thread copies the same chunk column of rows `first + i * rows_per_copy`.
     let (copies_per_thread, rows_per_copy) = const {
-        let (threads, row_chunks) = (32 * WARPS, SwizzledTile::<HEAD_DIM>::ROW_CHUNKS);
+        let (threads, row_chunks) = (32 * WARPS, Tile::ROW_CHUNKS);
         assert!(
             (ROWS * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
             "a tile must split into whole rows of 16-byte chunks per thread"
         );
         (ROWS * row_chunks / threads, threads / row_chunks)
     };
-    let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+    let row_chunks = Tile::ROW_CHUNKS;
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
     if source.first_row + ROWS as u32 <= source.rows {
         // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
@@ -125,9 +127,11 @@ fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
 
 /// The forward kernel body for one element type and tile configuration.
 ///
-/// `M_TILES`, `KEY_STEPS` and `DIM_STEPS` size the register fragments and must equal
-/// `BLOCK_M / (16 WARPS)`, `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the
-/// `forward_kernels!` macro derives them.
+/// `Tile` is the shared-memory layout and `Q_IN_REGISTERS` says whether Q fragments stay in
+/// registers or are re-read from shared memory at every key block. `M_TILES`, `KEY_STEPS` and
+/// `DIM_STEPS` size the register fragments and must equal `BLOCK_M / (16 WARPS)`,
+/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_kernels!` macro
+/// derives them.
 ///
 /// # Safety
 /// Launched with grid `(ceil(seq_len_q / BLOCK_M), heads_q, batch)`, `32 * WARPS` threads and
@@ -139,11 +143,13 @@ fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
 #[inline(always)]
 pub unsafe fn forward<
     T: Element,
+    Tile: SharedTile,
     const BLOCK_M: usize,
     const BLOCK_N: usize,
     const WARPS: usize,
     const STAGES: usize,
     const HEAD_DIM: usize,
+    const Q_IN_REGISTERS: bool,
     const M_TILES: usize,
     const KEY_STEPS: usize,
     const DIM_STEPS: usize,
@@ -151,7 +157,24 @@ pub unsafe fn forward<
     params: &ForwardParams,
 ) {
     let tile: TileConfig = const {
-        let tile = TileConfig::new(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
+        let q_source = if Q_IN_REGISTERS {
+            QSource::Registers
+        } else {
+            QSource::SharedMemory
+        };
+        let tile = TileConfig::new(
+            BLOCK_M,
+            BLOCK_N,
+            WARPS,
+            STAGES,
+            HEAD_DIM,
+            Tile::LAYOUT,
+            q_source,
+        );
+        assert!(
+            Tile::ROW_CHUNKS * CHUNK_ELEMS == HEAD_DIM,
+            "the tile type is for another head dim"
+        );
         assert!(
             M_TILES == tile.m_tiles(),
             "M_TILES != BLOCK_M / (16 * WARPS)"
@@ -199,25 +222,22 @@ pub unsafe fn forward<
     };
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
-    let q_tile = SwizzledTile::<HEAD_DIM>::at(smem, 0);
+    let q_tile = Tile::at(smem, 0);
     let stage_bytes = (tile.k_tile_offset(1) - tile.k_tile_offset(0)) as u32;
-    let k_tile = |stage: u32| {
-        SwizzledTile::<HEAD_DIM>::at(smem + stage * stage_bytes, tile.k_tile_offset(0))
-    };
-    let v_tile = |stage: u32| {
-        SwizzledTile::<HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
-    };
+    let k_tile = |stage: u32| Tile::at(smem + stage * stage_bytes, tile.k_tile_offset(0));
+    let v_tile = |stage: u32| Tile::at(smem + stage * stage_bytes, tile.v_tile_offset(0));
     let copy_key_block = #[inline(always)]
     |block: u32, stage: u32| {
         let k_rows = key_rows(&params.k_strides, params.k, block);
         let v_rows = key_rows(&params.v_strides, params.v, block);
-        copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(k_tile(stage), k_rows, thread);
-        copy_tile_async::<BLOCK_N, HEAD_DIM, WARPS>(v_tile(stage), v_rows, thread);
+        copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+        copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
     };
 
     // Prologue: Q in its own group, then STAGES - 1 K/V groups (empty ones too, so that the
-    // group count, and thus the waits below, is the same on every path).
-    copy_tile_async::<BLOCK_M, HEAD_DIM, WARPS>(q_tile, q_rows, thread);
+    // group count, and thus the waits below, is the same on every path). With one stage the
+    // loop loads every block itself.
+    copy_tile_async::<Tile, BLOCK_M, WARPS>(q_tile, q_rows, thread);
     cp_async_commit_group();
     for block in 0..STAGES as u32 - 1 {
         if block < key_blocks {
@@ -234,21 +254,21 @@ pub unsafe fn forward<
     // `2 * thread_in_group` and `+ 1` of each 16x8 tile.
     let (group, thread_in_group) = (lane / 4, lane % 4);
 
-    // q_fragments[m][d]: the 16x16 A fragment of rows warp_row + 16m.., dims 16d... Loaded once,
-    // before the loop: the K/V groups after Q may still be in flight. The barrier also orders
-    // these reads before the epilogue reuses the Q tile, whatever the number of key blocks.
+    // The 16x16 A fragment of Q rows warp_row + 16m.., dims 16d... Matrices 0..3 = (rows 0-7,
+    // dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15), (rows 8-15, dims 8-15): the A
+    // fragment order. A warp only ever reads its own rows of the Q tile.
+    let load_q_fragment = |m: usize, d: usize| {
+        let row = warp_row + 16 * m + lane % 16;
+        ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16))
+    };
     // Q has landed: the `STAGES - 1` K/V groups committed after it may still be in flight.
+    // The barrier makes every thread's Q copies visible, and (with no key block) orders them
+    // before the epilogue reuses the Q tile.
     cp_async_wait_at_most(STAGES - 1);
     bar_sync_0();
-    let mut q_fragments = [[[0u32; 4]; DIM_STEPS]; M_TILES];
-    // Matrices 0..3 = (rows 0-7, dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15),
-    // (rows 8-15, dims 8-15) of each 16x16 tile: the A fragment order.
-    for (m, fragments) in q_fragments.iter_mut().enumerate() {
-        for (d, fragment) in fragments.iter_mut().enumerate() {
-            let row = warp_row + 16 * m + lane % 16;
-            *fragment = ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16));
-        }
-    }
+    // q_fragments[m][d], loaded once for the whole loop when Q lives in registers.
+    let q_fragments: Option<[[[u32; 4]; DIM_STEPS]; M_TILES]> = Q_IN_REGISTERS
+        .then(|| core::array::from_fn(|m| core::array::from_fn(|d| load_q_fragment(m, d))));
     let mut output: OutputFragments<M_TILES, DIM_STEPS> = [[[[0.0; 4]; 2]; DIM_STEPS]; M_TILES];
     let mut softmax = OnlineSoftmax::<M_TILES>::default();
 
@@ -267,9 +287,18 @@ pub unsafe fn forward<
     // carries no mask code and no branch that would split its schedule.
     let mut key_block = #[inline(always)]
     |block: u32, masked: bool| {
-        // The oldest ring slot has landed: the `STAGES - 2` groups committed after it may
-        // still be in flight.
-        cp_async_wait_at_most(STAGES - 2);
+        if STAGES == 1 {
+            // One buffer: all warps must be done with the previous block before it is
+            // overwritten, and this block must land before anyone reads it.
+            bar_sync_0();
+            copy_key_block(block, 0);
+            cp_async_commit_group();
+            cp_async_wait_at_most(0);
+        } else {
+            // The oldest ring slot has landed: the `STAGES - 2` groups committed after it may
+            // still be in flight.
+            cp_async_wait_at_most(STAGES.saturating_sub(2));
+        }
         // Makes every thread's copies of this block visible, and guarantees that all warps are
         // done with the slot the prefetch below overwrites (it held block - 1).
         bar_sync_0();
@@ -277,6 +306,11 @@ pub unsafe fn forward<
         // scores[m][n][half]: S for rows 16m.., keys 16n + 8 half ...
         let mut scores: ScoreFragments<M_TILES, KEY_STEPS> = [[[[0.0; 4]; 2]; KEY_STEPS]; M_TILES];
         for d in 0..DIM_STEPS {
+            // q[m]: this dim step's A fragments, from registers or re-read from the Q tile.
+            let q: [[u32; 4]; M_TILES] = core::array::from_fn(|m| match &q_fragments {
+                Some(fragments) => fragments[m][d],
+                None => load_q_fragment(m, d),
+            });
             for n in 0..KEY_STEPS {
                 // Matrices: (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7),
                 // (keys 8-15, dims 8-15): the B fragments of key tiles 16n and 16n + 8.
@@ -284,19 +318,21 @@ pub unsafe fn forward<
                 let chunk = 2 * d + lane_matrix % 2;
                 let [b0, b1, b2, b3] = ldmatrix_x4(k_tile(stage).chunk_address(key, chunk));
                 for m in 0..M_TILES {
-                    T::mma(&mut scores[m][n][0], &q_fragments[m][d], &[b0, b1]);
-                    T::mma(&mut scores[m][n][1], &q_fragments[m][d], &[b2, b3]);
+                    T::mma(&mut scores[m][n][0], &q[m], &[b0, b1]);
+                    T::mma(&mut scores[m][n][1], &q[m], &[b2, b3]);
                 }
             }
         }
 
         // The prefetch is issued after the S MMAs, not before: its address arithmetic would
         // otherwise sit between the barrier and the first K `ldmatrix` on every iteration.
-        let prefetch = block + STAGES as u32 - 1;
-        if prefetch < key_blocks {
-            copy_key_block(prefetch, prefetch_stage);
+        if STAGES > 1 {
+            let prefetch = block + STAGES as u32 - 1;
+            if prefetch < key_blocks {
+                copy_key_block(prefetch, prefetch_stage);
+            }
+            cp_async_commit_group();
         }
-        cp_async_commit_group();
 
         if masked {
             // In block coordinates (key k, query row r of the block), k exists iff
@@ -407,14 +443,14 @@ pub unsafe fn forward<
     // Lane `l` writes chunk `l % row_chunks` of rows `l / row_chunks + i * rows_per_step`
     // through one walking pointer (the Q copies' reason: no 64-bit multiply per store).
     let (rows_per_step, steps) = const {
-        let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+        let row_chunks = Tile::ROW_CHUNKS;
         assert!(
             32usize.is_multiple_of(row_chunks) && (BLOCK_M / WARPS * row_chunks).is_multiple_of(32),
             "a warp's output rows must split into whole rows of chunks per lane"
         );
         (32 / row_chunks, BLOCK_M / WARPS * row_chunks / 32)
     };
-    let row_chunks = SwizzledTile::<HEAD_DIM>::ROW_CHUNKS;
+    let row_chunks = Tile::ROW_CHUNKS;
     let (lane_row, chunk) = (warp_row + lane / row_chunks, lane % row_chunks);
     let o_row_stride = params.o_strides.seq as usize;
     let o_step = opaque_to_optimizer(rows_per_step * o_row_stride);

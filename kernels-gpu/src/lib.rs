@@ -29,10 +29,16 @@ pub mod ptx;
 pub mod smem;
 pub mod softmax;
 
-use flash_attn_params::ForwardParams;
+use flash_attn_params::{ForwardParams, QSource};
+
+/// The shared-memory tile type of a `SmemLayout` variant.
+macro_rules! shared_tile {
+    (Swizzled, $head_dim:literal) => { smem::SwizzledTile<$head_dim> };
+    (Padded, $head_dim:literal) => { smem::PaddedTile<$head_dim> };
+}
 
 macro_rules! forward_kernels {
-    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {$(
+    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
         /// A forward kernel entry point; see [`forward::forward`] for the launch contract.
         ///
         /// # Safety
@@ -40,7 +46,8 @@ macro_rules! forward_kernels {
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: ForwardParams) {
             forward::forward::<
-                element::$dtype, $block_m, $block_n, $warps, $stages, $head_dim,
+                element::$dtype, shared_tile!($layout, $head_dim),
+                $block_m, $block_n, $warps, $stages, $head_dim, { matches!(QSource::$q_source, QSource::Registers) },
                 { $block_m / (16 * $warps) }, { $block_n / 16 }, { $head_dim / 16 },
             >(&params);
         }

@@ -1,16 +1,39 @@
-//! Shared-memory tiles and their XOR swizzle.
+//! Shared-memory tiles: the XOR-swizzled layout and the padded one.
 //!
-//! A tile is `[rows, head_dim]` fp16, one row after another, stored as 16-byte chunks. Chunk `c`
+//! A tile is `[rows, head_dim]` 16-bit elements, one row after another, stored as 16-byte
+//! chunks; [`SharedTile`] is what the kernel needs of a layout.
+//!
+//! Swizzled: chunk `c`
 //! of row `r` lives at chunk slot `c ^ (r % 8)`. `ldmatrix` reads one chunk column from 8
 //! consecutive rows; unswizzled, a 128-byte row stride puts all 8 in the same 4 banks (8-way
 //! conflict), swizzled they cover all 32 banks. `cp.async` writes full rows, which the swizzle
 //! only permutes, so they stay conflict-free too.
 //!
+//! Padded: rows are `HEAD_DIM * 2 + 16` bytes apart, so 8 consecutive rows start 4 banks apart
+//! and one chunk column again covers all 32 banks, at the cost of 16 bytes per row.
+//!
 //! Alignment holds by construction: a tile's base is 128-byte aligned (checked by
-//! [`flash_attn_params::TileConfig::new`]) and [`SwizzledTile::chunk_address`] is the only way
-//! to form an address, always base plus whole 16-byte chunks.
+//! [`flash_attn_params::TileConfig::new`]), rows are whole chunks apart, and
+//! [`SharedTile::chunk_address`] is the only way to form an address, always base plus whole
+//! 16-byte chunks.
 
-use flash_attn_params::{CHUNK_BYTES, CHUNK_ELEMS, SWIZZLE_CHUNKS};
+use flash_attn_params::{SmemLayout, CHUNK_BYTES, CHUNK_ELEMS, ROW_PADDING_BYTES, SWIZZLE_CHUNKS};
+
+/// A `[rows, HEAD_DIM]` tile of 16-bit elements at a `.shared` address, addressed in 16-byte
+/// chunks.
+pub trait SharedTile: Copy {
+    /// The layout, which `TileConfig` sizes the tiles for.
+    const LAYOUT: SmemLayout;
+    /// 16-byte chunks of data per row.
+    const ROW_CHUNKS: usize;
+
+    /// `base` is `smem_base + offset`, where `smem_base` is the 128-byte-aligned dynamic
+    /// shared-memory window address and `offset` a tile offset from `TileConfig`.
+    fn at(smem_base: u32, offset: usize) -> Self;
+
+    /// The 16-byte-aligned address of chunk `chunk` (columns `8 chunk .. 8 chunk + 8`) of `row`.
+    fn chunk_address(self, row: usize, chunk: usize) -> u32;
+}
 
 /// A swizzled `[rows, HEAD_DIM]` fp16 tile at a `.shared` address.
 #[derive(Clone, Copy)]
@@ -19,28 +42,52 @@ pub struct SwizzledTile<const HEAD_DIM: usize> {
 }
 
 impl<const HEAD_DIM: usize> SwizzledTile<HEAD_DIM> {
-    /// 16-byte chunks per row.
-    pub const ROW_CHUNKS: usize = HEAD_DIM / CHUNK_ELEMS;
-
     const ROWS_ARE_SWIZZLE_GROUPS: () = assert!(
         HEAD_DIM.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS),
         "a swizzled row must be whole 8-chunk groups"
     );
+}
 
-    /// `base` is `smem_base + offset`, where `smem_base` is the 128-byte-aligned dynamic
-    /// shared-memory window address and `offset` a tile offset from `TileConfig`.
+impl<const HEAD_DIM: usize> SharedTile for SwizzledTile<HEAD_DIM> {
+    const LAYOUT: SmemLayout = SmemLayout::Swizzled;
+    const ROW_CHUNKS: usize = HEAD_DIM / CHUNK_ELEMS;
+
     #[inline(always)]
-    pub fn at(smem_base: u32, offset: usize) -> Self {
+    fn at(smem_base: u32, offset: usize) -> Self {
         let () = Self::ROWS_ARE_SWIZZLE_GROUPS;
         Self {
             base: smem_base + offset as u32,
         }
     }
 
-    /// The 16-byte-aligned address of chunk `chunk` (columns `8 chunk .. 8 chunk + 8`) of `row`.
     #[inline(always)]
-    pub fn chunk_address(self, row: usize, chunk: usize) -> u32 {
+    fn chunk_address(self, row: usize, chunk: usize) -> u32 {
         let slot = chunk ^ (row % SWIZZLE_CHUNKS);
         self.base + ((row * Self::ROW_CHUNKS + slot) * CHUNK_BYTES) as u32
+    }
+}
+
+/// A padded `[rows, HEAD_DIM]` tile at a `.shared` address: one unused 16-byte chunk after
+/// each row.
+#[derive(Clone, Copy)]
+pub struct PaddedTile<const HEAD_DIM: usize> {
+    base: u32,
+}
+
+impl<const HEAD_DIM: usize> SharedTile for PaddedTile<HEAD_DIM> {
+    const LAYOUT: SmemLayout = SmemLayout::Padded;
+    const ROW_CHUNKS: usize = HEAD_DIM / CHUNK_ELEMS;
+
+    #[inline(always)]
+    fn at(smem_base: u32, offset: usize) -> Self {
+        Self {
+            base: smem_base + offset as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn chunk_address(self, row: usize, chunk: usize) -> u32 {
+        let row_bytes = HEAD_DIM * 2 + ROW_PADDING_BYTES;
+        self.base + (row * row_bytes + chunk * CHUNK_BYTES) as u32
     }
 }

@@ -67,6 +67,31 @@ pub const CHUNK_ELEMS: usize = CHUNK_BYTES / 2;
 /// multiple of it (128 bytes, the width of all 32 banks).
 pub const SWIZZLE_CHUNKS: usize = 8;
 
+/// How K, V and Q tiles are laid out in shared memory. Both make `ldmatrix` and the 16-byte
+/// `cp.async` writes bank-conflict-free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SmemLayout {
+    /// Dense rows, chunk `c` of row `r` stored at chunk slot `c ^ (r % 8)`.
+    Swizzled,
+    /// Each row padded by one 16-byte chunk, which shifts consecutive rows by 4 banks; costs
+    /// `rows * 16` bytes more shared memory than the swizzle.
+    Padded,
+}
+
+/// Where each warp keeps its Q fragments during the main loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QSource {
+    /// Loaded once with `ldmatrix` and held in registers (`BLOCK_M / WARPS * HEAD_DIM / 64`
+    /// registers per thread).
+    Registers,
+    /// Re-read from the shared Q tile with `ldmatrix` at every key block: fewer registers,
+    /// more shared-memory traffic.
+    SharedMemory,
+}
+
+/// Bytes of padding per row of a [`SmemLayout::Padded`] tile: one 16-byte chunk.
+pub const ROW_PADDING_BYTES: usize = CHUNK_BYTES;
+
 /// One tile configuration of the forward kernel. Build it with [`TileConfig::new`], which
 /// rejects (at compile time, when used in a `const`) every configuration that cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,9 +101,12 @@ pub struct TileConfig {
     /// Keys per block iteration.
     pub block_n: usize,
     pub warps: usize,
-    /// K/V shared-memory buffers in the `cp.async` ring.
+    /// K/V shared-memory buffers in the `cp.async` ring; 1 means no overlap (load, wait,
+    /// compute, repeat).
     pub stages: usize,
     pub head_dim: usize,
+    pub layout: SmemLayout,
+    pub q_source: QSource,
 }
 
 impl TileConfig {
@@ -90,8 +118,10 @@ impl TileConfig {
         warps: usize,
         stages: usize,
         head_dim: usize,
+        layout: SmemLayout,
+        q_source: QSource,
     ) -> Self {
-        match Self::check(block_m, block_n, warps, stages, head_dim) {
+        match Self::check(block_m, block_n, warps, stages, head_dim, layout, q_source) {
             Ok(config) => config,
             Err(limit) => panic!("{}", limit),
         }
@@ -106,6 +136,8 @@ impl TileConfig {
         warps: usize,
         stages: usize,
         head_dim: usize,
+        layout: SmemLayout,
+        q_source: QSource,
     ) -> Result<Self, &'static str> {
         let config = TileConfig {
             block_m,
@@ -113,6 +145,8 @@ impl TileConfig {
             warps,
             stages,
             head_dim,
+            layout,
+            q_source,
         };
         if warps < 1 || warps > 16 {
             return Err("warps must be in 1..=16");
@@ -125,13 +159,18 @@ impl TileConfig {
         if !block_n.is_multiple_of(16) {
             return Err("block_n must be a multiple of 16 (the P.V MMA k-step)");
         }
-        if !head_dim.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS) {
+        if !head_dim.is_multiple_of(16) {
+            return Err("head_dim must be a multiple of 16 (the Q.K MMA k-step)");
+        }
+        if matches!(layout, SmemLayout::Swizzled)
+            && !head_dim.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS)
+        {
             return Err(
-                "head_dim must be a multiple of 64: a row must be whole 128-byte swizzle groups",
+                "head_dim must be a multiple of 64 when swizzled: a row must be whole 128-byte swizzle groups",
             );
         }
-        if stages < 2 || stages > 4 {
-            return Err("stages must be in 2..=4: the K/V ring overlaps loads with math");
+        if stages < 1 || stages > 4 {
+            return Err("stages must be in 1..=4 (the kernel waits on at most 3 copy groups)");
         }
         if !config.threads().is_multiple_of(config.row_chunks()) {
             return Err("the threads must cover whole rows of 16-byte chunks");
@@ -180,6 +219,14 @@ impl TileConfig {
         self.head_dim / CHUNK_ELEMS
     }
 
+    /// Bytes from one row of a shared-memory tile to the next.
+    pub const fn smem_row_bytes(&self) -> usize {
+        match self.layout {
+            SmemLayout::Swizzled => self.head_dim * 2,
+            SmemLayout::Padded => self.head_dim * 2 + ROW_PADDING_BYTES,
+        }
+    }
+
     pub const fn q_chunks(&self) -> usize {
         self.block_m * self.row_chunks()
     }
@@ -199,11 +246,11 @@ impl TileConfig {
     }
 
     pub const fn q_tile_bytes(&self) -> usize {
-        self.block_m * self.head_dim * 2
+        self.block_m * self.smem_row_bytes()
     }
 
     pub const fn kv_tile_bytes(&self) -> usize {
-        self.block_n * self.head_dim * 2
+        self.block_n * self.smem_row_bytes()
     }
 
     /// Byte offset of the K tile of ring slot `stage`; its V tile follows it.
@@ -230,41 +277,56 @@ pub struct ForwardKernel {
 }
 
 /// The one list of compiled forward kernels:
-/// `(entry, dtype, block_m, block_n, warps, stages, head_dim)`.
+/// `(entry, dtype, block_m, block_n, warps, stages, head_dim, layout, q_source)`.
 ///
 /// `$callback!` receives the whole list once. For each (dtype, head_dim), the first entry is
-/// the default kernel.
+/// the fallback default; the tuned dispatch table picks among all of them. Entry names spell
+/// the configuration out, with `_pad` for [`SmemLayout::Padded`] and `_qsmem` for
+/// [`QSource::SharedMemory`].
+///
+/// Not every configuration that passes the gates is compiled: each entry costs build time,
+/// JIT time and GPU test and sanitizer time. The list covers every value of every tile
+/// parameter and keeps the configurations that won a shape in the H100 measurements
+/// (BENCHMARKS.md); `flash-attn-configs` lists the whole space.
 #[macro_export]
 macro_rules! for_each_forward_kernel {
     ($callback:ident) => {
         $callback! {
-            // Default for fp16, D=64: fastest of the list at every measured S=512 shape
-            // (H100, 2026-11-22).
-            (flash_fwd_f16_d64_m64_n64_w4_s3, F16, 64, 64, 4, 3, 64),
-            (flash_fwd_f16_d64_m64_n64_w4_s2, F16, 64, 64, 4, 2, 64),
-            (flash_fwd_f16_d64_m128_n64_w8_s2, F16, 128, 64, 8, 2, 64),
-            (flash_fwd_bf16_d64_m64_n64_w4_s3, Bf16, 64, 64, 4, 3, 64),
-            (flash_fwd_f16_d64_m128_n128_w8_s2, F16, 128, 128, 8, 2, 64),
-            (flash_fwd_f16_d64_m64_n128_w4_s2, F16, 64, 128, 4, 2, 64),
-            (flash_fwd_f16_d64_m128_n32_w4_s3, F16, 128, 32, 4, 3, 64),
-            (flash_fwd_f16_d128_m128_n64_w8_s2, F16, 128, 64, 8, 2, 128),
-            (flash_fwd_f16_d128_m64_n64_w4_s2, F16, 64, 64, 4, 2, 128),
+            (flash_fwd_f16_d64_m64_n64_w4_s3, F16, 64, 64, 4, 3, 64, Swizzled, Registers),
+            (flash_fwd_f16_d64_m64_n64_w4_s2, F16, 64, 64, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_f16_d64_m64_n64_w4_s1, F16, 64, 64, 4, 1, 64, Swizzled, Registers),
+            (flash_fwd_f16_d64_m64_n64_w4_s3_pad, F16, 64, 64, 4, 3, 64, Padded, Registers),
+            (flash_fwd_f16_d64_m64_n64_w4_s3_qsmem, F16, 64, 64, 4, 3, 64, Swizzled, SharedMemory),
+            // 128x128 with 8 warps was the fastest at the seed shape (10.5 us against 10.6 for
+            // this one) but spills 12 bytes on sm_89.
+            (flash_fwd_f16_d64_m64_n128_w4_s2, F16, 64, 128, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_f16_d64_m128_n32_w4_s3, F16, 128, 32, 4, 3, 64, Swizzled, Registers),
             // D=128: three stages of 64x128 K and V tiles would need 112 KiB of shared memory,
             // over the sm_89 limit of 99 KiB.
-            (flash_fwd_f16_d128_m64_n32_w4_s3, F16, 64, 32, 4, 3, 128),
-            (flash_fwd_f16_d128_m128_n32_w8_s2, F16, 128, 32, 8, 2, 128),
-            (flash_fwd_bf16_d128_m64_n32_w4_s3, Bf16, 64, 32, 4, 3, 128),
+            (flash_fwd_f16_d128_m64_n64_w4_s2, F16, 64, 64, 4, 2, 128, Swizzled, Registers),
+            (flash_fwd_f16_d128_m128_n64_w8_s2, F16, 128, 64, 8, 2, 128, Swizzled, Registers),
+            (flash_fwd_f16_d128_m64_n32_w4_s3, F16, 64, 32, 4, 3, 128, Swizzled, Registers),
+            (flash_fwd_f16_d128_m64_n64_w4_s2_qsmem, F16, 64, 64, 4, 2, 128, Swizzled, SharedMemory),
+            (flash_fwd_bf16_d64_m64_n64_w4_s3, Bf16, 64, 64, 4, 3, 64, Swizzled, Registers),
+            (flash_fwd_bf16_d64_m64_n64_w4_s2, Bf16, 64, 64, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_bf16_d64_m64_n128_w4_s2, Bf16, 64, 128, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_bf16_d128_m64_n64_w4_s2, Bf16, 64, 64, 4, 2, 128, Swizzled, Registers),
+            (flash_fwd_bf16_d128_m128_n64_w8_s2, Bf16, 128, 64, 8, 2, 128, Swizzled, Registers),
+            (flash_fwd_bf16_d128_m64_n32_w4_s3, Bf16, 64, 32, 4, 3, 128, Swizzled, Registers),
         }
     };
 }
 
 macro_rules! forward_kernel_table {
-    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal)),* $(,)?) => {
+    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {
         /// Every compiled forward kernel, in the order of [`for_each_forward_kernel!`].
         pub const FORWARD_KERNELS: &[ForwardKernel] = &[$(ForwardKernel {
             entry: stringify!($entry),
             dtype: Dtype::$dtype,
-            tile: TileConfig::new($block_m, $block_n, $warps, $stages, $head_dim),
+            tile: TileConfig::new(
+                $block_m, $block_n, $warps, $stages, $head_dim,
+                SmemLayout::$layout, QSource::$q_source,
+            ),
         }),*];
     };
 }

@@ -1,3 +1,5 @@
+use flash_attn::QSource::{Registers, SharedMemory};
+use flash_attn::SmemLayout::{Padded, Swizzled};
 use flash_attn::{
     default_kernel, Dtype, TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
     SUPPORTED_HEAD_DIMS,
@@ -11,8 +13,16 @@ fn entry_names_spell_out_their_tile_configuration() {
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
         };
+        let layout = match tile.layout {
+            Swizzled => "",
+            Padded => "_pad",
+        };
+        let q_source = match tile.q_source {
+            Registers => "",
+            SharedMemory => "_qsmem",
+        };
         let expected = format!(
-            "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}",
+            "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}{layout}{q_source}",
             tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
         );
         assert_eq!(kernel.entry, expected);
@@ -21,7 +31,7 @@ fn entry_names_spell_out_their_tile_configuration() {
 
 #[test]
 fn derived_quantities_of_the_default_tile() {
-    let tile = TileConfig::new(64, 64, 4, 2, 64);
+    let tile = TileConfig::new(64, 64, 4, 2, 64, Swizzled, Registers);
     assert_eq!(tile.threads(), 128);
     assert_eq!(tile.m_tiles(), 1);
     assert_eq!(tile.q_copies_per_thread(), 4);
@@ -51,26 +61,26 @@ fn every_exposed_tile_is_aligned_and_fits_sm89() {
 #[test]
 #[should_panic(expected = "block_m must be a multiple of 16 * warps")]
 fn a_block_m_that_leaves_a_warp_a_partial_tile_is_rejected() {
-    TileConfig::new(48, 64, 2, 2, 64);
+    TileConfig::new(48, 64, 2, 2, 64, Swizzled, Registers);
 }
 
 #[test]
 #[should_panic(expected = "shared memory exceeds the sm_89 per-block limit")]
 fn a_tile_over_the_shared_memory_limit_is_rejected() {
-    TileConfig::new(128, 256, 8, 4, 128);
+    TileConfig::new(128, 256, 8, 4, 128, Swizzled, Registers);
 }
 
 #[test]
-#[should_panic(expected = "head_dim must be a multiple of 64")]
+#[should_panic(expected = "head_dim must be a multiple of 64 when swizzled")]
 fn a_head_dim_that_breaks_the_swizzle_is_rejected() {
-    TileConfig::new(64, 64, 4, 2, 80);
+    TileConfig::new(64, 64, 4, 2, 80, Swizzled, Registers);
 }
 
 #[test]
 #[should_panic(expected = "must split into whole 16-byte chunks per thread")]
 fn a_tile_that_does_not_split_into_chunks_per_thread_is_rejected() {
     // 16 rows x 8 chunks = 128 chunks over 16 warps (512 threads).
-    TileConfig::new(256, 16, 16, 2, 64);
+    TileConfig::new(256, 16, 16, 2, 64, Swizzled, Registers);
 }
 
 #[test]
@@ -94,4 +104,48 @@ fn every_dtype_has_a_default_kernel_for_every_supported_head_dim_and_no_other() 
 fn the_forward_pass_can_move_between_and_be_shared_by_threads() {
     fn send_and_sync<T: Send + Sync>() {}
     send_and_sync::<flash_attn::FlashAttention>();
+}
+
+#[test]
+fn a_padded_tile_adds_one_chunk_per_row() {
+    let swizzled = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers);
+    let padded = TileConfig::new(64, 64, 4, 3, 64, Padded, Registers);
+    assert_eq!(padded.smem_row_bytes(), swizzled.smem_row_bytes() + 16);
+    // Q plus three stages of K and V: 64 rows each, 16 bytes of padding per row.
+    assert_eq!(padded.smem_bytes(), swizzled.smem_bytes() + 7 * 64 * 16);
+    // The padded layout needs no 128-byte swizzle groups, only whole MMA k-steps.
+    assert!(TileConfig::check(64, 64, 4, 2, 32, Padded, Registers).is_ok());
+    assert!(TileConfig::check(64, 64, 4, 2, 32, Swizzled, Registers).is_err());
+    assert_eq!(
+        TileConfig::check(64, 64, 4, 2, 72, Padded, Registers),
+        Err("head_dim must be a multiple of 16 (the Q.K MMA k-step)")
+    );
+}
+
+#[test]
+fn one_stage_is_accepted_and_five_are_not() {
+    assert!(TileConfig::check(64, 64, 4, 1, 64, Swizzled, SharedMemory).is_ok());
+    assert!(TileConfig::check(64, 64, 4, 0, 64, Swizzled, Registers).is_err());
+    assert!(TileConfig::check(64, 32, 4, 5, 64, Swizzled, Registers).is_err());
+}
+
+#[test]
+fn the_compiled_list_covers_every_value_of_every_tile_parameter() {
+    let covered = |property: &dyn Fn(&TileConfig) -> bool| {
+        FORWARD_KERNELS.iter().any(|kernel| property(&kernel.tile))
+    };
+    for block_m in [64, 128] {
+        assert!(covered(&|t| t.block_m == block_m), "block_m {block_m}");
+    }
+    for block_n in [32, 64, 128] {
+        assert!(covered(&|t| t.block_n == block_n), "block_n {block_n}");
+    }
+    for warps in [4, 8] {
+        assert!(covered(&|t| t.warps == warps), "warps {warps}");
+    }
+    for stages in [1, 2, 3] {
+        assert!(covered(&|t| t.stages == stages), "stages {stages}");
+    }
+    assert!(covered(&|t| t.layout == Padded));
+    assert!(covered(&|t| t.q_source == SharedMemory));
 }

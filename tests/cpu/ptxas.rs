@@ -7,6 +7,8 @@
 use flash_attn::ptxas::{
     assemble, blocks_per_sm, find_ptxas, parse_report, ARCHITECTURES, MAX_REGISTERS_PER_THREAD,
 };
+use flash_attn::QSource::Registers;
+use flash_attn::SmemLayout::Swizzled;
 use flash_attn::{TileConfig, FORWARD_KERNELS};
 
 #[test]
@@ -104,7 +106,7 @@ fn the_report_parser_reads_ptxas_lines() {
 
 #[test]
 fn occupancy_follows_the_tightest_limit() {
-    let tile = TileConfig::new(64, 64, 4, 3, 64); // 56 KiB, 128 threads
+    let tile = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers); // 56 KiB, 128 threads
     let [ada, hopper] = ARCHITECTURES;
     // 168 registers: 21504 per block, 3 blocks in 65536; shared memory allows 4 on Hopper.
     assert_eq!(blocks_per_sm(&tile, 168, &hopper), (3, "registers"));
