@@ -294,6 +294,8 @@ macro_rules! for_each_forward_kernel {
         $callback! {
             (flash_fwd_f16_d64_m64_n64_w4_s3, F16, 64, 64, 4, 3, 64, Swizzled, Registers),
             (flash_fwd_f16_d64_m64_n64_w4_s2, F16, 64, 64, 4, 2, 64, Swizzled, Registers),
+            // 128 registers: four blocks (16 warps) per SM, against three for BLOCK_N = 64.
+            (flash_fwd_f16_d64_m64_n32_w4_s3, F16, 64, 32, 4, 3, 64, Swizzled, Registers),
             (flash_fwd_f16_d64_m64_n64_w4_s1, F16, 64, 64, 4, 1, 64, Swizzled, Registers),
             (flash_fwd_f16_d64_m64_n64_w4_s3_pad, F16, 64, 64, 4, 3, 64, Padded, Registers),
             (flash_fwd_f16_d64_m64_n64_w4_s3_qsmem, F16, 64, 64, 4, 3, 64, Swizzled, SharedMemory),
@@ -309,6 +311,7 @@ macro_rules! for_each_forward_kernel {
             (flash_fwd_f16_d128_m64_n64_w4_s2_qsmem, F16, 64, 64, 4, 2, 128, Swizzled, SharedMemory),
             (flash_fwd_bf16_d64_m64_n64_w4_s3, Bf16, 64, 64, 4, 3, 64, Swizzled, Registers),
             (flash_fwd_bf16_d64_m64_n64_w4_s2, Bf16, 64, 64, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_bf16_d64_m64_n32_w4_s3, Bf16, 64, 32, 4, 3, 64, Swizzled, Registers),
             (flash_fwd_bf16_d64_m64_n128_w4_s2, Bf16, 64, 128, 4, 2, 64, Swizzled, Registers),
             (flash_fwd_bf16_d128_m64_n64_w4_s2, Bf16, 64, 64, 4, 2, 128, Swizzled, Registers),
             (flash_fwd_bf16_d128_m128_n64_w8_s2, Bf16, 128, 64, 8, 2, 128, Swizzled, Registers),
