@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the GPU bundle: the GPU test and benchmark executables, the timing and load-time tools, the PTX, the
+# Builds the GPU bundle: the GPU test and benchmark executables, the timing, load-time and tuning tools, the PTX, the
 # peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
@@ -20,16 +20,26 @@ for line in sys.stdin:
 ' "$1"
 }
 
+# ptxas is needed for the cubins the bundle should load (without it every kernel is JIT-compiled
+# from PTX): take $PTXAS, or ptxas on PATH.
+if [ -z "${PTXAS:-}" ] && ! command -v ptxas > /dev/null; then
+    echo "build-bundle: no ptxas (set PTXAS or PATH); the bundle would carry no cubins" >&2
+    exit 1
+fi
+
 gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
 timing=$(cargo build --release -p flash-attn --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
 load_time=$(cargo build --release -p flash-attn --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
+tune=$(cargo build --release -p flash-attn --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"
 cp "$timing" "$bundle/flash-attn-timing"
 cp "$load_time" "$bundle/flash-attn-load-time"
-strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" "$bundle/flash-attn-load-time"
+cp "$tune" "$bundle/flash-attn-tune"
+strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" \
+    "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune"
 cp target/release/build/flash-attn-*/out/flash_attn_kernels.ptx "$bundle/" 2>/dev/null \
     || cp "$(ls -t target/*/build/flash-attn-*/out/flash_attn_kernels.ptx | head -n 1)" "$bundle/"
 cp scripts/run-bundle.sh "$bundle/run.sh"

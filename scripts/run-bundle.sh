@@ -5,7 +5,11 @@
 # ./results), at most 8 files, with summary.txt last.
 #
 # Usage: run.sh [load] [tests] [sanitizer] [bench] [peers] [noise]   (no argument: all, in that order)
-#   load:  cold module load + JIT time of every kernel (JIT cache disabled), in a fresh process;
+#   load:  cold module load time of every kernel (JIT cache disabled), from the embedded cubins
+#          and again forced through the PTX JIT, each in a fresh process;
+#   tune:  the autotuner (not part of "all": its four output files plus the others would pass
+#          the 8 files a device call returns); copy $OUT/dispatch_table.rs over
+#          host/src/dispatch_table.rs and commit it;
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   noise: times our kernels a second time and runs the same check against the first pass,
@@ -28,8 +32,18 @@ note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --for
 # 0. Cold load: the driver's on-disk JIT cache is disabled, so every module is compiled.
 if wants load; then
     CUDA_CACHE_DISABLE=1 ./flash-attn-load-time > "$out/load-time.log" 2>&1
-    note "load time (exit $?):"
+    load_status=$?
+    CUDA_CACHE_DISABLE=1 ./flash-attn-load-time --ptx >> "$out/load-time.log" 2>&1
+    note "load time, cubins then forced PTX JIT (exit $load_status, $?):"
     note "$(cat "$out/load-time.log")"
+fi
+
+# The autotuner: validates and times every kernel on the tuning sweep, confirms each group's
+# winner against its runner-up, and writes the ranked table, JSON, SVG plot and dispatch table.
+if wants tune; then
+    ./flash-attn-tune --out "$out" > "$out/tune.log" 2>&1
+    note "tuner (exit $?):"
+    note "$(sed -n '/=== Dispatch table ===/,$p' "$out/tune.log")"
 fi
 
 # 1. GPU tests against the f64 CPU reference (the test harness is nightly's, so it can report

@@ -1,20 +1,127 @@
-//! The registry of compiled kernels and the loading of their PTX module.
+//! The registry of compiled kernels and the loading of their modules: the cubin assembled at
+//! build time for the device's architecture where there is one, else the entry's PTX.
 
 use std::ffi::c_int;
+use std::fmt;
 use std::sync::{Mutex, OnceLock};
 
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
+use cust::error::CudaError;
 use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
 use flash_attn_params::{Dtype, ForwardKernel, FORWARD_KERNELS};
 
+use crate::ptx_tools::entry_module;
 use crate::Error;
 
 /// The PTX of every compiled kernel, built from `kernels-gpu` by this crate's build script.
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/flash_attn_kernels.ptx"));
+
+/// One kernel entry assembled ahead of time by `ptxas -O3` for one architecture, from the same
+/// single-entry module as [`entry_ptx`]. A cubin runs only on devices of exactly its compute
+/// capability; [`CUBINS`] holds one per entry for sm_89 and one for sm_90.
+#[derive(Clone, Copy)]
+pub struct Cubin {
+    /// The PTX entry name, as in [`ForwardKernel::entry`].
+    pub entry: &'static str,
+    /// ptxas's `-arch`: `"sm_89"` or `"sm_90"`.
+    pub arch: &'static str,
+    /// `(major, minor)` of the devices that load it.
+    pub compute_capability: (i32, i32),
+    /// The ELF image ptxas wrote.
+    pub image: &'static [u8],
+}
+
+impl fmt::Debug for Cubin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cubin")
+            .field("entry", &self.entry)
+            .field("arch", &self.arch)
+            .field("compute_capability", &self.compute_capability)
+            .field("image_bytes", &self.image.len())
+            .finish()
+    }
+}
+
+// `CUBINS` and `CUBINS_NOT_BUILT`, written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/cubins.rs"));
+
+/// How [`crate::FlashAttention::with_options`] opens the device and loads the kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// The GPU ordinal (default 0, the first).
+    pub device: u32,
+    /// Always JIT-compile the PTX, even where a cubin for the device was built (default
+    /// `false`). For measuring or working around the cubins; the kernels are the same.
+    pub force_ptx: bool,
+}
+
+impl LoadOptions {
+    /// The cubin these options load for kernel `entry` on a device of `compute_capability`
+    /// (`(major, minor)`, matched exactly: sm_89 for 8.9, sm_90 for 9.0), or why its PTX is
+    /// JIT-compiled instead. Needs no GPU; on one, a driver that refuses the cubin still
+    /// sends the kernel to the PTX ([`PtxReason::CubinRejected`]).
+    pub fn cubin_for(
+        &self,
+        entry: &str,
+        compute_capability: (i32, i32),
+    ) -> Result<&'static Cubin, PtxReason> {
+        if self.force_ptx {
+            return Err(PtxReason::Forced);
+        }
+        if CUBINS.is_empty() {
+            return Err(PtxReason::NotBuilt);
+        }
+        CUBINS
+            .iter()
+            .find(|cubin| cubin.entry == entry && cubin.compute_capability == compute_capability)
+            .ok_or(PtxReason::OtherArchitecture)
+    }
+}
+
+/// Where a loaded kernel's code came from: see [`crate::FlashAttention::preload`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelSource {
+    /// The cubin ptxas assembled at build time for this device's architecture (`"sm_89"` or
+    /// `"sm_90"`): loaded without the driver's JIT.
+    Cubin { arch: &'static str },
+    /// The entry's PTX, JIT-compiled by the driver, and why not a cubin.
+    Ptx(PtxReason),
+}
+
+/// Why a kernel was JIT-compiled from PTX rather than loaded from a cubin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PtxReason {
+    /// [`LoadOptions::force_ptx`] was set.
+    Forced,
+    /// The build found no ptxas, so it embedded no cubins ([`CUBINS_NOT_BUILT`]).
+    NotBuilt,
+    /// Cubins exist only for compute capabilities 8.9 and 9.0, and the device is another.
+    OtherArchitecture,
+    /// The driver refused the cubin (for instance a driver older than the ptxas that built it).
+    CubinRejected(CudaError),
+}
+
+impl fmt::Display for KernelSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelSource::Cubin { arch } => write!(f, "cubin ({arch})"),
+            KernelSource::Ptx(PtxReason::Forced) => write!(f, "PTX JIT (forced)"),
+            KernelSource::Ptx(PtxReason::NotBuilt) => {
+                write!(f, "PTX JIT (the build embedded no cubins)")
+            }
+            KernelSource::Ptx(PtxReason::OtherArchitecture) => {
+                write!(f, "PTX JIT (no cubin for this architecture)")
+            }
+            KernelSource::Ptx(PtxReason::CubinRejected(error)) => {
+                write!(f, "PTX JIT (the driver refused the cubin: {error})")
+            }
+        }
+    }
+}
 
 /// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
@@ -23,8 +130,9 @@ const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
 /// The head dimensions with a compiled kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
 
-/// The kernel used for `dtype` and `head_dim` when the caller names none: the first matching
-/// entry of the compiled list.
+/// The first compiled kernel for `dtype` and `head_dim`. The default API runs the dispatch
+/// table's choice ([`crate::dispatch_kernel`]), which falls back to this one only where the
+/// table has no entry; the untuned table holds this kernel everywhere.
 pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
     FORWARD_KERNELS
         .iter()
@@ -45,9 +153,11 @@ pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
         })
 }
 
-/// A loaded kernel entry: its own module (holding only this entry) and the function in it.
+/// A loaded kernel entry: its own module (holding only this entry), the function in it, and
+/// where its code came from.
 struct LoadedEntry {
     function: CUfunction,
+    source: KernelSource,
     // Kept loaded, never read again: `function` points into it.
     _module: Module,
 }
@@ -61,11 +171,13 @@ unsafe impl Send for LoadedEntry {}
 // SAFETY: as above.
 unsafe impl Sync for LoadedEntry {}
 
-/// A CUDA context on one device, loading each kernel's PTX on its first use.
+/// A CUDA context on one device, loading each kernel on its first use: the cubin built for the
+/// device's exact compute capability where there is one (no JIT), else the entry's PTX.
 ///
 /// One module per entry, loaded lazily: the driver JIT-compiles a whole module at once, and
 /// ptxas takes 3.3 s for the module of all 12 entries against 0.2 s for one (on this project's
-/// 2-core build machine), so loading them all up front would cost seconds per process.
+/// 2-core build machine), so loading them all up front would cost seconds per process where
+/// the PTX is JIT-compiled.
 pub(crate) struct LoadedKernels {
     /// One slot per `FORWARD_KERNELS` entry, in order. Field order is drop order: the modules
     /// must go before the context they live in.
@@ -73,15 +185,19 @@ pub(crate) struct LoadedKernels {
     /// Serialises the JIT of a missing entry, so that two threads never load the same one.
     loading: Mutex<()>,
     pub(crate) device_name: String,
+    /// `(major, minor)`: picks the cubin, which must match it exactly.
+    pub(crate) compute_capability: (i32, i32),
+    /// The device and whether to force the PTX.
+    options: LoadOptions,
     // Keeps the primary context retained while the modules live, and is made current on the
     // calling thread before each launch.
     pub(crate) context: Context,
 }
 
 impl LoadedKernels {
-    pub(crate) fn load(ordinal: u32) -> Result<Self, Error> {
+    pub(crate) fn load(options: &LoadOptions) -> Result<Self, Error> {
         cust::init(CudaFlags::empty()).map_err(Error::NoGpu)?;
-        let device = Device::get_device(ordinal).map_err(Error::NoGpu)?;
+        let device = Device::get_device(options.device).map_err(Error::NoGpu)?;
         let name = device.name()?;
         let compute_capability = (
             device.get_attribute(DeviceAttribute::ComputeCapabilityMajor)?,
@@ -105,13 +221,25 @@ impl LoadedKernels {
             entries: FORWARD_KERNELS.iter().map(|_| OnceLock::new()).collect(),
             loading: Mutex::new(()),
             device_name: name,
+            compute_capability,
+            options: *options,
             context,
         })
     }
 
-    /// The loaded entry of `kernel`, one of `FORWARD_KERNELS`, JIT-compiled on first use.
+    /// The loaded function of `kernel`, one of `FORWARD_KERNELS`, loaded on first use.
     /// The context must be current on the calling thread.
     pub(crate) fn function(&self, kernel: &ForwardKernel) -> Result<CUfunction, Error> {
+        self.entry(kernel).map(|entry| entry.function)
+    }
+
+    /// Where the code of `kernel` came from, loading it first if it is not loaded yet.
+    /// The context must be current on the calling thread.
+    pub(crate) fn source(&self, kernel: &ForwardKernel) -> Result<KernelSource, Error> {
+        self.entry(kernel).map(|entry| entry.source)
+    }
+
+    fn entry(&self, kernel: &ForwardKernel) -> Result<&LoadedEntry, Error> {
         let index = FORWARD_KERNELS
             .iter()
             .position(|compiled| compiled.entry == kernel.entry)
@@ -120,7 +248,7 @@ impl LoadedKernels {
             })?;
         let slot = &self.entries[index];
         if let Some(entry) = slot.get() {
-            return Ok(entry.function);
+            return Ok(entry);
         }
         // A poisoned lock only means another thread's load failed; the slot is still empty.
         let _guard = self
@@ -128,34 +256,48 @@ impl LoadedKernels {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(entry) = slot.get() {
-            return Ok(entry.function);
+            return Ok(entry);
         }
         let kernel = &FORWARD_KERNELS[index];
+        let (module, source) = self.load_module(kernel)?;
+        let function = module.get_function(kernel.entry)?;
+        allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
+        let function = function.to_raw();
+        // Cannot be taken: the lock is held and the slot was empty.
+        let _ = slot.set(LoadedEntry {
+            function,
+            source,
+            _module: module,
+        });
+        Ok(slot.get().expect("just set"))
+    }
+
+    /// The module of `kernel` alone: its cubin for this device's exact compute capability,
+    /// unless forced to PTX, none was built, or the driver refuses it; else its PTX, JIT-compiled.
+    fn load_module(&self, kernel: &ForwardKernel) -> Result<(Module, KernelSource), Error> {
+        let reason = match self
+            .options
+            .cubin_for(kernel.entry, self.compute_capability)
+        {
+            Err(reason) => reason,
+            Ok(cubin) => match Module::from_cubin(cubin.image, &[]) {
+                Ok(module) => return Ok((module, KernelSource::Cubin { arch: cubin.arch })),
+                Err(error) => PtxReason::CubinRejected(error),
+            },
+        };
         let ptx = entry_ptx(kernel.entry).ok_or_else(|| Error::UnknownKernel {
             name: kernel.entry.to_owned(),
         })?;
         let module = Module::from_ptx(&ptx, &[]).map_err(Error::ModuleLoad)?;
-        let function = module.get_function(kernel.entry)?;
-        allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
-        let function = function.to_raw();
-        let entry = LoadedEntry {
-            function,
-            _module: module,
-        };
-        // Cannot be taken: the lock is held and the slot was empty.
-        let _ = slot.set(entry);
-        Ok(function)
+        Ok((module, KernelSource::Ptx(reason)))
     }
 }
 
 /// The PTX of one entry of [`PTX`] as a module of its own: everything before the first entry
 /// (version, target, the shared-memory declaration, the panic handler) plus that entry's body.
+/// The build script assembles these same modules into [`CUBINS`].
 pub fn entry_ptx(entry: &str) -> Option<String> {
-    let preamble = &PTX[..PTX.find(".visible .entry")?];
-    let start = PTX.find(&format!(".visible .entry {entry}("))?;
-    // An entry's body ends at the first closing brace at the start of a line.
-    let end = start + PTX[start..].find("\n}\n")? + 3;
-    Some(format!("{preamble}{}", &PTX[start..end]))
+    entry_module(PTX, entry)
 }
 
 fn driver_version() -> Result<i32, Error> {

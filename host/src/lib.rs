@@ -1,7 +1,8 @@
 //! A FlashAttention forward pass written in pure Rust.
 //!
 //! The kernels are `#![no_std]` Rust compiled to PTX for sm_89 (the `kernels-gpu` crate); this
-//! crate embeds that PTX, loads it through `cust`, validates every call and launches it.
+//! crate embeds that PTX (and, where the build found `ptxas`, each kernel assembled into cubins
+//! for sm_89 and sm_90), loads it through `cust`, validates every call and launches it.
 //!
 //! ```no_run
 //! use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};
@@ -15,26 +16,35 @@
 //! # Ok::<(), flash_attn::Error>(())
 //! ```
 
+mod dispatch;
+mod dispatch_table;
 mod element;
 mod error;
 mod kernels;
 mod launch;
 mod problem;
+mod ptx_tools;
 pub mod ptxas;
 pub mod reference;
+mod rng;
 pub mod timing;
+pub mod tuning;
 
 use cust::context::CurrentContext;
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    Dtype, ForwardKernel, ForwardParams, TensorStrides, TileConfig, FORWARD_KERNELS,
-    SM89_MAX_SMEM_PER_BLOCK,
+    Dtype, ForwardKernel, ForwardParams, QSource, SmemLayout, TensorStrides, TileConfig,
+    FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
 };
 
+pub use dispatch::{dispatch_kernel, dispatch_table, DispatchEntry, SeqBucket, NOT_TUNED};
 pub use element::{round_to, Element};
 pub use error::Error;
-pub use kernels::{default_kernel, entry_ptx, kernel_by_name, PTX, SUPPORTED_HEAD_DIMS};
+pub use kernels::{
+    default_kernel, entry_ptx, kernel_by_name, Cubin, KernelSource, LoadOptions, PtxReason, CUBINS,
+    CUBINS_NOT_BUILT, PTX, SUPPORTED_HEAD_DIMS,
+};
 pub use problem::{supports, AttentionShape, ForwardOptions, ForwardStrides, Layout};
 
 /// Device addresses for [`FlashAttention::forward_raw`].
@@ -64,7 +74,16 @@ impl FlashAttention {
     /// Uses GPU `ordinal` (its primary context). Fails with [`Error::NoGpu`] where there is none,
     /// and with a specific error where the device or driver is too old for the kernels.
     pub fn on_device(ordinal: u32) -> Result<Self, Error> {
-        let kernels = kernels::LoadedKernels::load(ordinal)?;
+        Self::with_options(&LoadOptions {
+            device: ordinal,
+            ..LoadOptions::default()
+        })
+    }
+
+    /// As [`Self::on_device`] for `options.device`; `options.force_ptx` makes every kernel
+    /// JIT-compile from PTX even where the build embedded a cubin for the device.
+    pub fn with_options(options: &LoadOptions) -> Result<Self, Error> {
+        let kernels = kernels::LoadedKernels::load(options)?;
         let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
         Ok(Self { stream, kernels })
     }
@@ -73,17 +92,24 @@ impl FlashAttention {
         &self.kernels.device_name
     }
 
+    /// The device's compute capability, `(major, minor)`: `(9, 0)` on an H100.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.kernels.compute_capability
+    }
+
     /// The stream every forward pass of this instance is enqueued on.
     pub fn stream(&self) -> &Stream {
         &self.stream
     }
 
-    /// Loads `kernel` now instead of at its first launch. Kernels are JIT-compiled from PTX
-    /// one at a time on first use (about 0.1-0.3 s each, see the README); call this to keep
-    /// that out of a latency-sensitive first call.
-    pub fn preload(&self, kernel: &ForwardKernel) -> Result<(), Error> {
+    /// Loads `kernel` now instead of at its first launch, and says where its code came from.
+    /// Kernels are loaded one at a time on first use: from the cubin built for the device where
+    /// there is one, else JIT-compiled from PTX (0.2-0.6 s each on an H100, see the README);
+    /// call this to keep that out of a latency-sensitive first call. For a kernel loaded
+    /// already it only returns the source.
+    pub fn preload(&self, kernel: &ForwardKernel) -> Result<KernelSource, Error> {
         CurrentContext::set_current(&self.kernels.context)?;
-        self.kernels.function(kernel).map(|_| ())
+        self.kernels.source(kernel)
     }
 
     /// Waits until every enqueued forward pass has finished.

@@ -4,7 +4,7 @@
 
 use flash_attn_params::{Dtype, ForwardKernel, ForwardParams, TensorStrides, CHUNK_ELEMS};
 
-use crate::kernels::default_kernel;
+use crate::dispatch::dispatch_kernel;
 use crate::Error;
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
@@ -109,7 +109,7 @@ pub struct ForwardStrides {
 }
 
 /// Options of a forward pass; `Default` gives non-causal attention on dense `[B, H, S, D]`
-/// tensors with scale `1/sqrt(head_dim)` and the default kernel.
+/// tensors with scale `1/sqrt(head_dim)` and the kernel the dispatch table picks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ForwardOptions {
     /// Multiplies `Q Kᵀ` before the softmax. `None` means `1 / sqrt(head_dim)`.
@@ -122,8 +122,9 @@ pub struct ForwardOptions {
     pub layout: Layout,
     /// Explicit strides per tensor, overriding `layout`.
     pub strides: Option<ForwardStrides>,
-    /// The compiled kernel to run (an entry of `FORWARD_KERNELS`). `None` means the default
-    /// kernel for the element type and head dim.
+    /// The compiled kernel to run (an entry of `FORWARD_KERNELS`). `None` means the tuned
+    /// dispatch table's kernel for the element type, head dim, masking and key length
+    /// ([`crate::dispatch_kernel`]).
     pub kernel: Option<&'static ForwardKernel>,
 }
 
@@ -196,7 +197,7 @@ pub(crate) fn plan(
     }
     let kernel = match options.kernel {
         Some(kernel) => kernel,
-        None => default_kernel(dtype, shape.head_dim)?,
+        None => dispatch_kernel(dtype, shape.head_dim, options.causal, shape.seq_len_kv)?,
     };
     if kernel.dtype != dtype {
         return Err(Error::KernelDtypeMismatch {

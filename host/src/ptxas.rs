@@ -1,7 +1,6 @@
 //! Assembling the embedded PTX with NVIDIA's `ptxas` to read each kernel's resources, and the
 //! theoretical occupancy that follows from them. Needs no GPU, only a `ptxas` binary.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use flash_attn_params::TileConfig;
@@ -18,7 +17,8 @@ pub struct Architecture {
     pub max_blocks_per_sm: usize,
 }
 
-/// Ada (sm_89), the PTX target, and Hopper (sm_90), where it runs through the JIT.
+/// Ada (sm_89), the PTX target, and Hopper (sm_90): the architectures the build assembles cubins
+/// for (`host/build.rs`), and the ones the resource checks cover.
 pub const ARCHITECTURES: [Architecture; 2] = [
     Architecture {
         name: "sm_89",
@@ -50,19 +50,8 @@ pub struct Resources {
     pub spill_loads: usize,
 }
 
-/// `$PTXAS`, else `ptxas` on `PATH`, else `/usr/local/cuda/bin/ptxas`.
-pub fn find_ptxas() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PTXAS") {
-        return Some(path.into());
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("ptxas"));
-    on_path
-        .chain([PathBuf::from("/usr/local/cuda/bin/ptxas")])
-        .find(|path| path.is_file())
-}
+// Shared with build.rs, which assembles the embedded cubins with the same ptxas.
+pub use crate::ptx_tools::find_ptxas;
 
 /// Parses `ptxas -v` output into (entry, resources) pairs.
 pub fn parse_report(report: &str) -> Result<Vec<(String, Resources)>, String> {

@@ -4,8 +4,11 @@
 //! Tensors are dense `[batch, heads, seq_len, head_dim]` ([`crate::Layout::Bhsd`]); use
 //! [`relayout`] for others. Causal masking is aligned to the bottom right, as in the kernels.
 
+use std::ops::Range;
+
 use flash_attn_params::Dtype;
 
+use crate::rng::SplitMix64;
 use crate::{round_to, AttentionShape, Element, Layout};
 
 /// How the arithmetic of [`attention`] is carried out.
@@ -31,6 +34,49 @@ pub struct ReferenceOutput {
     pub logsumexp: Vec<f64>,
 }
 
+/// One query row of one (batch, query head) pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryRow {
+    pub batch: usize,
+    /// The query head.
+    pub head: usize,
+    pub query: usize,
+}
+
+impl QueryRow {
+    /// The row at `index` in the dense `[batch, heads_q, seq_len_q]` order, the order of
+    /// [`ReferenceOutput::logsumexp`].
+    pub fn from_index(shape: &AttentionShape, index: usize) -> Self {
+        let (head_row, query) = (index / shape.seq_len_q, index % shape.seq_len_q);
+        Self {
+            batch: head_row / shape.heads_q,
+            head: head_row % shape.heads_q,
+            query,
+        }
+    }
+
+    /// Its position in the dense `[batch, heads_q, seq_len_q]` order.
+    pub fn index(&self, shape: &AttentionShape) -> usize {
+        (self.batch * shape.heads_q + self.head) * shape.seq_len_q + self.query
+    }
+
+    /// The elements of K (and of V) that this row sees: its K/V head's keys from the first up
+    /// to the last visible one (all of them, or up to the bottom-right-aligned diagonal).
+    fn visible_kv(&self, shape: &AttentionShape, causal: bool) -> Range<usize> {
+        let d = shape.head_dim;
+        let kv_head = self.head / (shape.heads_q / shape.heads_kv);
+        let start = (self.batch * shape.heads_kv + kv_head) * shape.seq_len_kv * d;
+        let visible = if causal {
+            (self.query + 1 + shape.seq_len_kv)
+                .saturating_sub(shape.seq_len_q)
+                .min(shape.seq_len_kv)
+        } else {
+            shape.seq_len_kv
+        };
+        start..start + visible * d
+    }
+}
+
 /// Query rows per unit of parallel work.
 const ROWS_PER_TASK: usize = 16;
 
@@ -45,15 +91,10 @@ pub fn attention<T: Element>(
     causal: bool,
     precision: Precision,
 ) -> ReferenceOutput {
-    assert!(
-        q.len() >= shape.q_elements()
-            && k.len() >= shape.kv_elements()
-            && v.len() >= shape.kv_elements()
-    );
+    assert_dense_inputs(q, k, v, &shape);
     let d = shape.head_dim;
     let rows = shape.lse_elements();
     // Converted once: a 16-bit to f64 conversion per multiply-add would dominate the run time.
-    let to_f64 = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
     let (q, k, v) = (&to_f64(q), &to_f64(k), &to_f64(v));
     let mut output = vec![0.0; rows * d];
     let mut logsumexp = vec![0.0; rows];
@@ -75,16 +116,14 @@ pub fn attention<T: Element>(
                 for (first_row, out, lse) in tasks {
                     for (i, (row_out, row_lse)) in out.chunks_mut(d).zip(lse.iter_mut()).enumerate()
                     {
-                        let row = first_row + i;
+                        let index = first_row + i;
+                        let keys = QueryRow::from_index(&shape, index).visible_kv(&shape, causal);
                         *row_lse = one_row(
-                            q,
-                            k,
-                            v,
-                            shape,
+                            &q[index * d..(index + 1) * d],
+                            &k[keys.clone()],
+                            &v[keys],
                             softmax_scale,
-                            causal,
                             precision,
-                            row,
                             &mut scores,
                             row_out,
                         );
@@ -96,49 +135,84 @@ pub fn attention<T: Element>(
     ReferenceOutput { output, logsumexp }
 }
 
-/// Computes query row `row` (over all batches and heads) into `out`; returns its logsumexp.
+/// [`attention`] for the chosen query rows only, in their order: `output` holds `head_dim`
+/// values per row and `logsumexp` one. The results equal those of [`attention`] for the same
+/// rows bit for bit; the cost is that of the rows alone, so that long sequences can be checked
+/// on samples. Panics if a slice is shorter than the dense shape needs or a row lies outside
+/// the shape.
 #[allow(clippy::too_many_arguments)]
-fn one_row(
-    q: &[f64],
-    k: &[f64],
-    v: &[f64],
+pub fn attention_rows<T: Element>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
     shape: AttentionShape,
-    scale: f64,
+    softmax_scale: f64,
     causal: bool,
     precision: Precision,
-    row: usize,
+    rows: &[QueryRow],
+) -> ReferenceOutput {
+    assert_dense_inputs(q, k, v, &shape);
+    let d = shape.head_dim;
+    let mut output = vec![0.0; rows.len() * d];
+    let mut logsumexp = Vec::with_capacity(rows.len());
+    let mut scores = vec![0.0; shape.seq_len_kv];
+    for (row, out) in rows.iter().zip(output.chunks_mut(d)) {
+        assert!(
+            row.batch < shape.batch && row.head < shape.heads_q && row.query < shape.seq_len_q,
+            "{row:?} lies outside {shape:?}"
+        );
+        let start = row.index(&shape) * d;
+        // Only this row's query and the keys it sees are converted.
+        let keys = row.visible_kv(&shape, causal);
+        logsumexp.push(one_row(
+            &to_f64(&q[start..start + d]),
+            &to_f64(&k[keys.clone()]),
+            &to_f64(&v[keys]),
+            softmax_scale,
+            precision,
+            &mut scores,
+            out,
+        ));
+    }
+    ReferenceOutput { output, logsumexp }
+}
+
+fn assert_dense_inputs<T>(q: &[T], k: &[T], v: &[T], shape: &AttentionShape) {
+    assert!(
+        q.len() >= shape.q_elements()
+            && k.len() >= shape.kv_elements()
+            && v.len() >= shape.kv_elements(),
+        "inputs shorter than the dense {shape:?} needs"
+    );
+}
+
+fn to_f64<T: Element>(values: &[T]) -> Vec<f64> {
+    values.iter().map(|e| e.to_f64()).collect()
+}
+
+/// Computes one query row against the keys and values it sees (`keys.len() / head_dim` of
+/// them, possibly none) into `out`; returns its logsumexp. `scores` holds at least one value
+/// per visible key.
+fn one_row(
+    query: &[f64],
+    keys: &[f64],
+    values: &[f64],
+    scale: f64,
+    precision: Precision,
     scores: &mut [f64],
     out: &mut [f64],
 ) -> f64 {
-    let d = shape.head_dim;
-    let (head_row, query) = (row / shape.seq_len_q, row % shape.seq_len_q);
-    let (batch, head) = (head_row / shape.heads_q, head_row % shape.heads_q);
-    let kv_head = head / (shape.heads_q / shape.heads_kv);
-    let kv_base = (batch * shape.heads_kv + kv_head) * shape.seq_len_kv * d;
-    let query_values = &q[row * d..(row + 1) * d];
-    // Keys 0..visible are seen: all of them, or up to the bottom-right-aligned diagonal.
-    let visible = if causal {
-        (query + 1 + shape.seq_len_kv)
-            .saturating_sub(shape.seq_len_q)
-            .min(shape.seq_len_kv)
-    } else {
-        shape.seq_len_kv
-    };
+    let d = query.len();
     out.fill(0.0);
-    if visible == 0 {
+    if keys.is_empty() {
         return f64::NEG_INFINITY;
     }
-    let scores = &mut scores[..visible];
-    for (key, score) in scores.iter_mut().enumerate() {
-        let key_values = &k[kv_base + key * d..kv_base + (key + 1) * d];
+    let scores = &mut scores[..keys.len() / d];
+    for (key_values, score) in keys.chunks_exact(d).zip(scores.iter_mut()) {
         *score = match precision {
-            Precision::F64 => query_values
-                .iter()
-                .zip(key_values)
-                .map(|(a, b)| a * b)
-                .sum(),
+            Precision::F64 => query.iter().zip(key_values).map(|(a, b)| a * b).sum(),
             Precision::Plain(_) | Precision::Mixed(_) => {
-                let dot: f32 = query_values
+                let dot: f32 = query
                     .iter()
                     .zip(key_values)
                     .map(|(&a, &b)| a as f32 * b as f32)
@@ -159,20 +233,20 @@ fn one_row(
         };
         sum += *score;
     }
-    let value_row = |key: usize| &v[kv_base + key * d..kv_base + (key + 1) * d];
+    let value_rows = values.chunks_exact(d);
     match precision {
         Precision::F64 => {
-            for (key, &weight) in scores.iter().enumerate() {
-                for (o, x) in out.iter_mut().zip(value_row(key)) {
+            for (&weight, value_row) in scores.iter().zip(value_rows) {
+                for (o, x) in out.iter_mut().zip(value_row) {
                     *o += weight / sum * x;
                 }
             }
         }
         Precision::Plain(dtype) | Precision::Mixed(dtype) => {
             let mut accumulator = vec![0f32; d];
-            for (key, &weight) in scores.iter().enumerate() {
+            for (&weight, value_row) in scores.iter().zip(value_rows) {
                 let probability = round_to(dtype, weight / sum) as f32;
-                for (a, x) in accumulator.iter_mut().zip(value_row(key)) {
+                for (a, x) in accumulator.iter_mut().zip(value_row) {
                     *a += probability * *x as f32;
                 }
             }
@@ -219,6 +293,21 @@ pub fn error_stats(actual: impl IntoIterator<Item = f64>, reference: &[f64]) -> 
     }
 }
 
+/// The error budget beyond 2x the plain 16-bit error, for the final rounding both
+/// implementations do: half an fp16 ulp in [0.5, 1), where most outputs of inputs of mean 0.5
+/// and unit spread lie.
+pub const ABSOLUTE_TOLERANCE: f64 = 2.5e-4;
+
+/// The acceptance rule for a 16-bit kernel's output, given its error (`ours`) and that of
+/// [`Precision::Plain`] (`plain`), both against [`Precision::F64`] on the same elements: no
+/// non-finite element, and max and mean absolute error each at most twice the plain
+/// implementation's plus [`ABSOLUTE_TOLERANCE`].
+pub fn within_tolerance(ours: &ErrorStats, plain: &ErrorStats) -> bool {
+    ours.non_finite == 0
+        && ours.max_abs <= 2.0 * plain.max_abs + ABSOLUTE_TOLERANCE
+        && ours.mean_abs <= 2.0 * plain.mean_abs + ABSOLUTE_TOLERANCE
+}
+
 /// Copies a dense `[batch, heads, seq_len, head_dim]`-shaped tensor from one layout to another.
 pub fn relayout<T: Copy>(
     data: &[T],
@@ -247,19 +336,11 @@ pub fn relayout<T: Copy>(
 /// Deterministic normally distributed test data (SplitMix64 + Box-Muller), so that tests and
 /// benchmarks need no RNG dependency and a failing seed can be replayed.
 pub fn random_normal<T: Element>(len: usize, mean: f64, std_dev: f64, seed: u64) -> Vec<T> {
-    let mut state = seed;
-    let mut next_unit = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        // 53 random bits in (0, 1]: never 0, so the logarithm below is finite.
-        ((z >> 11) + 1) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = SplitMix64::new(seed);
     (0..len)
         .map(|_| {
-            let (u1, u2) = (next_unit(), next_unit());
+            // u1 is never 0 (`next_unit` is in (0, 1]), so its logarithm is finite.
+            let (u1, u2) = (rng.next_unit(), rng.next_unit());
             let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
             T::from_f64(mean + std_dev * normal)
         })

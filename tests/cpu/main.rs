@@ -1,9 +1,12 @@
 //! Tests that need no GPU: the CPU reference, problem validation, the PTX and its ptxas
-//! resource report, and the tile configurations. They run everywhere `cargo test` runs, CI
-//! included.
+//! resource report, the embedded cubins, the tile configurations, and the autotuner's logic
+//! and dispatch table.
+//! They run everywhere `cargo test` runs, CI included.
 
 mod config;
+mod cubin;
 mod problem;
 mod ptx;
 mod ptxas;
 mod reference;
+mod tuning;

@@ -1,8 +1,8 @@
 //! Problem validation without a GPU, through `supports`: one test per error it can return.
 
 use flash_attn::{
-    default_kernel, kernel_by_name, supports, AttentionShape, Dtype, Error, ForwardOptions,
-    ForwardStrides, Layout, TensorStrides, SUPPORTED_HEAD_DIMS,
+    default_kernel, dispatch_kernel, kernel_by_name, supports, AttentionShape, Dtype, Error,
+    ForwardOptions, ForwardStrides, Layout, TensorStrides, SUPPORTED_HEAD_DIMS,
 };
 
 const SHAPE: AttentionShape = AttentionShape {
@@ -37,7 +37,9 @@ fn general_problems_are_supported() {
                     };
                     for dtype in [Dtype::F16, Dtype::Bf16] {
                         let kernel = supports(dtype, &shape, &options).unwrap();
-                        assert_eq!(kernel, default_kernel(dtype, head_dim).unwrap());
+                        let dispatched =
+                            dispatch_kernel(dtype, head_dim, causal, seq_len_kv).unwrap();
+                        assert_eq!(kernel, dispatched);
                     }
                 }
             }

@@ -1,6 +1,6 @@
 //! Every compiled kernel against the f64 reference, at the seed shape and over S = 128..4096.
 
-use flash_attn::{AttentionShape, Dtype, ForwardOptions, Layout, FORWARD_KERNELS};
+use flash_attn::{AttentionShape, Dtype, FlashAttention, ForwardOptions, Layout, FORWARD_KERNELS};
 use half::{bf16, f16};
 
 use crate::support::{gpu, Problem};
@@ -175,4 +175,40 @@ fn the_raw_entry_point_matches_the_safe_one() {
         .iter()
         .zip(&safe.output)
         .all(|(a, b)| a.to_f64().to_bits() == b.to_bits()));
+}
+
+#[test]
+fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
+    use flash_attn::{KernelSource, LoadOptions, PtxReason, CUBINS};
+    let Some(gpu) = gpu() else { return };
+    let forced = FlashAttention::with_options(&LoadOptions {
+        force_ptx: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let (major, minor) = gpu.compute_capability();
+    let device_arch = format!("sm_{major}{minor}");
+    let problem = Problem::<f16>::new(AttentionShape::new(2, 4, 300, 64), true, None);
+    for kernel in FORWARD_KERNELS.iter().filter(|k| k.dtype == Dtype::F16) {
+        let source = gpu.preload(kernel).unwrap();
+        let has_cubin = CUBINS
+            .iter()
+            .any(|cubin| cubin.entry == kernel.entry && cubin.arch == device_arch);
+        if has_cubin {
+            assert!(
+                matches!(source, KernelSource::Cubin { arch } if arch == device_arch),
+                "{}: {source:?}",
+                kernel.entry
+            );
+        }
+        assert_eq!(
+            forced.preload(kernel).unwrap(),
+            KernelSource::Ptx(PtxReason::Forced)
+        );
+        if kernel.tile.head_dim == 64 {
+            let options = problem.options(Layout::Bhsd, Some(kernel));
+            problem.check(&gpu, &options);
+            problem.check(&forced, &options);
+        }
+    }
 }

@@ -1,18 +1,55 @@
 //! What a process pays before its first launch: CUDA initialisation with the device checks and
-//! the context, then the JIT compilation of each kernel's module, defaults first.
+//! the context, then the loading of each kernel's module, defaults first, and for each whether
+//! it came from a cubin built ahead of time or from the driver's JIT of its PTX.
 //!
-//! `CUDA_CACHE_DISABLE=1 flash-attn-load-time` gives the cold figures: otherwise the driver
-//! reuses JIT output cached on disk by an earlier run.
+//! ```text
+//! flash-attn-load-time          # as the library loads: the cubin for the device where built
+//! flash-attn-load-time --ptx    # every kernel JIT-compiled from PTX (LoadOptions::force_ptx)
+//! ```
+//!
+//! `CUDA_CACHE_DISABLE=1` gives the cold figures: otherwise the driver reuses JIT output cached
+//! on disk by an earlier run (cubins are never JIT-compiled, so the cache does not affect them).
 
+use std::process::ExitCode;
 use std::time::Instant;
 
-use flash_attn::{default_kernel, Dtype, Error, FlashAttention, FORWARD_KERNELS};
+use flash_attn::{
+    default_kernel, Dtype, Error, FlashAttention, LoadOptions, CUBINS, CUBINS_NOT_BUILT,
+    FORWARD_KERNELS,
+};
+
+const USAGE: &str = "usage: flash-attn-load-time [--ptx]\n  \
+    --ptx  JIT-compile every kernel from PTX even where a cubin for the device was built";
 
 fn milliseconds_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-fn main() -> Result<(), Error> {
+fn main() -> ExitCode {
+    let mut options = LoadOptions::default();
+    for argument in std::env::args().skip(1) {
+        match argument.as_str() {
+            "--ptx" => options.force_ptx = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("unknown argument {other:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match measure(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn measure(options: &LoadOptions) -> Result<(), Error> {
     let cache = std::env::var("CUDA_CACHE_DISABLE").unwrap_or_default();
     println!(
         "JIT cache {}",
@@ -22,10 +59,23 @@ fn main() -> Result<(), Error> {
             "enabled (may be warm)"
         }
     );
+    match CUBINS_NOT_BUILT {
+        Some(reason) => println!("cubins: none embedded ({reason})"),
+        None => println!(
+            "cubins: {} embedded{}",
+            CUBINS.len(),
+            if options.force_ptx {
+                ", not used (--ptx)"
+            } else {
+                ""
+            }
+        ),
+    }
     let start = Instant::now();
-    let gpu = FlashAttention::new()?;
+    let gpu = FlashAttention::with_options(options)?;
+    let (major, minor) = gpu.compute_capability();
     println!(
-        "{:>8.1} ms  initialisation, device checks and context ({})",
+        "{:>8.1} ms  initialisation, device checks and context ({}, compute capability {major}.{minor})",
         milliseconds_since(start),
         gpu.device_name()
     );
@@ -46,11 +96,11 @@ fn main() -> Result<(), Error> {
         .chain(others.map(|kernel| (kernel, "")))
     {
         let start = Instant::now();
-        gpu.preload(kernel)?;
-        let jit = milliseconds_since(start);
-        total += jit;
+        let source = gpu.preload(kernel)?;
+        let load = milliseconds_since(start);
+        total += load;
         println!(
-            "{jit:>8.1} ms  module load + JIT of {} {role}",
+            "{load:>8.1} ms  module load of {} {role:<7}  from {source}",
             kernel.entry
         );
     }

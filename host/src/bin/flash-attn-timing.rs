@@ -1,15 +1,15 @@
 //! Times compiled kernels with CUDA events around back-to-back launches and writes the
 //! figures as JSON for `scripts/peer_compare.py`.
 //!
-//! `flash-attn-timing [--json PATH] [--all-kernels]`: the default kernel (or every kernel of
-//! the matching element type and head dim) on the anchor shapes, causal and not, fp16 and
+//! `flash-attn-timing [--json PATH] [--all-kernels]`: the kernel the default API dispatches to
+//! (or every kernel of the matching element type and head dim) on the anchor shapes, causal and not, fp16 and
 //! bf16; median, spread and TFLOP/s per case.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use flash_attn::{
-    default_kernel, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    dispatch_kernel, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
     ForwardOptions, FORWARD_KERNELS,
 };
 use half::{bf16, f16};
@@ -107,16 +107,15 @@ fn main() -> Result<(), Error> {
     for dtype in [Dtype::F16, Dtype::Bf16] {
         for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
             let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
-            let default = default_kernel(dtype, head_dim)?;
-            let kernels: Vec<&'static ForwardKernel> = if all_kernels {
-                FORWARD_KERNELS
-                    .iter()
-                    .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
-                    .collect()
-            } else {
-                vec![default]
-            };
             for causal in [false, true] {
+                let kernels: Vec<&'static ForwardKernel> = if all_kernels {
+                    FORWARD_KERNELS
+                        .iter()
+                        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+                        .collect()
+                } else {
+                    vec![dispatch_kernel(dtype, head_dim, causal, seq_len)?]
+                };
                 for &kernel in &kernels {
                     let options = ForwardOptions {
                         causal,
@@ -160,8 +159,13 @@ fn main() -> Result<(), Error> {
                 .join(",")
         };
         let is_default = |m: &Measurement| {
-            default_kernel(m.kernel.dtype, m.shape.head_dim)
-                .is_ok_and(|d| d.entry == m.kernel.entry)
+            dispatch_kernel(
+                m.kernel.dtype,
+                m.shape.head_dim,
+                m.causal,
+                m.shape.seq_len_kv,
+            )
+            .is_ok_and(|d| d.entry == m.kernel.entry)
         };
         let json = format!(
             "{{\"device\":\"{}\",\"results\":[{}],\"all_kernels\":[{}]}}",

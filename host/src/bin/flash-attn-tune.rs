@@ -1,0 +1,678 @@
+//! The autotuner: validates and times every compiled configuration on a sweep of shapes,
+//! re-times each group's winner against its runner-up, and writes the dispatch table that the
+//! default API uses.
+//!
+//! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]`, or, without a GPU,
+//! `flash-attn-tune --reset-table PATH`.
+//!
+//! For each element type (fp16, bf16), head dim (64, 128), masking (off, on) and shape of the
+//! sweep, each configuration of that element type and head dim is first validated (fresh random
+//! inputs, output poisoned with NaN, every output element finite, sampled rows against the f64
+//! reference within the GPU tests' tolerance) and, if correct, timed with CUDA events (warm-up,
+//! then repeats of back-to-back launches; median and 95% bootstrap interval). Per dispatch group
+//! (head dim, element type, masking, key-length bucket) the configuration with the lowest mean
+//! time relative to the fastest wins; winner and runner-up are re-timed interleaved on the
+//! group's first shape, and the win counts only if a Mann-Whitney test rejects at 5%.
+//!
+//! Writes `tuning.json`, `tuning.svg`, `table.txt` and `dispatch_table.rs` to DIR (default
+//! `target/tuning`); with `--write-table`, also the table's source file there (normally
+//! `host/src/dispatch_table.rs`). Exits 1 if any configuration failed validation.
+//!
+//! `--reset-table PATH` writes the untuned table (every entry the first compiled kernel of its
+//! element type and head dim) and exits: for after a change to the kernel list, until the
+//! tuner runs on a GPU again.
+
+use std::io::{IsTerminal, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use cust::memory::{CopyDestination, DeviceBuffer};
+use flash_attn::reference::{
+    attention_rows, error_stats, random_normal, within_tolerance, ErrorStats, Precision, QueryRow,
+    ReferenceOutput, ABSOLUTE_TOLERANCE,
+};
+use flash_attn::timing::{time_launches, LaunchTimes};
+use flash_attn::tuning::{
+    confirmation_report, dtype_name, group_rankings, groups, ranked_tables, render_dispatch_table,
+    sample_rows, table_report, to_json, to_svg, updated_table, utc_date, Confirmation, GroupKey,
+    Measurement, Timing, TuningRun, Validation, CONFIRMATION_ALPHA, DTYPES,
+};
+use flash_attn::{
+    dispatch_table, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
+    ForwardKernel, ForwardOptions, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+};
+use half::{bf16, f16};
+
+const USAGE: &str =
+    "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]\n\
+     \x20      flash-attn-tune --reset-table PATH\n\
+     \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch_table.rs go\n\
+     \x20                    (default target/tuning)\n\
+     \x20 --quick            fewer repeats: a smoke run, not a tuning\n\
+     \x20 --write-table PATH also write the dispatch table's source there (from a checkout:\n\
+     \x20                    host/src/dispatch_table.rs)\n\
+     \x20 --seed N           replay the validation inputs of an earlier run\n\
+     \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)";
+
+/// Query rows per problem checked against the f64 reference: a full reference at S = 4096
+/// would take minutes, and every output element is still checked for NaN (unwritten rows).
+const VALIDATION_ROWS: usize = 64;
+
+/// Work per timed repeat: about a millisecond at 200 TFLOP/s, far above the events'
+/// resolution (~0.5 us) and the launch gaps, and short enough for a sweep of minutes.
+const REPEAT_FLOP: f64 = 2e11;
+
+/// Away from S = 512 the sweep keeps 16 heads and about the query rows of the 16,16,512 shape,
+/// so that every problem fills the GPU many times over.
+const SWEEP_HEADS: usize = 16;
+const SWEEP_QUERY_ROWS: usize = 16 * 16 * 512;
+
+/// Repeats of the sweep's timing and of each side of a confirmation.
+#[derive(Clone, Copy)]
+struct Repeats {
+    sweep: usize,
+    confirmation: usize,
+}
+
+const FULL: Repeats = Repeats {
+    sweep: 25,
+    confirmation: 40,
+};
+const QUICK: Repeats = Repeats {
+    sweep: 6,
+    confirmation: 10,
+};
+
+struct Args {
+    out: PathBuf,
+    quick: bool,
+    write_table: Option<PathBuf>,
+    seed: Option<u64>,
+    reset_table: Option<PathBuf>,
+}
+
+/// The parsed arguments; `Ok(None)` for `--help`.
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
+    let mut parsed = Args {
+        out: PathBuf::from("target/tuning"),
+        quick: false,
+        write_table: None,
+        seed: None,
+        reset_table: None,
+    };
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--out" => parsed.out = value("--out")?.into(),
+            "--quick" => parsed.quick = true,
+            "--write-table" => parsed.write_table = Some(value("--write-table")?.into()),
+            "--reset-table" => parsed.reset_table = Some(value("--reset-table")?.into()),
+            "--seed" => {
+                let seed = value("--seed")?;
+                parsed.seed = Some(seed.parse().map_err(|_| format!("bad seed {seed:?}"))?);
+            }
+            "--help" | "-h" => return Ok(None),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Some(parsed))
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("flash-attn-tune: {message}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(path) = &args.reset_table {
+        let untuned = updated_table(&[], &[], NOT_TUNED);
+        return match write_file(path, &render_dispatch_table(&untuned)) {
+            Ok(()) => {
+                println!("wrote the untuned dispatch table to {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("flash-attn-tune: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match run(&args) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!(
+                "flash-attn-tune: {failed} configuration runs FAILED validation (marked FAILED \
+                 above); they were excluded from the table"
+            );
+            ExitCode::FAILURE
+        }
+        Err(message) => {
+            eprintln!("flash-attn-tune: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The sweep's shapes for one head dim: the seed shape first (it represents its bucket in the
+/// confirmation stage), batch and head variations at S = 512, then S = 128 to 4096.
+fn sweep_shapes(head_dim: usize) -> Vec<AttentionShape> {
+    let mut shapes: Vec<AttentionShape> = [(4, 8), (16, 16), (32, 16)]
+        .into_iter()
+        .map(|(batch, heads)| AttentionShape::new(batch, heads, 512, head_dim))
+        .collect();
+    for seq_len in [128, 256, 1024, 2048, 4096] {
+        let heads_total = (SWEEP_QUERY_ROWS / seq_len).max(SWEEP_HEADS);
+        shapes.push(AttentionShape::new(
+            heads_total / SWEEP_HEADS,
+            SWEEP_HEADS,
+            seq_len,
+            head_dim,
+        ));
+    }
+    shapes
+}
+
+/// Launches per timed repeat for about [`REPEAT_FLOP`] of work, at least one.
+fn launches_per_repeat(shape: &AttentionShape, causal: bool) -> usize {
+    (REPEAT_FLOP / shape.flops(causal)).ceil().max(1.0) as usize
+}
+
+/// Prints the report as it grows and keeps it for `table.txt`.
+#[derive(Default)]
+struct Report {
+    text: String,
+}
+
+impl Report {
+    fn add(&mut self, text: &str) {
+        print!("{text}");
+        self.text.push_str(text);
+    }
+}
+
+/// A progress bar on stderr, redrawn in place on a terminal and one line per step otherwise.
+struct Progress {
+    done: usize,
+    total: usize,
+    terminal: bool,
+}
+
+impl Progress {
+    const WIDTH: usize = 30;
+
+    fn new(total: usize) -> Self {
+        Self {
+            done: 0,
+            total,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&self, label: &str) {
+        let filled = self.done * Self::WIDTH / self.total.max(1);
+        let line = format!(
+            "[{}{}] {}/{} {label}",
+            "#".repeat(filled),
+            ".".repeat(Self::WIDTH - filled),
+            self.done,
+            self.total
+        );
+        if self.terminal {
+            // `\x1b[K` clears what a longer previous line left behind.
+            eprint!("\r{line}\x1b[K");
+            let _ = std::io::stderr().flush();
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn advance(&mut self) {
+        self.done += 1;
+    }
+
+    fn finish(&self) {
+        self.show("done");
+        if self.terminal {
+            eprintln!();
+        }
+    }
+}
+
+/// The result of a scoped thread, whose panic (none is expected) carries on in the caller.
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// Random dense `[B, H, S, D]` inputs of mean 0.5 and unit spread on the host.
+struct HostInputs<T> {
+    q: Vec<T>,
+    k: Vec<T>,
+    v: Vec<T>,
+}
+
+impl<T: Element> HostInputs<T> {
+    fn random(shape: &AttentionShape, seed: u64) -> Self {
+        // The three tensors in parallel: the largest problem's hold 10^8 elements together.
+        std::thread::scope(|scope| {
+            let q = scope.spawn(|| random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed));
+            let k =
+                scope.spawn(|| random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0x5555));
+            let v = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0xAAAA);
+            Self {
+                q: join(q),
+                k: join(k),
+                v,
+            }
+        })
+    }
+}
+
+/// One problem on the GPU: inputs and an output buffer.
+struct DeviceProblem<T: Element> {
+    shape: AttentionShape,
+    q: DeviceBuffer<T>,
+    k: DeviceBuffer<T>,
+    v: DeviceBuffer<T>,
+    output: DeviceBuffer<T>,
+}
+
+impl<T: Element> DeviceProblem<T> {
+    fn upload(shape: AttentionShape, inputs: &HostInputs<T>) -> Result<Self, Error> {
+        Ok(Self {
+            shape,
+            q: DeviceBuffer::from_slice(&inputs.q)?,
+            k: DeviceBuffer::from_slice(&inputs.k)?,
+            v: DeviceBuffer::from_slice(&inputs.v)?,
+            output: DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()])?,
+        })
+    }
+
+    fn launch(&mut self, gpu: &FlashAttention, options: &ForwardOptions) -> Result<(), Error> {
+        gpu.forward(
+            &self.q,
+            &self.k,
+            &self.v,
+            &mut self.output,
+            None,
+            self.shape,
+            options,
+        )
+    }
+
+    /// Times `options`' kernel over `repeats` repeats, after two repeats' worth of untimed
+    /// launches if `warm_up`.
+    fn time(
+        &mut self,
+        gpu: &FlashAttention,
+        options: &ForwardOptions,
+        warm_up: bool,
+        repeats: usize,
+    ) -> Result<LaunchTimes, Error> {
+        let launches = launches_per_repeat(&self.shape, options.causal);
+        let warm_up = if warm_up { 2 * launches } else { 0 };
+        time_launches(gpu.stream(), warm_up, repeats, launches, || {
+            self.launch(gpu, options)
+        })
+    }
+}
+
+/// The f64 reference of a problem's sampled rows, and the error a plain 16-bit implementation
+/// makes on them (the yardstick of the tolerance).
+struct RowReference {
+    rows: Vec<QueryRow>,
+    reference: ReferenceOutput,
+    plain: ErrorStats,
+}
+
+impl RowReference {
+    fn new<T: Element>(
+        inputs: &HostInputs<T>,
+        shape: AttentionShape,
+        causal: bool,
+        seed: u64,
+    ) -> Self {
+        let rows = sample_rows(&shape, VALIDATION_ROWS, seed);
+        // The kernel receives the scale as f32: the reference uses that same value.
+        let scale = shape.default_softmax_scale() as f64;
+        let reference_at = |precision| {
+            let (q, k, v) = (&inputs.q, &inputs.k, &inputs.v);
+            attention_rows(q, k, v, shape, scale, causal, precision, &rows)
+        };
+        // The two precisions in parallel: at S = 4096 each takes a good fraction of a second.
+        let (reference, plain_output) = std::thread::scope(|scope| {
+            let plain = scope.spawn(|| reference_at(Precision::Plain(T::DTYPE)).output);
+            (reference_at(Precision::F64), join(plain))
+        });
+        let plain = error_stats(plain_output, &reference.output);
+        Self {
+            rows,
+            reference,
+            plain,
+        }
+    }
+}
+
+/// Runs `options`' kernel on a NaN-poisoned output and checks it: every element finite (an
+/// element never written stays NaN), and the sampled rows within the GPU tests' tolerance.
+fn validate<T: Element>(
+    gpu: &FlashAttention,
+    problem: &mut DeviceProblem<T>,
+    options: &ForwardOptions,
+    reference: &RowReference,
+    poison: &[T],
+) -> Result<Validation, Error> {
+    problem.output.copy_from(poison)?;
+    problem.launch(gpu, options)?;
+    gpu.synchronize()?;
+    let mut output = poison.to_vec();
+    problem.output.copy_to(&mut output[..])?;
+    let non_finite = output.iter().filter(|x| !x.to_f64().is_finite()).count();
+    if non_finite > 0 {
+        return Ok(Validation::Failed(format!(
+            "{non_finite} of {} output elements are NaN or infinite (never written, or overflowed)",
+            output.len()
+        )));
+    }
+    let d = problem.shape.head_dim;
+    let sampled = reference.rows.iter().flat_map(|row| {
+        let start = row.index(&problem.shape) * d;
+        output[start..start + d].iter().map(|x| x.to_f64())
+    });
+    let (ours, plain) = (
+        error_stats(sampled, &reference.reference.output),
+        reference.plain,
+    );
+    Ok(if within_tolerance(&ours, &plain) {
+        Validation::Passed { ours, plain }
+    } else {
+        Validation::Failed(format!(
+            "error beyond tolerance on {} sampled rows: max {:.2e}, mean {:.2e}; allowed 2x the \
+             plain 16-bit error ({:.2e}, {:.2e}) + {ABSOLUTE_TOLERANCE:.1e}",
+            reference.rows.len(),
+            ours.max_abs,
+            ours.mean_abs,
+            plain.max_abs,
+            plain.mean_abs
+        ))
+    })
+}
+
+/// The configurations of one element type and head dim, on every shape of the sweep.
+struct Family {
+    dtype: Dtype,
+    head_dim: usize,
+    candidates: Vec<&'static ForwardKernel>,
+}
+
+/// Validates and times every candidate of `family` on `shape`, causal and not.
+fn sweep_shape<T: Element>(
+    gpu: &FlashAttention,
+    family: &Family,
+    shape: AttentionShape,
+    (repeats, seed): (usize, u64),
+    progress: &mut Progress,
+    measurements: &mut Vec<Measurement>,
+) -> Result<(), Error> {
+    let inputs = HostInputs::<T>::random(&shape, seed);
+    let mut problem = DeviceProblem::upload(shape, &inputs)?;
+    let poison = vec![T::from_f64(f64::NAN); shape.q_elements()];
+    for causal in [false, true] {
+        let reference = RowReference::new(&inputs, shape, causal, seed ^ causal as u64);
+        for &kernel in &family.candidates {
+            progress.show(&format!(
+                "{} D={} {} B,H,S={},{},{} {}",
+                dtype_name(family.dtype),
+                family.head_dim,
+                if causal { "causal" } else { "non-causal" },
+                shape.batch,
+                shape.heads_q,
+                shape.seq_len_q,
+                kernel.entry
+            ));
+            let options = ForwardOptions {
+                causal,
+                kernel: Some(kernel),
+                ..Default::default()
+            };
+            let validation = validate(gpu, &mut problem, &options, &reference, &poison)?;
+            let timing = match validation {
+                Validation::Passed { .. } => {
+                    Timing::new(problem.time(gpu, &options, true, repeats)?)
+                }
+                Validation::Failed(_) => None,
+            };
+            measurements.push(Measurement {
+                kernel,
+                shape,
+                causal,
+                validation,
+                timing,
+            });
+            progress.advance();
+        }
+    }
+    Ok(())
+}
+
+/// Re-times `winner` and `runner_up` on fresh inputs of `shape`: both warmed up, then one
+/// repeat of each in turn, so that drift in clocks or temperature falls on both alike.
+fn confirm<T: Element>(
+    gpu: &FlashAttention,
+    key: GroupKey,
+    shape: AttentionShape,
+    (winner, runner_up): (&'static ForwardKernel, &'static ForwardKernel),
+    (repeats, seed): (usize, u64),
+) -> Result<Option<Confirmation>, Error> {
+    let mut problem = DeviceProblem::upload(shape, &HostInputs::<T>::random(&shape, seed))?;
+    let options = |kernel| ForwardOptions {
+        causal: key.causal,
+        kernel: Some(kernel),
+        ..Default::default()
+    };
+    let (winner_options, runner_up_options) = (options(winner), options(runner_up));
+    problem.time(gpu, &winner_options, true, 1)?;
+    problem.time(gpu, &runner_up_options, true, 1)?;
+    let (mut winner_us, mut runner_up_us) = (Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        winner_us.push(problem.time(gpu, &winner_options, false, 1)?.median());
+        runner_up_us.push(problem.time(gpu, &runner_up_options, false, 1)?.median());
+    }
+    Ok(Confirmation::new(
+        key,
+        shape,
+        (winner.entry, winner_us),
+        (runner_up.entry, runner_up_us),
+    ))
+}
+
+/// A seed from the clock, different on every run.
+fn time_seed() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    (nanos as u64) ^ (nanos >> 64) as u64
+}
+
+fn write_file(path: &Path, contents: &str) -> Result<(), String> {
+    std::fs::write(path, contents).map_err(|error| format!("writing {}: {error}", path.display()))
+}
+
+/// The whole run; returns how many (shape, configuration) runs failed validation.
+fn run(args: &Args) -> Result<usize, String> {
+    let gpu = FlashAttention::new().map_err(|error| format!("no usable GPU: {error}"))?;
+    let gpu_error = |error: Error| format!("CUDA failure, stopping: {error}");
+    let repeats = if args.quick { QUICK } else { FULL };
+    let seed = args.seed.unwrap_or_else(time_seed);
+    let date = utc_date(SystemTime::now());
+    std::fs::create_dir_all(&args.out)
+        .map_err(|error| format!("creating {}: {error}", args.out.display()))?;
+    let mut report = Report::default();
+    report.add(&format!(
+        "flash-attn-tune on {}, {date}, inputs seed {seed} (replay with --seed {seed}){}\n",
+        gpu.device_name(),
+        if args.quick { ", QUICK run" } else { "" }
+    ));
+
+    let families: Vec<Family> = DTYPES
+        .into_iter()
+        .flat_map(|dtype| SUPPORTED_HEAD_DIMS.iter().map(move |&d| (dtype, d)))
+        .map(|(dtype, head_dim)| Family {
+            dtype,
+            head_dim,
+            candidates: FORWARD_KERNELS
+                .iter()
+                .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+                .collect(),
+        })
+        .collect();
+    let runs: usize = families
+        .iter()
+        .map(|family| family.candidates.len() * sweep_shapes(family.head_dim).len() * 2)
+        .sum();
+    let mut progress = Progress::new(runs);
+    let mut measurements = Vec::with_capacity(runs);
+    let mut problem_seed = seed;
+    for family in &families {
+        for shape in sweep_shapes(family.head_dim) {
+            problem_seed = problem_seed.wrapping_add(1);
+            let settings = (repeats.sweep, problem_seed);
+            match family.dtype {
+                Dtype::F16 => sweep_shape::<f16>(
+                    &gpu,
+                    family,
+                    shape,
+                    settings,
+                    &mut progress,
+                    &mut measurements,
+                ),
+                Dtype::Bf16 => sweep_shape::<bf16>(
+                    &gpu,
+                    family,
+                    shape,
+                    settings,
+                    &mut progress,
+                    &mut measurements,
+                ),
+            }
+            .map_err(gpu_error)?;
+        }
+    }
+    progress.finish();
+
+    report.add(&format!(
+        "\n=== Sweep: median us per launch over {} repeats ===\n",
+        repeats.sweep
+    ));
+    report.add(&ranked_tables(&measurements));
+    let failed: Vec<&Measurement> = measurements
+        .iter()
+        .filter(|m| matches!(m.validation, Validation::Failed(_)))
+        .collect();
+    if !failed.is_empty() {
+        report.add(&format!(
+            "\n!!! {} configuration runs FAILED validation and are excluded:\n",
+            failed.len()
+        ));
+        for m in &failed {
+            report.add(&format!(
+                "!!!   {} causal={} B,H,S,D={},{},{},{}\n",
+                m.kernel.entry,
+                m.causal,
+                m.shape.batch,
+                m.shape.heads_q,
+                m.shape.seq_len_q,
+                m.shape.head_dim
+            ));
+        }
+    }
+
+    let groups = groups(&measurements);
+    report.add("\n=== Groups: mean time relative to the fastest, over the group's shapes ===\n");
+    report.add(&group_rankings(&groups));
+
+    let current = dispatch_table();
+    let mut confirmations = Vec::new();
+    let mut decisions = Vec::new();
+    for group in &groups {
+        let ranking = group.ranking();
+        let current_entry = current
+            .iter()
+            .find(|entry| group.key.matches(entry))
+            .map(|entry| entry.entry);
+        let confirmation = match (ranking.first(), ranking.get(1), group.representative()) {
+            (Some(winner), Some(runner_up), Some(shape)) => {
+                // The names come from FORWARD_KERNELS, so the lookups cannot fail.
+                let kernel = |name| kernel_by_name(name).map_err(|error| error.to_string());
+                let pair = (kernel(winner.config)?, kernel(runner_up.config)?);
+                problem_seed = problem_seed.wrapping_add(1);
+                let settings = (repeats.confirmation, problem_seed);
+                match group.key.dtype {
+                    Dtype::F16 => confirm::<f16>(&gpu, group.key, shape, pair, settings),
+                    Dtype::Bf16 => confirm::<bf16>(&gpu, group.key, shape, pair, settings),
+                }
+                .map_err(gpu_error)?
+            }
+            _ => None,
+        };
+        match group.decide(confirmation.as_ref(), current_entry) {
+            Some(decision) => decisions.push(decision),
+            None => report.add(&format!(
+                "\n!!! {}: no configuration passed validation at every shape; its table entry \
+                 is kept\n",
+                group.key.label()
+            )),
+        }
+        confirmations.extend(confirmation);
+    }
+    report.add(&format!(
+        "\n=== Confirmation: winner and runner-up re-timed, interleaved, on each group's first \
+         shape; a win needs p < {} ===\n",
+        CONFIRMATION_ALPHA
+    ));
+    report.add(&confirmation_report(&confirmations));
+
+    // The entries live in the table for the rest of the process: leaking one string is the
+    // simplest way to give them the `&'static str` the compiled table has.
+    let measured_on: &'static str = format!(
+        "{date}, {}{}",
+        gpu.device_name(),
+        if args.quick { " (quick run)" } else { "" }
+    )
+    .leak();
+    let table = updated_table(current, &decisions, measured_on);
+    report.add("\n=== Dispatch table ===\n");
+    report.add(&table_report(&table));
+
+    let source = render_dispatch_table(&table);
+    let run = TuningRun {
+        device: gpu.device_name(),
+        date: &date,
+        seed,
+        quick: args.quick,
+        measurements: &measurements,
+        confirmations: &confirmations,
+        table: &table,
+    };
+    write_file(&args.out.join("tuning.json"), &to_json(&run))?;
+    write_file(&args.out.join("tuning.svg"), &to_svg(&measurements))?;
+    write_file(&args.out.join("table.txt"), &report.text)?;
+    write_file(&args.out.join("dispatch_table.rs"), &source)?;
+    println!(
+        "\nwrote tuning.json, tuning.svg, table.txt and dispatch_table.rs to {}",
+        args.out.display()
+    );
+    if let Some(path) = &args.write_table {
+        write_file(path, &source)?;
+        println!("wrote the dispatch table to {}", path.display());
+    }
+    Ok(failed.len())
+}

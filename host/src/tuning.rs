@@ -1,0 +1,606 @@
+//! The autotuner's logic, which needs no GPU: measurements and their grouping into dispatch
+//! entries, winner selection, the confirmation verdict, the updated dispatch table and its
+//! source file, and (in submodules) the statistics and the reports (text, JSON, SVG).
+//!
+//! The `flash-attn-tune` tool does the GPU work (validating and timing every configuration on
+//! a sweep of shapes) and hands the results to these functions.
+
+mod report;
+mod stats;
+
+use std::fmt::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use flash_attn_params::{Dtype, ForwardKernel};
+
+pub use report::{
+    confirmation_report, group_rankings, json_string, ranked_tables, table_report, to_json, to_svg,
+    TuningRun,
+};
+pub use stats::{
+    bootstrap_median_interval, cliffs_delta, mann_whitney_u, median, Interval, RankTest,
+    BOOTSTRAP_RESAMPLES,
+};
+
+use crate::dispatch::{DispatchEntry, SeqBucket, NOT_TUNED};
+use crate::kernels::{default_kernel, SUPPORTED_HEAD_DIMS};
+use crate::reference::{ErrorStats, QueryRow};
+use crate::rng::SplitMix64;
+use crate::timing::LaunchTimes;
+use crate::AttentionShape;
+
+/// The significance level of the confirmation stage's rank test.
+pub const CONFIRMATION_ALPHA: f64 = 0.05;
+
+/// The element types the tuner covers, in the dispatch table's order.
+pub const DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+
+/// `f16` or `bf16`.
+pub fn dtype_name(dtype: Dtype) -> &'static str {
+    match dtype {
+        Dtype::F16 => "f16",
+        Dtype::Bf16 => "bf16",
+    }
+}
+
+/// What the tuner groups measurements by: one dispatch-table entry per group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupKey {
+    pub dtype: Dtype,
+    pub head_dim: usize,
+    pub causal: bool,
+    pub bucket: SeqBucket,
+}
+
+impl GroupKey {
+    /// The group of a problem.
+    pub fn of(dtype: Dtype, shape: &AttentionShape, causal: bool) -> Self {
+        Self {
+            dtype,
+            head_dim: shape.head_dim,
+            causal,
+            bucket: SeqBucket::of(shape.seq_len_kv),
+        }
+    }
+
+    /// Every group of the supported element types and head dims, in the dispatch table's
+    /// order: element type, head dim, masking (off first), bucket.
+    pub fn all() -> Vec<Self> {
+        let mut keys = Vec::new();
+        for dtype in DTYPES {
+            for &head_dim in SUPPORTED_HEAD_DIMS {
+                for causal in [false, true] {
+                    for bucket in SeqBucket::ALL {
+                        keys.push(Self {
+                            dtype,
+                            head_dim,
+                            causal,
+                            bucket,
+                        });
+                    }
+                }
+            }
+        }
+        keys
+    }
+
+    /// Whether `entry` is this group's dispatch entry.
+    pub fn matches(&self, entry: &DispatchEntry) -> bool {
+        (entry.dtype, entry.head_dim, entry.causal, entry.bucket)
+            == (self.dtype, self.head_dim, self.causal, self.bucket)
+    }
+
+    /// `f16 D=64 causal keys<=512`, for reports.
+    pub fn label(&self) -> String {
+        format!(
+            "{} D={} {} keys{}",
+            dtype_name(self.dtype),
+            self.head_dim,
+            if self.causal { "causal" } else { "non-causal" },
+            self.bucket.label()
+        )
+    }
+}
+
+/// The outcome of checking one configuration's output against the f64 reference.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Validation {
+    /// Every output element finite, and the sampled rows within
+    /// [`crate::reference::within_tolerance`]; `ours` and `plain` are the errors on those rows.
+    Passed { ours: ErrorStats, plain: ErrorStats },
+    /// Wrong output; the reason, for the report.
+    Failed(String),
+}
+
+/// The timing of one configuration on one problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    pub times: LaunchTimes,
+    /// The 95% bootstrap interval of the median time per launch, in microseconds.
+    pub median_interval_us: Interval,
+}
+
+impl Timing {
+    /// Adds the bootstrap interval of the median; `None` when there are no valid samples.
+    pub fn new(times: LaunchTimes) -> Option<Self> {
+        // One fixed seed: the interval is then a function of the samples alone.
+        let median_interval_us =
+            bootstrap_median_interval(&times.per_launch_us, BOOTSTRAP_RESAMPLES, 0x5EED)?;
+        Some(Self {
+            times,
+            median_interval_us,
+        })
+    }
+
+    /// The median time per launch, in microseconds.
+    pub fn median_us(&self) -> f64 {
+        self.times.median()
+    }
+}
+
+/// One configuration on one problem: validated first, timed only if correct.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measurement {
+    pub kernel: &'static ForwardKernel,
+    pub shape: AttentionShape,
+    pub causal: bool,
+    pub validation: Validation,
+    /// `None` when the validation failed: a wrong kernel is not timed.
+    pub timing: Option<Timing>,
+}
+
+impl Measurement {
+    /// The dispatch-table group this measurement counts for.
+    pub fn group(&self) -> GroupKey {
+        GroupKey::of(self.kernel.dtype, &self.shape, self.causal)
+    }
+
+    /// The median time per launch of a configuration that passed validation and was timed.
+    pub fn median_us(&self) -> Option<f64> {
+        match (&self.validation, &self.timing) {
+            (Validation::Passed { .. }, Some(timing)) => Some(timing.median_us()),
+            _ => None,
+        }
+    }
+
+    /// Throughput at the median time, counting `AttentionShape::flops`.
+    pub fn tflops(&self) -> Option<f64> {
+        self.median_us()
+            .map(|us| self.shape.flops(self.causal) / (us * 1e-6) / 1e12)
+    }
+
+    /// Whether both ran the same problem (element type, shape and masking).
+    fn same_problem(&self, other: &Measurement) -> bool {
+        (self.kernel.dtype, self.shape, self.causal)
+            == (other.kernel.dtype, other.shape, other.causal)
+    }
+}
+
+/// `measurement`'s median time over the best median of any valid configuration on the same
+/// problem among `measurements`: 1 for the fastest.
+pub fn ratio_to_best(measurements: &[Measurement], measurement: &Measurement) -> Option<f64> {
+    let time = measurement.median_us()?;
+    let best = measurements
+        .iter()
+        .filter(|other| other.same_problem(measurement))
+        .filter_map(Measurement::median_us)
+        .fold(f64::INFINITY, f64::min);
+    Some(time / best)
+}
+
+/// One configuration's median times over the shapes of a group, `None` where it failed
+/// validation or was not measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigTimes {
+    pub config: &'static str,
+    pub median_us: Vec<Option<f64>>,
+}
+
+/// A configuration's score in its group.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankedConfig {
+    pub config: &'static str,
+    /// The mean over the group's shapes of its time divided by the best time at that shape:
+    /// 1 for a configuration that is fastest at every shape.
+    pub mean_relative_time: f64,
+}
+
+/// Ranks the configurations that are valid and measured at every shape (the longest
+/// `median_us` gives the number of shapes) by [`RankedConfig::mean_relative_time`], best
+/// first; ties keep the input order. The best time at a shape is that of any configuration
+/// measured there. Averaging ratios rather than times keeps the largest shape of a group from
+/// outweighing the others.
+pub fn rank_configs(candidates: &[ConfigTimes]) -> Vec<RankedConfig> {
+    let shapes = candidates
+        .iter()
+        .map(|c| c.median_us.len())
+        .max()
+        .unwrap_or(0);
+    if shapes == 0 {
+        return Vec::new();
+    }
+    let best: Vec<f64> = (0..shapes)
+        .map(|shape| {
+            candidates
+                .iter()
+                .filter_map(|c| c.median_us.get(shape).copied().flatten())
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    let mut ranked: Vec<RankedConfig> = candidates
+        .iter()
+        .filter_map(|candidate| {
+            let times: Option<Vec<f64>> = (0..shapes)
+                .map(|shape| candidate.median_us.get(shape).copied().flatten())
+                .collect();
+            let relative: f64 = times?.iter().zip(&best).map(|(t, b)| t / b).sum();
+            Some(RankedConfig {
+                config: candidate.config,
+                mean_relative_time: relative / shapes as f64,
+            })
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.mean_relative_time.total_cmp(&b.mean_relative_time));
+    ranked
+}
+
+/// The measurements of one dispatch-table group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub key: GroupKey,
+    /// In the order first measured; the first is the group's representative shape.
+    pub shapes: Vec<AttentionShape>,
+    /// One per configuration measured in the group, times in the order of `shapes`.
+    pub candidates: Vec<ConfigTimes>,
+}
+
+impl Group {
+    /// The shape on which the confirmation stage re-times the two best configurations.
+    pub fn representative(&self) -> Option<AttentionShape> {
+        self.shapes.first().copied()
+    }
+
+    /// The group's eligible configurations, best first ([`rank_configs`]).
+    pub fn ranking(&self) -> Vec<RankedConfig> {
+        rank_configs(&self.candidates)
+    }
+
+    /// The group's dispatch decision: with a confirmation of the two best, as it chooses
+    /// ([`Confirmation::choose`]); with a single eligible configuration, that one,
+    /// unconfirmed. `None` when no configuration is eligible.
+    pub fn decide(
+        &self,
+        confirmation: Option<&Confirmation>,
+        current: Option<&str>,
+    ) -> Option<Decision> {
+        let winner = *self.ranking().first()?;
+        Some(match confirmation {
+            Some(confirmation) => {
+                let confirmed = confirmation.verdict == Verdict::WinnerConfirmed;
+                Decision {
+                    key: self.key,
+                    entry: confirmation.choose(current),
+                    margin_percent: if confirmed {
+                        confirmation.margin_percent()
+                    } else {
+                        0.0
+                    },
+                    confirmed,
+                }
+            }
+            None => Decision {
+                key: self.key,
+                entry: winner.config,
+                margin_percent: 0.0,
+                confirmed: false,
+            },
+        })
+    }
+}
+
+/// Sorts measurements into their groups, in the order each group is first met.
+pub fn groups(measurements: &[Measurement]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for measurement in measurements {
+        let key = measurement.group();
+        let group = match groups.iter().position(|g| g.key == key) {
+            Some(index) => index,
+            None => {
+                groups.push(Group {
+                    key,
+                    shapes: Vec::new(),
+                    candidates: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[group];
+        let shape = match group.shapes.iter().position(|&s| s == measurement.shape) {
+            Some(index) => index,
+            None => {
+                group.shapes.push(measurement.shape);
+                group.shapes.len() - 1
+            }
+        };
+        let config = measurement.kernel.entry;
+        let candidate = match group.candidates.iter().position(|c| c.config == config) {
+            Some(index) => index,
+            None => {
+                group.candidates.push(ConfigTimes {
+                    config,
+                    median_us: Vec::new(),
+                });
+                group.candidates.len() - 1
+            }
+        };
+        let candidate = &mut group.candidates[candidate];
+        if candidate.median_us.len() <= shape {
+            candidate.median_us.resize(shape + 1, None);
+        }
+        candidate.median_us[shape] = measurement.median_us();
+    }
+    for group in &mut groups {
+        for candidate in &mut group.candidates {
+            candidate.median_us.resize(group.shapes.len(), None);
+        }
+    }
+    groups
+}
+
+/// What the confirmation stage concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The rank test rejects "same distribution" at [`CONFIRMATION_ALPHA`] and the winner's
+    /// median is the lower.
+    WinnerConfirmed,
+    /// The rank test does not reject: the difference is inside the run-to-run noise.
+    TieWithinNoise,
+    /// The rank test rejects, but the runner-up was the faster: the sweep and the re-timing
+    /// disagree, so neither order is trusted (treated as a tie).
+    Contradicted,
+}
+
+impl Verdict {
+    /// The verdict in words, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Verdict::WinnerConfirmed => "winner confirmed",
+            Verdict::TieWithinNoise => "tie within noise",
+            Verdict::Contradicted => "contradicted (runner-up faster on re-timing): a tie",
+        }
+    }
+}
+
+/// The re-timing of a group's winner and runner-up, interleaved on its representative shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Confirmation {
+    pub key: GroupKey,
+    pub shape: AttentionShape,
+    pub winner: &'static str,
+    pub runner_up: &'static str,
+    /// Microseconds per launch of each repeat, in the order timed.
+    pub winner_us: Vec<f64>,
+    pub runner_up_us: Vec<f64>,
+    pub winner_median_us: f64,
+    pub runner_up_median_us: f64,
+    /// The rank test of the runner-up's times against the winner's (its U counts the pairs in
+    /// which the runner-up was slower).
+    pub test: RankTest,
+    /// Cliff's delta of the runner-up's times against the winner's: +1 when every runner-up
+    /// repeat was slower than every winner repeat.
+    pub cliffs_delta: f64,
+    pub verdict: Verdict,
+}
+
+impl Confirmation {
+    /// Tests the two samples; `None` when one is empty or holds a NaN.
+    pub fn new(
+        key: GroupKey,
+        shape: AttentionShape,
+        (winner, winner_us): (&'static str, Vec<f64>),
+        (runner_up, runner_up_us): (&'static str, Vec<f64>),
+    ) -> Option<Self> {
+        let test = mann_whitney_u(&runner_up_us, &winner_us)?;
+        let cliffs_delta = cliffs_delta(&runner_up_us, &winner_us)?;
+        let (winner_median_us, runner_up_median_us) = (median(&winner_us)?, median(&runner_up_us)?);
+        let verdict = if test.p_value >= CONFIRMATION_ALPHA {
+            Verdict::TieWithinNoise
+        } else if winner_median_us < runner_up_median_us {
+            Verdict::WinnerConfirmed
+        } else {
+            Verdict::Contradicted
+        };
+        Some(Self {
+            key,
+            shape,
+            winner,
+            runner_up,
+            winner_us,
+            runner_up_us,
+            winner_median_us,
+            runner_up_median_us,
+            test,
+            cliffs_delta,
+            verdict,
+        })
+    }
+
+    /// How much slower the runner-up's median was than the winner's, in percent of the
+    /// winner's (negative when it was faster).
+    pub fn margin_percent(&self) -> f64 {
+        (self.runner_up_median_us / self.winner_median_us - 1.0) * 100.0
+    }
+
+    /// The kernel for the table: a confirmed winner; otherwise the kernel `current`ly in the
+    /// table if it is one of the two (a win inside the noise is no reason to switch), else the
+    /// sweep's winner.
+    pub fn choose(&self, current: Option<&str>) -> &'static str {
+        match current {
+            Some(current) if self.verdict != Verdict::WinnerConfirmed => {
+                if current == self.runner_up {
+                    self.runner_up
+                } else {
+                    self.winner
+                }
+            }
+            _ => self.winner,
+        }
+    }
+}
+
+/// A group's new dispatch entry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    pub key: GroupKey,
+    pub entry: &'static str,
+    pub margin_percent: f64,
+    pub confirmed: bool,
+}
+
+/// The dispatch table after a tuner run, one entry per group of [`GroupKey::all`] in that
+/// order: the run's decision (dated `measured_on`) where it made one, else the `current`
+/// table's entry, else the first compiled kernel of the element type and head dim, marked
+/// [`NOT_TUNED`]. With no decisions and an empty table this is the untuned table.
+pub fn updated_table(
+    current: &[DispatchEntry],
+    decisions: &[Decision],
+    measured_on: &'static str,
+) -> Vec<DispatchEntry> {
+    GroupKey::all()
+        .into_iter()
+        .filter_map(|key| {
+            if let Some(decision) = decisions.iter().find(|d| d.key == key) {
+                return Some(DispatchEntry {
+                    head_dim: key.head_dim,
+                    dtype: key.dtype,
+                    causal: key.causal,
+                    bucket: key.bucket,
+                    entry: decision.entry,
+                    margin_percent: decision.margin_percent,
+                    confirmed: decision.confirmed,
+                    measured_on,
+                });
+            }
+            if let Some(entry) = current.iter().find(|entry| key.matches(entry)) {
+                return Some(*entry);
+            }
+            // Every supported head dim has a kernel (a CPU test checks it), so this skips
+            // nothing in practice.
+            let kernel = default_kernel(key.dtype, key.head_dim).ok()?;
+            Some(DispatchEntry {
+                head_dim: key.head_dim,
+                dtype: key.dtype,
+                causal: key.causal,
+                bucket: key.bucket,
+                entry: kernel.entry,
+                margin_percent: 0.0,
+                confirmed: false,
+                measured_on: NOT_TUNED,
+            })
+        })
+        .collect()
+}
+
+/// The source of `host/src/dispatch_table.rs` holding `entries`, formatted as rustfmt would.
+pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
+    let mut source = String::from(
+        "//! The dispatch table: the kernel the default API runs for each head dim, element type,\n\
+         //! causal masking and key-length bucket (see `dispatch.rs`).\n\
+         //!\n\
+         //! GENERATED by `flash-attn-tune`: do not edit by hand. Regenerate it on a GPU with\n\
+         //! `flash-attn-tune --write-table host/src/dispatch_table.rs` run from a checkout\n\
+         //! (`cargo run --release -p flash-attn --bin flash-attn-tune -- --write-table ...`), or\n\
+         //! copy `dispatch_table.rs` from the tuner's `--out` folder over this file.\n",
+    );
+    let untuned = entries
+        .iter()
+        .filter(|entry| entry.measured_on == NOT_TUNED)
+        .count();
+    if untuned > 0 && untuned == entries.len() {
+        source.push_str(
+            "//!\n\
+             //! NOT TUNED YET: no entry has been measured. Each is the first compiled kernel of its\n\
+             //! element type and head dim (what `default_kernel` returns), whatever the masking and\n\
+             //! the key length.\n",
+        );
+    } else if untuned > 0 {
+        let _ = writeln!(
+            source,
+            "//!\n//! {untuned} entries are not tuned yet (`measured_on: \"{NOT_TUNED}\"`): the \
+             first compiled\n//! kernel of their element type and head dim."
+        );
+    }
+    source.push_str(
+        "\nuse crate::dispatch::{DispatchEntry, SeqBucket};\nuse crate::Dtype;\n\n\
+         pub(crate) const DISPATCH_TABLE: &[DispatchEntry] = &[\n",
+    );
+    for entry in entries {
+        // `{:?}` of a `&str` is a valid Rust string literal, escapes included.
+        let _ = write!(
+            source,
+            "    DispatchEntry {{\n        \
+             head_dim: {},\n        \
+             dtype: Dtype::{:?},\n        \
+             causal: {},\n        \
+             bucket: SeqBucket::{:?},\n        \
+             entry: {:?},\n        \
+             margin_percent: {:.1},\n        \
+             confirmed: {},\n        \
+             measured_on: {:?},\n    \
+             }},\n",
+            entry.head_dim,
+            entry.dtype,
+            entry.causal,
+            entry.bucket,
+            entry.entry,
+            entry.margin_percent,
+            entry.confirmed,
+            entry.measured_on,
+        );
+    }
+    source.push_str("];\n");
+    source
+}
+
+/// `count` query rows of `shape` to validate on (every row if it has no more): the first row
+/// of the first (batch, head), which under causal masking sees a single key, the last row of
+/// the last, which sees every key, and the rest drawn uniformly, deterministic for a `seed`.
+pub fn sample_rows(shape: &AttentionShape, count: usize, seed: u64) -> Vec<QueryRow> {
+    let total = shape.lse_elements();
+    if total <= count {
+        return (0..total)
+            .map(|index| QueryRow::from_index(shape, index))
+            .collect();
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut indices = vec![0, total - 1];
+    indices.extend((2..count).map(|_| rng.below(total)));
+    indices.truncate(count);
+    indices
+        .into_iter()
+        .map(|index| QueryRow::from_index(shape, index))
+        .collect()
+}
+
+/// The UTC calendar date of `time` as `YYYY-MM-DD` (times before 1970 give 1970-01-01).
+pub fn utc_date(time: SystemTime) -> String {
+    let days = time
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() / 86_400) as i64;
+    // Howard Hinnant's civil_from_days, over 400-year eras of 146097 days from 0000-03-01.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + (month <= 2) as i64;
+    format!("{year:04}-{month:02}-{day:02}")
+}

@@ -1,0 +1,612 @@
+//! The autotuner's GPU-free logic: its statistics, the key-length buckets, winner selection and
+//! the confirmation verdict, the dispatch table (coverage, consistency with the compiled
+//! kernels, the generated source), the sampled-row reference and the reports.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use flash_attn::reference::{
+    attention, attention_rows, random_normal, ErrorStats, Precision, QueryRow,
+};
+use flash_attn::timing::LaunchTimes;
+use flash_attn::tuning::{
+    bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u, median,
+    rank_configs, ranked_tables, render_dispatch_table, sample_rows, to_json, to_svg,
+    updated_table, utc_date, ConfigTimes, Confirmation, Decision, GroupKey, Measurement, Timing,
+    TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES,
+};
+use flash_attn::{
+    default_kernel, dispatch_kernel, dispatch_table, kernel_by_name, supports, AttentionShape,
+    Dtype, Error, ForwardKernel, ForwardOptions, SeqBucket, FORWARD_KERNELS, NOT_TUNED,
+    SUPPORTED_HEAD_DIMS,
+};
+use half::f16;
+
+/// `count` samples `centre + spread * N(0, 1)`, deterministic for `seed` (the normal values
+/// pass through f16, which only coarsens them).
+fn noisy(centre: f64, spread: f64, count: usize, seed: u64) -> Vec<f64> {
+    random_normal::<f16>(count, 0.0, 1.0, seed)
+        .into_iter()
+        .map(|x| centre + spread * x.to_f64())
+        .collect()
+}
+
+#[test]
+fn median_of_odd_and_even_counts() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    assert_eq!(median(&[7.0]), Some(7.0));
+    assert_eq!(median(&[]), None);
+    assert_eq!(median(&[1.0, f64::NAN]), None);
+}
+
+#[test]
+fn bootstrap_interval_holds_the_median_and_narrows_with_less_spread() {
+    let wide = noisy(100.0, 5.0, 30, 1);
+    let narrow = noisy(100.0, 0.5, 30, 1);
+    let wide_interval = bootstrap_median_interval(&wide, BOOTSTRAP_RESAMPLES, 7).unwrap();
+    let narrow_interval = bootstrap_median_interval(&narrow, BOOTSTRAP_RESAMPLES, 7).unwrap();
+    for (samples, interval) in [(&wide, wide_interval), (&narrow, narrow_interval)] {
+        assert!(
+            interval.contains(median(samples).unwrap()),
+            "{interval:?} misses the median"
+        );
+        assert!(interval.width() > 0.0, "{interval:?}");
+    }
+    assert!(
+        narrow_interval.width() < wide_interval.width() / 4.0,
+        "{narrow_interval:?} vs {wide_interval:?}"
+    );
+    // Deterministic for a seed; another seed moves it a little.
+    assert_eq!(
+        bootstrap_median_interval(&wide, BOOTSTRAP_RESAMPLES, 7),
+        Some(wide_interval)
+    );
+    assert_eq!(bootstrap_median_interval(&[], BOOTSTRAP_RESAMPLES, 7), None);
+    assert_eq!(bootstrap_median_interval(&wide, 0, 7), None);
+}
+
+#[test]
+fn bootstrap_interval_of_constant_samples_is_a_point() {
+    let interval = bootstrap_median_interval(&[5.0; 20], BOOTSTRAP_RESAMPLES, 1).unwrap();
+    assert_eq!((interval.low, interval.high), (5.0, 5.0));
+}
+
+#[test]
+fn mann_whitney_counts_u_by_hand() {
+    // Pairs (x, y) with x > y: 5 > 2, 5 > 3, 5 > 3; ties: 2 = 2 twice, worth a half each.
+    let test = mann_whitney_u(&[1.0, 2.0, 2.0, 5.0], &[2.0, 3.0, 3.0]).unwrap();
+    assert_eq!(test.u, 4.0);
+    // scripts/regression_check.py's mann_whitney_p on the same samples.
+    assert!(
+        (test.p_value - 0.578_403_013_496_116).abs() < 1e-6,
+        "{test:?}"
+    );
+    assert_eq!(
+        mann_whitney_u(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0])
+            .unwrap()
+            .u,
+        0.0
+    );
+    assert_eq!(
+        mann_whitney_u(&[4.0, 5.0, 6.0], &[1.0, 2.0, 3.0])
+            .unwrap()
+            .u,
+        9.0
+    );
+}
+
+#[test]
+fn mann_whitney_p_values_match_the_regression_check() {
+    // Values from scripts/regression_check.py's mann_whitney_p, the same method in Python.
+    let separated = mann_whitney_u(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]);
+    assert!((separated.unwrap().p_value - 0.012_185_780_355_344_818).abs() < 1e-6);
+    let overlapping = mann_whitney_u(
+        &[10.0, 10.2, 10.1, 10.4, 10.3, 10.5],
+        &[10.25, 10.35, 10.6, 10.7, 10.15, 10.8],
+    );
+    assert!((overlapping.unwrap().p_value - 0.173_485_468_321_478_5).abs() < 1e-6);
+}
+
+#[test]
+fn mann_whitney_tells_separated_samples_from_one_distribution() {
+    let fast = noisy(100.0, 1.0, 40, 3);
+    let slow = noisy(105.0, 1.0, 40, 4);
+    let separated = mann_whitney_u(&fast, &slow).unwrap();
+    assert!(separated.p_value < 1e-6, "{separated:?}");
+    assert!(separated.u < 40.0, "{separated:?}");
+    let same = mann_whitney_u(&noisy(100.0, 1.0, 40, 5), &noisy(100.0, 1.0, 40, 6)).unwrap();
+    assert!(same.p_value > 0.05, "{same:?}");
+    // Every value tied: no evidence at all.
+    let tied = mann_whitney_u(&[3.0; 10], &[3.0; 12]).unwrap();
+    assert_eq!((tied.u, tied.p_value), (60.0, 1.0));
+    assert_eq!(mann_whitney_u(&[], &[1.0]), None);
+}
+
+#[test]
+fn cliffs_delta_has_the_sign_and_extremes_of_dominance() {
+    assert_eq!(cliffs_delta(&[5.0, 6.0], &[1.0, 2.0, 3.0]), Some(1.0));
+    assert_eq!(cliffs_delta(&[1.0, 2.0, 3.0], &[5.0, 6.0]), Some(-1.0));
+    assert_eq!(cliffs_delta(&[1.0, 2.0], &[1.0, 2.0]), Some(0.0));
+    // x > y in 3 of the 4 pairs (2 > 1, 4 > 1, 4 > 3), x < y in 1 (2 < 3): (3 - 1) / 4.
+    assert_eq!(cliffs_delta(&[2.0, 4.0], &[1.0, 3.0]), Some(0.5));
+    assert_eq!(cliffs_delta(&[1.0], &[]), None);
+    // It is the rescaled U of the rank test.
+    let (a, b) = (noisy(10.0, 1.0, 25, 8), noisy(10.5, 1.0, 30, 9));
+    let u = mann_whitney_u(&a, &b).unwrap().u;
+    let delta = cliffs_delta(&a, &b).unwrap();
+    assert!((delta - (2.0 * u / (25.0 * 30.0) - 1.0)).abs() < 1e-12);
+}
+
+#[test]
+fn key_length_buckets_have_inclusive_upper_bounds() {
+    for (seq_len_kv, bucket) in [
+        (1, SeqBucket::UpTo128),
+        (128, SeqBucket::UpTo128),
+        (129, SeqBucket::UpTo256),
+        (256, SeqBucket::UpTo256),
+        (257, SeqBucket::UpTo512),
+        (512, SeqBucket::UpTo512),
+        (513, SeqBucket::UpTo1024),
+        (1024, SeqBucket::UpTo1024),
+        (1025, SeqBucket::UpTo2048),
+        (2048, SeqBucket::UpTo2048),
+        (2049, SeqBucket::Above2048),
+        (1 << 30, SeqBucket::Above2048),
+    ] {
+        assert_eq!(SeqBucket::of(seq_len_kv), bucket, "seq_len_kv {seq_len_kv}");
+    }
+    assert_eq!(SeqBucket::Above2048.upper_bound(), None);
+}
+
+fn times(config: &'static str, median_us: &[Option<f64>]) -> ConfigTimes {
+    ConfigTimes {
+        config,
+        median_us: median_us.to_vec(),
+    }
+}
+
+#[test]
+fn the_winner_has_the_lowest_mean_time_relative_to_the_best() {
+    // Mean times favour "big" (510 vs 520 us); mean ratios favour "small": the large shape
+    // must not outweigh the small one.
+    let ranking = rank_configs(&[
+        times("big", &[Some(1000.0), Some(20.0)]),
+        times("small", &[Some(1030.0), Some(10.0)]),
+    ]);
+    let order: Vec<_> = ranking.iter().map(|r| r.config).collect();
+    assert_eq!(order, ["small", "big"]);
+    assert!((ranking[0].mean_relative_time - 1.015).abs() < 1e-12);
+    assert!((ranking[1].mean_relative_time - 1.5).abs() < 1e-12);
+}
+
+#[test]
+fn a_configuration_missing_at_any_shape_cannot_win() {
+    // "broken" is fastest where it ran, but failed at the second shape; it still sets the best
+    // time at the first.
+    let ranking = rank_configs(&[
+        times("steady", &[Some(12.0), Some(20.0), Some(30.0)]),
+        times("broken", &[Some(10.0), None, Some(29.0)]),
+        times("short", &[Some(11.0), Some(19.0)]),
+        times("slower", &[Some(13.0), Some(21.0), Some(31.0)]),
+    ]);
+    let order: Vec<_> = ranking.iter().map(|r| r.config).collect();
+    assert_eq!(order, ["steady", "slower"]);
+    let expected = (12.0 / 10.0 + 20.0 / 19.0 + 30.0 / 29.0) / 3.0;
+    assert!((ranking[0].mean_relative_time - expected).abs() < 1e-12);
+    assert!(rank_configs(&[]).is_empty());
+}
+
+fn kernels_of(dtype: Dtype, head_dim: usize) -> Vec<&'static ForwardKernel> {
+    FORWARD_KERNELS
+        .iter()
+        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+        .collect()
+}
+
+fn timing(samples: &[f64]) -> Timing {
+    let mut per_launch_us = samples.to_vec();
+    per_launch_us.sort_by(f64::total_cmp);
+    Timing::new(LaunchTimes {
+        per_launch_us,
+        launches_per_repeat: 10,
+        host_us_per_launch: 1.0,
+    })
+    .unwrap()
+}
+
+fn passed() -> Validation {
+    let stats = ErrorStats {
+        max_abs: 1e-3,
+        mean_abs: 1e-4,
+        non_finite: 0,
+    };
+    Validation::Passed {
+        ours: stats,
+        plain: stats,
+    }
+}
+
+fn measured(
+    kernel: &'static ForwardKernel,
+    shape: AttentionShape,
+    median_us: Option<f64>,
+) -> Measurement {
+    Measurement {
+        kernel,
+        shape,
+        causal: false,
+        validation: match median_us {
+            Some(_) => passed(),
+            None => Validation::Failed("error beyond tolerance".to_owned()),
+        },
+        timing: median_us.map(|us| timing(&[us - 0.1, us, us + 0.1])),
+    }
+}
+
+#[test]
+fn measurements_group_by_dispatch_key_with_the_first_shape_representative() {
+    let [a, b] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
+    let seed = AttentionShape::new(4, 8, 512, 64);
+    let wide = AttentionShape::new(16, 16, 512, 64);
+    let long = AttentionShape::new(2, 16, 4096, 64);
+    let measurements = [
+        measured(a, seed, Some(11.0)),
+        measured(b, seed, Some(10.0)),
+        measured(a, wide, Some(80.0)),
+        measured(b, wide, None),
+        measured(a, long, Some(500.0)),
+        measured(b, long, Some(450.0)),
+    ];
+    let groups = groups(&measurements);
+    assert_eq!(groups.len(), 2);
+    let s512 = &groups[0];
+    assert_eq!(s512.key.bucket, SeqBucket::UpTo512);
+    assert_eq!(s512.representative(), Some(seed));
+    assert_eq!(s512.shapes, [seed, wide]);
+    assert_eq!(s512.candidates[1].median_us, [Some(10.0), None]);
+    // b failed at one S=512 shape: a wins that bucket, b the long one.
+    let winners: Vec<_> = groups.iter().map(|g| g.ranking()[0].config).collect();
+    assert_eq!(winners, [a.entry, b.entry]);
+    assert_eq!(s512.ranking().len(), 1);
+    // A single eligible configuration is taken, unconfirmed.
+    let decision = s512.decide(None, Some(b.entry)).unwrap();
+    assert_eq!(
+        (decision.entry, decision.confirmed, decision.margin_percent),
+        (a.entry, false, 0.0)
+    );
+}
+
+fn key() -> GroupKey {
+    GroupKey {
+        dtype: Dtype::F16,
+        head_dim: 64,
+        causal: true,
+        bucket: SeqBucket::UpTo1024,
+    }
+}
+
+fn confirmation(winner_us: Vec<f64>, runner_up_us: Vec<f64>) -> Confirmation {
+    let shape = AttentionShape::new(8, 16, 1024, 64);
+    Confirmation::new(key(), shape, ("win", winner_us), ("run", runner_up_us)).unwrap()
+}
+
+#[test]
+fn a_win_beyond_the_noise_is_confirmed_and_taken() {
+    let c = confirmation(noisy(100.0, 0.5, 40, 1), noisy(103.0, 0.5, 40, 2));
+    assert_eq!(c.verdict, Verdict::WinnerConfirmed);
+    assert!(c.test.p_value < 1e-6 && c.cliffs_delta > 0.9, "{c:?}");
+    assert!(
+        (c.margin_percent() - 3.0).abs() < 0.5,
+        "{}",
+        c.margin_percent()
+    );
+    // A confirmed winner replaces the current entry, even the runner-up.
+    assert_eq!(c.choose(Some("run")), "win");
+    assert_eq!(c.choose(None), "win");
+}
+
+#[test]
+fn a_win_inside_the_noise_is_a_tie_that_keeps_the_current_entry() {
+    let c = confirmation(noisy(100.0, 1.0, 40, 3), noisy(100.0, 1.0, 40, 4));
+    assert_eq!(c.verdict, Verdict::TieWithinNoise, "{c:?}");
+    assert_eq!(c.choose(Some("run")), "run");
+    assert_eq!(c.choose(Some("win")), "win");
+    assert_eq!(c.choose(Some("elsewhere")), "win");
+    assert_eq!(c.choose(None), "win");
+}
+
+#[test]
+fn a_reversed_result_is_not_a_win() {
+    let c = confirmation(noisy(103.0, 0.5, 40, 5), noisy(100.0, 0.5, 40, 6));
+    assert_eq!(c.verdict, Verdict::Contradicted);
+    assert!(c.margin_percent() < 0.0);
+    assert_eq!(c.choose(Some("run")), "run");
+}
+
+#[test]
+fn decisions_record_the_margin_only_for_a_confirmed_win() {
+    let kernels = kernels_of(Dtype::F16, 64);
+    let shape = AttentionShape::new(8, 16, 1024, 64);
+    let measurements: Vec<Measurement> = kernels
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| Measurement {
+            causal: true,
+            ..measured(k, shape, Some(100.0 + i as f64))
+        })
+        .collect();
+    let group = &groups(&measurements)[0];
+    assert_eq!(group.key, key());
+    let (winner, runner_up) = (kernels[0].entry, kernels[1].entry);
+    let confirm = |w: Vec<f64>, r: Vec<f64>| {
+        Confirmation::new(key(), shape, (winner, w), (runner_up, r)).unwrap()
+    };
+    let win = confirm(noisy(100.0, 0.5, 40, 1), noisy(103.0, 0.5, 40, 2));
+    let decision = group.decide(Some(&win), Some(runner_up)).unwrap();
+    assert_eq!((decision.entry, decision.confirmed), (winner, true));
+    assert_eq!(decision.margin_percent, win.margin_percent());
+    let tie = confirm(noisy(100.0, 1.0, 40, 3), noisy(100.0, 1.0, 40, 4));
+    let decision = group.decide(Some(&tie), Some(runner_up)).unwrap();
+    assert_eq!(
+        (decision.entry, decision.confirmed, decision.margin_percent),
+        (runner_up, false, 0.0)
+    );
+}
+
+#[test]
+fn the_dispatch_table_covers_every_supported_problem_with_a_matching_kernel() {
+    let table = dispatch_table();
+    let mut expected = 0;
+    for dtype in [Dtype::F16, Dtype::Bf16] {
+        for &head_dim in SUPPORTED_HEAD_DIMS {
+            for causal in [false, true] {
+                for bucket in SeqBucket::ALL {
+                    expected += 1;
+                    let matching: Vec<_> = table
+                        .iter()
+                        .filter(|e| {
+                            (e.dtype, e.head_dim, e.causal, e.bucket)
+                                == (dtype, head_dim, causal, bucket)
+                        })
+                        .collect();
+                    assert_eq!(
+                        matching.len(),
+                        1,
+                        "{dtype:?} D={head_dim} causal={causal} {bucket:?}"
+                    );
+                    let entry = matching[0];
+                    // A kernel removed from the list: tune again, or `--reset-table`.
+                    let kernel = kernel_by_name(entry.entry).unwrap();
+                    assert_eq!((kernel.dtype, kernel.tile.head_dim), (dtype, head_dim));
+                    assert!(entry.margin_percent >= 0.0, "{entry:?}");
+                    assert!(!entry.measured_on.is_empty(), "{entry:?}");
+                    assert!(
+                        !entry.confirmed || entry.measured_on != NOT_TUNED,
+                        "{entry:?}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(table.len(), expected, "entries outside the supported set");
+}
+
+#[test]
+fn untuned_entries_name_the_first_compiled_kernel() {
+    // What the generated file's header promises for entries no tuner run has measured.
+    for entry in dispatch_table()
+        .iter()
+        .filter(|e| e.measured_on == NOT_TUNED)
+    {
+        let first = default_kernel(entry.dtype, entry.head_dim).unwrap();
+        assert_eq!(
+            entry.entry, first.entry,
+            "the kernel list changed: tune again on a GPU, or reset the table with \
+             `cargo run -p flash-attn --bin flash-attn-tune -- --reset-table \
+             host/src/dispatch_table.rs`"
+        );
+        assert_eq!((entry.margin_percent, entry.confirmed), (0.0, false));
+    }
+}
+
+#[test]
+fn the_default_api_runs_the_dispatch_table_entry() {
+    for entry in dispatch_table() {
+        let seq_len = entry.bucket.upper_bound().unwrap_or(4096);
+        let kernel = dispatch_kernel(entry.dtype, entry.head_dim, entry.causal, seq_len).unwrap();
+        assert_eq!(kernel.entry, entry.entry, "{entry:?}");
+        let shape = AttentionShape {
+            seq_len_q: 3,
+            seq_len_kv: seq_len,
+            ..AttentionShape::new(1, 2, seq_len, entry.head_dim)
+        };
+        let options = ForwardOptions {
+            causal: entry.causal,
+            ..Default::default()
+        };
+        assert_eq!(supports(entry.dtype, &shape, &options).unwrap(), kernel);
+    }
+    assert!(matches!(
+        dispatch_kernel(Dtype::F16, 96, false, 512),
+        Err(Error::UnsupportedHeadDim { head_dim: 96, .. })
+    ));
+}
+
+#[test]
+fn the_dispatch_table_source_is_exactly_what_the_tuner_writes() {
+    // The file is generated: a hand edit, or a renderer change without regenerating, fails here.
+    let source = include_str!("../../host/src/dispatch_table.rs");
+    assert_eq!(render_dispatch_table(dispatch_table()), source);
+    // A run without decisions keeps every entry.
+    assert_eq!(
+        updated_table(dispatch_table(), &[], "unused"),
+        dispatch_table()
+    );
+}
+
+#[test]
+fn a_tuner_run_replaces_only_the_entries_it_decided() {
+    let untuned = updated_table(&[], &[], NOT_TUNED);
+    assert_eq!(untuned.len(), dispatch_table().len());
+    assert!(untuned
+        .iter()
+        .all(|e| e.measured_on == NOT_TUNED && !e.confirmed));
+    let other = kernels_of(Dtype::F16, 64)[1];
+    let decision = Decision {
+        key: key(),
+        entry: other.entry,
+        margin_percent: 4.2,
+        confirmed: true,
+    };
+    let tuned = updated_table(&untuned, &[decision], "2026-11-22, test GPU");
+    for (before, after) in untuned.iter().zip(&tuned) {
+        if key().matches(before) {
+            assert_eq!(after.entry, other.entry);
+            assert_eq!(
+                (after.margin_percent, after.confirmed, after.measured_on),
+                (4.2, true, "2026-11-22, test GPU")
+            );
+        } else {
+            assert_eq!(before, after);
+        }
+    }
+    let source = render_dispatch_table(&tuned);
+    assert!(source.contains("margin_percent: 4.2,\n        confirmed: true,"));
+    assert!(!source.contains("NOT TUNED YET"));
+    assert!(render_dispatch_table(&untuned).contains("NOT TUNED YET"));
+}
+
+#[test]
+fn reference_rows_equal_the_full_reference() {
+    for (seq_len_q, seq_len_kv) in [(37, 70), (70, 37), (48, 48)] {
+        let shape = AttentionShape {
+            batch: 2,
+            heads_q: 4,
+            heads_kv: 2,
+            seq_len_q,
+            seq_len_kv,
+            head_dim: 16,
+        };
+        let q = random_normal::<f16>(shape.q_elements(), 0.5, 1.0, 1);
+        let k = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, 2);
+        let v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, 3);
+        let rows = [
+            QueryRow {
+                batch: 0,
+                head: 0,
+                query: 0,
+            },
+            QueryRow {
+                batch: 1,
+                head: 3,
+                query: seq_len_q - 1,
+            },
+            QueryRow {
+                batch: 1,
+                head: 1,
+                query: seq_len_q / 2,
+            },
+            QueryRow {
+                batch: 0,
+                head: 2,
+                query: 5,
+            },
+        ];
+        for causal in [false, true] {
+            for precision in [Precision::F64, Precision::Plain(Dtype::F16)] {
+                let full = attention(&q, &k, &v, shape, 0.3, causal, precision);
+                let sampled = attention_rows(&q, &k, &v, shape, 0.3, causal, precision, &rows);
+                for (i, row) in rows.iter().enumerate() {
+                    let index = row.index(&shape);
+                    assert_eq!(QueryRow::from_index(&shape, index), *row);
+                    assert_eq!(
+                        sampled.output[i * 16..(i + 1) * 16],
+                        full.output[index * 16..(index + 1) * 16],
+                        "{row:?} causal={causal} {precision:?} Sq={seq_len_q} Sk={seq_len_kv}"
+                    );
+                    // Bit-equal, -inf included (the first query sees no key when Sq > Sk).
+                    assert_eq!(
+                        sampled.logsumexp[i].to_bits(),
+                        full.logsumexp[index].to_bits()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sampled_rows_include_both_ends_and_stay_in_the_shape() {
+    let shape = AttentionShape::new(2, 16, 4096, 128);
+    let rows = sample_rows(&shape, 64, 9);
+    assert_eq!(rows.len(), 64);
+    assert_eq!(rows[0].index(&shape), 0);
+    assert_eq!(rows[1].index(&shape), shape.lse_elements() - 1);
+    assert!(rows.iter().all(|r| r.index(&shape) < shape.lse_elements()));
+    assert_eq!(sample_rows(&shape, 64, 9), rows);
+    assert_ne!(sample_rows(&shape, 64, 10), rows);
+    // A problem with fewer rows is checked whole.
+    let small = AttentionShape::new(1, 2, 5, 64);
+    let all: Vec<usize> = sample_rows(&small, 64, 9)
+        .iter()
+        .map(|r| r.index(&small))
+        .collect();
+    assert_eq!(all, (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn utc_dates_follow_the_calendar() {
+    let day = |days: u64| utc_date(UNIX_EPOCH + Duration::from_secs(days * 86_400 + 3_600));
+    assert_eq!(day(0), "1970-01-01");
+    assert_eq!(day(10_956), "1999-12-31");
+    assert_eq!(day(11_016), "2000-02-29");
+    assert_eq!(day(20_779), "2026-11-22");
+    assert_eq!(day(47_541), "2100-03-01");
+}
+
+#[test]
+fn json_strings_are_escaped() {
+    assert_eq!(json_string("H100"), "\"H100\"");
+    assert_eq!(
+        json_string("a \"b\" \\ c\n\u{1}"),
+        "\"a \\\"b\\\" \\\\ c\\n\\u0001\""
+    );
+}
+
+#[test]
+fn reports_show_failures_and_every_timed_configuration() {
+    let [a, b] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
+    let shapes = [
+        AttentionShape::new(4, 8, 512, 64),
+        AttentionShape::new(8, 16, 1024, 64),
+    ];
+    let measurements = [
+        measured(a, shapes[0], Some(11.0)),
+        measured(b, shapes[0], Some(22.0)),
+        measured(a, shapes[1], Some(100.0)),
+        measured(b, shapes[1], None),
+    ];
+    let tables = ranked_tables(&measurements);
+    assert!(tables.contains("FAILED"), "{tables}");
+    assert!(tables.contains("2.000"), "b is twice the best: {tables}");
+    let svg = to_svg(&measurements);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // Three timed points and two legend markers.
+    assert_eq!(svg.matches("<circle").count(), 5, "{svg}");
+    assert!(svg.contains(a.entry) && svg.contains(b.entry));
+    let table = updated_table(dispatch_table(), &[], "unused");
+    let json = to_json(&TuningRun {
+        device: "test \"GPU\"",
+        date: "2026-11-22",
+        seed: 5,
+        quick: true,
+        measurements: &measurements,
+        confirmations: &[],
+        table: &table,
+    });
+    assert!(json.contains("\"device\":\"test \\\"GPU\\\"\""), "{json}");
+    assert_eq!(json.matches("\"valid\":false").count(), 1);
+    assert_eq!(json.matches("\"valid\":true").count(), 3);
+    assert_eq!(json.matches('{').count(), json.matches('}').count());
+    assert!(!json.contains("NaN") && !json.contains("inf"));
+}
