@@ -1,10 +1,12 @@
 //! The autotuner's logic, which needs no GPU: measurements and their grouping into dispatch
 //! entries, winner selection, the confirmation verdict, the updated dispatch table and its
-//! source file, and (in submodules) the statistics and the reports (text, JSON, SVG).
+//! source file, and (in submodules) the statistics, the reports (text, JSON, SVG) and the
+//! reading back of a run's measurements from its JSON.
 //!
 //! The `flash-attn-tune` tool does the GPU work (validating and timing every configuration on
 //! a sweep of shapes) and hands the results to these functions.
 
+mod parse;
 mod report;
 mod stats;
 
@@ -13,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use flash_attn_params::{Dtype, ForwardKernel};
 
+pub use parse::measurements_from_json;
 pub use report::{
     confirmation_report, group_rankings, json_string, ranked_tables, table_report, to_json, to_svg,
     TuningRun,

@@ -1,6 +1,7 @@
 //! The autotuner's GPU-free logic: its statistics, the key-length buckets, winner selection and
 //! the confirmation verdict, the dispatch table (coverage, consistency with the compiled
-//! kernels, the generated source), the sampled-row reference and the reports.
+//! kernels, the generated source), the sampled-row reference, the reports and the reading back
+//! of their JSON.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -9,10 +10,10 @@ use flash_attn::reference::{
 };
 use flash_attn::timing::LaunchTimes;
 use flash_attn::tuning::{
-    bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u, median,
-    rank_configs, ranked_tables, render_dispatch_table, sample_rows, to_json, to_svg,
-    updated_table, utc_date, ConfigTimes, Confirmation, Decision, GroupKey, Measurement, Timing,
-    TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES,
+    bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u,
+    measurements_from_json, median, rank_configs, ranked_tables, render_dispatch_table,
+    sample_rows, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation, Decision,
+    GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES,
 };
 use flash_attn::{
     default_kernel, dispatch_kernel, dispatch_table, kernel_by_name, supports, AttentionShape,
@@ -609,4 +610,84 @@ fn reports_show_failures_and_every_timed_configuration() {
     assert_eq!(json.matches("\"valid\":true").count(), 3);
     assert_eq!(json.matches('{').count(), json.matches('}').count());
     assert!(!json.contains("NaN") && !json.contains("inf"));
+}
+
+/// Measurements that `to_json` writes exactly (times and errors on 4 decimals, no host time):
+/// two element types and head dims, both maskings, and a failure whose reason needs escapes.
+fn replottable() -> Vec<Measurement> {
+    let mut measurements = Vec::new();
+    for (k, kernel) in [kernels_of(Dtype::F16, 64), kernels_of(Dtype::Bf16, 128)]
+        .into_iter()
+        .flat_map(|kernels| kernels.into_iter().take(2))
+        .enumerate()
+    {
+        for causal in [false, true] {
+            let us = 10.0 + k as f64 + if causal { 0.5 } else { 0.0 };
+            measurements.push(Measurement {
+                kernel,
+                shape: AttentionShape::new(4, 8, 512 * (k + 1), kernel.tile.head_dim),
+                causal,
+                validation: passed(),
+                timing: Some(Timing {
+                    times: LaunchTimes {
+                        per_launch_us: vec![us - 0.25, us, us + 0.0625],
+                        launches_per_repeat: 7,
+                        host_us_per_launch: 0.0,
+                    },
+                    median_interval_us: Interval {
+                        low: us - 0.25,
+                        high: us + 0.0625,
+                    },
+                }),
+            });
+        }
+    }
+    measurements[1].validation = Validation::Failed("\"NaN\" at row 3\n\\ \u{1}".to_owned());
+    measurements[1].timing = None;
+    measurements
+}
+
+fn json_of(measurements: &[Measurement]) -> String {
+    let confirmations = [confirmation(vec![1.0, 2.0], vec![3.0, 4.0])];
+    to_json(&TuningRun {
+        device: "test GPU",
+        date: "2026-11-22",
+        seed: 5,
+        quick: false,
+        measurements,
+        confirmations: &confirmations,
+        table: &updated_table(dispatch_table(), &[], "unused"),
+    })
+}
+
+#[test]
+fn measurements_read_back_from_the_json_redraw_the_same_svg() {
+    let measurements = replottable();
+    let back = measurements_from_json(&json_of(&measurements)).unwrap();
+    assert_eq!(back, measurements);
+    assert_eq!(to_svg(&back), to_svg(&measurements));
+    assert_eq!(measurements_from_json(&json_of(&[])), Ok(Vec::new()));
+}
+
+#[test]
+fn malformed_measurement_json_is_an_error_naming_the_line() {
+    let json = json_of(&replottable());
+    let error = |json: &str| measurements_from_json(json).unwrap_err();
+    // Line 3 holds the first measurement.
+    let bad_count = json.replacen("\"heads\":8", "\"heads\":8.5", 1);
+    assert!(
+        error(&bad_count).starts_with("line 3: heads"),
+        "{}",
+        error(&bad_count)
+    );
+    let name = kernels_of(Dtype::F16, 64)[0].entry;
+    let unknown = json.replacen(name, "flash_fwd_f16_d64_nope", 1);
+    assert!(
+        error(&unknown).contains("flash_fwd_f16_d64_nope"),
+        "{}",
+        error(&unknown)
+    );
+    let cut = json.lines().take(4).collect::<Vec<_>>().join("\n");
+    assert!(error(&cut).contains("not closed"), "{}", error(&cut));
+    assert!(error("{}").contains("not a tuning.json"));
 }

@@ -3,7 +3,7 @@
 //! default API uses.
 //!
 //! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]`, or, without a GPU,
-//! `flash-attn-tune --reset-table PATH`.
+//! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
 //!
 //! For each element type (fp16, bf16), head dim (64, 128), masking (off, on) and shape of the
 //! sweep, each configuration of that element type and head dim is first validated (fresh random
@@ -21,6 +21,9 @@
 //! `--reset-table PATH` writes the untuned table (every entry the first compiled kernel of its
 //! element type and head dim) and exits: for after a change to the kernel list, until the
 //! tuner runs on a GPU again.
+//!
+//! `--replot-from PATH` reads the measurements of a `tuning.json` written by this tool and
+//! writes their `tuning.svg` to DIR again, drawn by the same code, and exits.
 
 use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
@@ -34,9 +37,9 @@ use flash_attn::reference::{
 };
 use flash_attn::timing::{time_launches, LaunchTimes};
 use flash_attn::tuning::{
-    confirmation_report, dtype_name, group_rankings, groups, ranked_tables, render_dispatch_table,
-    sample_rows, table_report, to_json, to_svg, updated_table, utc_date, Confirmation, GroupKey,
-    Measurement, Timing, TuningRun, Validation, CONFIRMATION_ALPHA, DTYPES,
+    confirmation_report, dtype_name, group_rankings, groups, measurements_from_json, ranked_tables,
+    render_dispatch_table, sample_rows, table_report, to_json, to_svg, updated_table, utc_date,
+    Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation, CONFIRMATION_ALPHA, DTYPES,
 };
 use flash_attn::{
     dispatch_table, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
@@ -47,13 +50,16 @@ use half::{bf16, f16};
 const USAGE: &str =
     "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]\n\
      \x20      flash-attn-tune --reset-table PATH\n\
+     \x20      flash-attn-tune --replot-from PATH [--out DIR]\n\
      \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch_table.rs go\n\
      \x20                    (default target/tuning)\n\
      \x20 --quick            fewer repeats: a smoke run, not a tuning\n\
      \x20 --write-table PATH also write the dispatch table's source there (from a checkout:\n\
      \x20                    host/src/dispatch_table.rs)\n\
      \x20 --seed N           replay the validation inputs of an earlier run\n\
-     \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)";
+     \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)\n\
+     \x20 --replot-from PATH redraw DIR/tuning.svg from that run's tuning.json and exit (no GPU\n\
+     \x20                    needed)";
 
 /// Query rows per problem checked against the f64 reference: a full reference at S = 4096
 /// would take minutes, and every output element is still checked for NaN (unwritten rows).
@@ -90,6 +96,7 @@ struct Args {
     write_table: Option<PathBuf>,
     seed: Option<u64>,
     reset_table: Option<PathBuf>,
+    replot_from: Option<PathBuf>,
 }
 
 /// The parsed arguments; `Ok(None)` for `--help`.
@@ -100,6 +107,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         write_table: None,
         seed: None,
         reset_table: None,
+        replot_from: None,
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -108,6 +116,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
             "--quick" => parsed.quick = true,
             "--write-table" => parsed.write_table = Some(value("--write-table")?.into()),
             "--reset-table" => parsed.reset_table = Some(value("--reset-table")?.into()),
+            "--replot-from" => parsed.replot_from = Some(value("--replot-from")?.into()),
             "--seed" => {
                 let seed = value("--seed")?;
                 parsed.seed = Some(seed.parse().map_err(|_| format!("bad seed {seed:?}"))?);
@@ -136,6 +145,18 @@ fn main() -> ExitCode {
         return match write_file(path, &render_dispatch_table(&untuned)) {
             Ok(()) => {
                 println!("wrote the untuned dispatch table to {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("flash-attn-tune: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(path) = &args.replot_from {
+        return match replot(path, &args.out) {
+            Ok(svg) => {
+                println!("wrote {}", svg.display());
                 ExitCode::SUCCESS
             }
             Err(message) => {
@@ -504,6 +525,19 @@ fn time_seed() -> u64 {
 
 fn write_file(path: &Path, contents: &str) -> Result<(), String> {
     std::fs::write(path, contents).map_err(|error| format!("writing {}: {error}", path.display()))
+}
+
+/// Draws `out/tuning.svg` from the measurements of the `tuning.json` at `json`; returns the
+/// SVG's path.
+fn replot(json: &Path, out: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(json)
+        .map_err(|error| format!("reading {}: {error}", json.display()))?;
+    let measurements =
+        measurements_from_json(&text).map_err(|error| format!("{}: {error}", json.display()))?;
+    std::fs::create_dir_all(out).map_err(|error| format!("creating {}: {error}", out.display()))?;
+    let svg = out.join("tuning.svg");
+    write_file(&svg, &to_svg(&measurements))?;
+    Ok(svg)
 }
 
 /// The whole run; returns how many (shape, configuration) runs failed validation.
