@@ -175,7 +175,7 @@ unsafe impl Sync for LoadedEntry {}
 /// device's exact compute capability where there is one (no JIT), else the entry's PTX.
 ///
 /// One module per entry, loaded lazily: the driver JIT-compiles a whole module at once, and
-/// ptxas takes 3.3 s for the module of all 12 entries against 0.2 s for one (on this project's
+/// ptxas took 3.3 s for the module of 12 entries against 0.2 s for one (on this project's
 /// 2-core build machine), so loading them all up front would cost seconds per process where
 /// the PTX is JIT-compiled.
 pub(crate) struct LoadedKernels {
