@@ -3,7 +3,7 @@
 //! Each lane holds two rows per m16 tile (rows `g` and `g + 8`, `g = lane / 4`); the four lanes of
 //! a quad share a row, so row reductions are two butterfly shuffles.
 
-use crate::ptx::{ex2_approx_ftz_f32, lg2_approx_ftz_f32, shfl_sync_bfly_f32};
+use crate::ptx::{ex2_approx_ftz_f32, lg2_approx_ftz_f32, shfl_sync_bfly_f32, vote_sync_any};
 
 /// Scores or probabilities of one warp for one key block: `[m_tile][key_step][n8 half]`, each a
 /// 16x8 accumulator fragment (`[f32; 4]`: rows g, g, g+8, g+8).
@@ -18,6 +18,21 @@ pub type OutputFragments<const M_TILES: usize, const DIM_STEPS: usize> =
 pub struct OnlineSoftmax<const M_TILES: usize> {
     row_max: [[f32; 2]; M_TILES],
     row_sum: [[f32; 2]; M_TILES],
+}
+
+/// How far (in log2 units of the scaled scores) a row maximum may grow past the running one
+/// before the output is rescaled: probabilities stay at most 2^8 = 256 (FlashAttention-4's
+/// choice).
+pub const RESCALE_THRESHOLD_LOG2: f32 = 8.0;
+
+/// `value`, or 0 for -inf (a row that has seen no visible key yet).
+#[inline(always)]
+fn finite_or_zero(value: f32) -> f32 {
+    if value == f32::NEG_INFINITY {
+        0.0
+    } else {
+        value
+    }
 }
 
 #[inline(always)]
@@ -45,13 +60,19 @@ impl<const M_TILES: usize> Default for OnlineSoftmax<M_TILES> {
 
 impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// Folds one key block into the running softmax: replaces `scores` with unnormalised
-    /// probabilities `2^(s * scale_log2 - max * scale_log2)` and rescales `output` by
-    /// `2^((old_max - new_max) * scale_log2)`.
+    /// probabilities `2^(s * scale_log2 - max * scale_log2)` against the running row maxima,
+    /// and when those move, rescales `output` and the row sums by `2^(old - new)`.
     ///
-    /// The row sums stay per lane (no shuffles) until [`Self::inverse_row_sums`].
+    /// The running maximum only moves when some row of the warp has grown by more than
+    /// [`RESCALE_THRESHOLD_LOG2`] (FlashAttention-4's lazy rescaling): below that, a stale
+    /// maximum only lets probabilities reach `2^RESCALE_THRESHOLD_LOG2`, which f32 sums, f32
+    /// accumulators and 16-bit P hold exactly as well (relative precision), and the final
+    /// division by the row sum cancels it. The skipped rescale is 2 `ex2` and `2 * DIM_STEPS * 4`
+    /// multiplies per row pair and block. The row sums stay per lane (no shuffles) until
+    /// [`Self::finish`].
     ///
     /// # Safety
-    /// All lanes of the warp call it together (it shuffles).
+    /// All lanes of the warp call it together (it shuffles and votes).
     #[inline(always)]
     pub unsafe fn update<const KEY_STEPS: usize, const DIM_STEPS: usize>(
         &mut self,
@@ -59,6 +80,9 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         output: &mut OutputFragments<M_TILES, DIM_STEPS>,
         scale_log2: f32,
     ) {
+        // new_max[m][half]: the row maxima over the running maximum and this block.
+        let mut new_max = self.row_max;
+        let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
                 let mut block_max = self.row_max[m][half];
@@ -67,17 +91,36 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                         block_max = block_max.max(tile[2 * half]).max(tile[2 * half + 1]);
                     }
                 }
-                let new_max = quad_max(block_max);
+                new_max[m][half] = quad_max(block_max);
+                // True for the first key of a row (the old maximum is -inf), false while a
+                // row sees only masked keys (both -inf).
+                grew |= new_max[m][half] * scale_log2
+                    > self.row_max[m][half] * scale_log2 + RESCALE_THRESHOLD_LOG2;
+            }
+        }
+        if vote_sync_any(grew) {
+            for m in 0..M_TILES {
+                for half in 0..2 {
+                    let rescale = ex2_approx_ftz_f32(
+                        self.row_max[m][half] * scale_log2
+                            - finite_or_zero(new_max[m][half]) * scale_log2,
+                    );
+                    self.row_max[m][half] = new_max[m][half];
+                    self.row_sum[m][half] *= rescale;
+                    for step in output[m].iter_mut() {
+                        for tile in step.iter_mut() {
+                            tile[2 * half] *= rescale;
+                            tile[2 * half + 1] *= rescale;
+                        }
+                    }
+                }
+            }
+        }
+        for m in 0..M_TILES {
+            for half in 0..2 {
                 // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
                 // that its probabilities are ex2(-inf) = 0 rather than NaN.
-                let max_scaled = if new_max == f32::NEG_INFINITY {
-                    0.0
-                } else {
-                    new_max * scale_log2
-                };
-                let rescale = ex2_approx_ftz_f32(self.row_max[m][half] * scale_log2 - max_scaled);
-                self.row_max[m][half] = new_max;
-
+                let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
                 let mut block_sum = 0.0;
                 for step in scores[m].iter_mut() {
                     for tile in step.iter_mut() {
@@ -93,13 +136,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                         }
                     }
                 }
-                self.row_sum[m][half] = self.row_sum[m][half] * rescale + block_sum;
-                for step in output[m].iter_mut() {
-                    for tile in step.iter_mut() {
-                        tile[2 * half] *= rescale;
-                        tile[2 * half + 1] *= rescale;
-                    }
-                }
+                self.row_sum[m][half] += block_sum;
             }
         }
     }

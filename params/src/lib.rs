@@ -303,19 +303,28 @@ macro_rules! for_each_forward_kernel {
             // this one) but spills 12 bytes on sm_89.
             (flash_fwd_f16_d64_m64_n128_w4_s2, F16, 64, 128, 4, 2, 64, Swizzled, Registers),
             (flash_fwd_f16_d64_m128_n32_w4_s3, F16, 128, 32, 4, 3, 64, Swizzled, Registers),
+            // Two m16 tiles per warp halve the K/V `ldmatrix` traffic per MMA (FA2's shape for
+            // D=64). Spilled 32 bytes until the lazy rescale; the 3-stage ring spills 8 bytes on
+            // sm_89.
+            (flash_fwd_f16_d64_m128_n64_w4_s2, F16, 128, 64, 4, 2, 64, Swizzled, Registers),
             // D=128: three stages of 64x128 K and V tiles would need 112 KiB of shared memory,
             // over the sm_89 limit of 99 KiB.
             (flash_fwd_f16_d128_m64_n64_w4_s2, F16, 64, 64, 4, 2, 128, Swizzled, Registers),
             (flash_fwd_f16_d128_m128_n64_w8_s2, F16, 128, 64, 8, 2, 128, Swizzled, Registers),
             (flash_fwd_f16_d128_m64_n32_w4_s3, F16, 64, 32, 4, 3, 128, Swizzled, Registers),
             (flash_fwd_f16_d128_m64_n64_w4_s2_qsmem, F16, 64, 64, 4, 2, 128, Swizzled, SharedMemory),
+            // D=128 with two m16 tiles per warp fits only with Q re-read from shared memory.
+            (flash_fwd_f16_d128_m128_n32_w4_s2_qsmem, F16, 128, 32, 4, 2, 128, Swizzled, SharedMemory),
+            (flash_fwd_f16_d128_m128_n32_w4_s3_qsmem, F16, 128, 32, 4, 3, 128, Swizzled, SharedMemory),
             (flash_fwd_bf16_d64_m64_n64_w4_s3, Bf16, 64, 64, 4, 3, 64, Swizzled, Registers),
             (flash_fwd_bf16_d64_m64_n64_w4_s2, Bf16, 64, 64, 4, 2, 64, Swizzled, Registers),
             (flash_fwd_bf16_d64_m64_n32_w4_s3, Bf16, 64, 32, 4, 3, 64, Swizzled, Registers),
             (flash_fwd_bf16_d64_m64_n128_w4_s2, Bf16, 64, 128, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_bf16_d64_m128_n64_w4_s2, Bf16, 128, 64, 4, 2, 64, Swizzled, Registers),
             (flash_fwd_bf16_d128_m64_n64_w4_s2, Bf16, 64, 64, 4, 2, 128, Swizzled, Registers),
             (flash_fwd_bf16_d128_m128_n64_w8_s2, Bf16, 128, 64, 8, 2, 128, Swizzled, Registers),
             (flash_fwd_bf16_d128_m64_n32_w4_s3, Bf16, 64, 32, 4, 3, 128, Swizzled, Registers),
+            (flash_fwd_bf16_d128_m128_n32_w4_s2_qsmem, Bf16, 128, 32, 4, 2, 128, Swizzled, SharedMemory),
         }
     };
 }

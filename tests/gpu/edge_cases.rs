@@ -1,8 +1,10 @@
 //! Inputs that break naive kernels: huge scores, rows that see no key, NaN and infinity.
 
 use flash_attn::reference::{attention, error_stats, random_normal, Precision};
-use flash_attn::{AttentionShape, Dtype, Layout};
-use half::f16;
+use flash_attn::{
+    AttentionShape, Dtype, Element, FlashAttention, ForwardKernel, Layout, FORWARD_KERNELS,
+};
+use half::{bf16, f16};
 
 use crate::support::{fresh_seed, gpu, Problem, ABSOLUTE_TOLERANCE};
 
@@ -195,4 +197,48 @@ fn nan_in_a_value_affects_its_column_of_the_rows_that_see_it() {
 fn a_nan_in_k_past_a_query_diagonal_block_does_not_reach_it() {
     // Rows whose last visible key block ends before key 129 never load it.
     check_propagation('k', 129 * 64, f64::NAN, true);
+}
+
+/// Inputs whose scores rise along the keys, so that every row's maximum keeps growing from one
+/// key block to the next: by about 2 (in log2 units) per 64 keys, which the lazy rescale
+/// absorbs into a stale maximum for several blocks (probabilities up to 2^8), and by about 20,
+/// which forces a rescale at every block. Each kernel must match the reference either way.
+fn check_growing_maxima<T: Element>(gpu: &FlashAttention, kernel: &'static ForwardKernel) {
+    let shape = AttentionShape::new(1, 2, 512, kernel.tile.head_dim);
+    let d = shape.head_dim;
+    // Scaled score of key j: q.k * log2(e) / sqrt(d), with q ~ 1 and k_j ~ slope * j / d per
+    // component: slope * j * log2(e) / sqrt(d), i.e. `growth_per_64_keys` every 64 keys.
+    for growth_per_64_keys in [2.0, 20.0] {
+        let slope = growth_per_64_keys * (d as f64).sqrt() / (64.0 * std::f64::consts::LOG2_E);
+        for causal in [false, true] {
+            let seed = fresh_seed();
+            let noise = |len, seed| random_normal::<T>(len, 0.0, 0.05, seed);
+            let q: Vec<T> = noise(shape.q_elements(), seed)
+                .into_iter()
+                .map(|x| T::from_f64(1.0 + x.to_f64()))
+                .collect();
+            let k: Vec<T> = noise(shape.kv_elements(), seed ^ 1)
+                .into_iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let key = (i / d) % shape.seq_len_kv;
+                    T::from_f64(slope * key as f64 / d as f64 + x.to_f64())
+                })
+                .collect();
+            let v = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 2);
+            let problem = Problem::with_inputs(shape, causal, None, seed, q, k, v);
+            problem.check(gpu, &problem.options(Layout::Bhsd, Some(kernel)));
+        }
+    }
+}
+
+#[test]
+fn running_maxima_that_grow_at_every_key_block() {
+    let Some(gpu) = gpu() else { return };
+    for kernel in FORWARD_KERNELS {
+        match kernel.dtype {
+            Dtype::F16 => check_growing_maxima::<f16>(&gpu, kernel),
+            Dtype::Bf16 => check_growing_maxima::<bf16>(&gpu, kernel),
+        }
+    }
 }

@@ -39,6 +39,22 @@ pub unsafe fn shfl_sync_bfly_f32(value: f32, lane_mask: u32) -> f32 {
     result
 }
 
+/// `vote.sync.any.pred` over the full warp: whether `predicate` holds on any lane.
+///
+/// # Safety
+/// Every lane of the warp executes it together.
+#[inline(always)]
+pub unsafe fn vote_sync_any(predicate: bool) -> bool {
+    let any: u32;
+    asm!(
+        "{{ .reg .pred p; setp.ne.u32 p, {1}, 0; vote.sync.any.pred p, p, 0xffffffff; selp.u32 {0}, 1, 0, p; }}",
+        out(reg32) any,
+        in(reg32) predicate as u32,
+        options(nostack, pure, nomem),
+    );
+    any != 0
+}
+
 /// `cvt.rn.f16x2.f32`: packs two f32 into one `f16x2` register, `low` in bits 0..16.
 ///
 /// # Safety
