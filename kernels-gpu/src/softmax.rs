@@ -3,7 +3,9 @@
 //! Each lane holds two rows per m16 tile (rows `g` and `g + 8`, `g = lane / 4`); the four lanes of
 //! a quad share a row, so row reductions are two butterfly shuffles.
 
-use crate::ptx::{ex2_approx_ftz_f32, lg2_approx_ftz_f32, shfl_sync_bfly_f32, vote_sync_any};
+use crate::ptx::{
+    ex2_approx_ftz_f32, lg2_approx_ftz_f32, max_f32, shfl_sync_bfly_f32, vote_sync_any,
+};
 
 /// Scores or probabilities of one warp for one key block: `[m_tile][key_step][n8 half]`, each a
 /// 16x8 accumulator fragment (`[f32; 4]`: rows g, g, g+8, g+8).
@@ -33,6 +35,40 @@ fn finite_or_zero(value: f32) -> f32 {
     } else {
         value
     }
+}
+
+/// Reduces this lane's `4 * KEY_STEPS` values of row `group + 8 * half` of one m16 tile with
+/// `op`, as a balanced tree: depth `2 + log2(KEY_STEPS)` instead of a chain of `4 * KEY_STEPS`
+/// dependent instructions, which left the max of a 64-key block 64 instructions deep with
+/// only two or four rows to interleave.
+#[inline(always)]
+fn reduce_lane_row<const KEY_STEPS: usize>(
+    tile_row: &[[[f32; 4]; 2]; KEY_STEPS],
+    half: usize,
+    op: impl Fn(f32, f32) -> f32 + Copy,
+) -> f32 {
+    let per_step: [f32; KEY_STEPS] = core::array::from_fn(|n| {
+        let [low, high] = tile_row[n];
+        op(
+            op(low[2 * half], low[2 * half + 1]),
+            op(high[2 * half], high[2 * half + 1]),
+        )
+    });
+    pairwise(per_step, op)
+}
+
+/// Reduces `values` with `op` as a balanced tree of depth `ceil(log2(N))`. For max, `op` must
+/// be opaque to LLVM ([`max_f32`]), which otherwise re-linearises the tree into one chain.
+#[inline(always)]
+fn pairwise<const N: usize>(mut values: [f32; N], op: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut width = N;
+    while width > 1 {
+        for i in 0..width / 2 {
+            values[i] = op(values[i], values[width - 1 - i]);
+        }
+        width = width.div_ceil(2);
+    }
+    values[0]
 }
 
 #[inline(always)]
@@ -85,13 +121,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let mut block_max = self.row_max[m][half];
-                for step in scores[m].iter() {
-                    for tile in step.iter() {
-                        block_max = block_max.max(tile[2 * half]).max(tile[2 * half + 1]);
-                    }
-                }
-                new_max[m][half] = quad_max(block_max);
+                let block_max = reduce_lane_row(&scores[m], half, |a, b| max_f32(a, b));
+                new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
                 grew |= new_max[m][half] * scale_log2
@@ -121,22 +152,19 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                 // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
                 // that its probabilities are ex2(-inf) = 0 rather than NaN.
                 let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
-                let mut block_sum = 0.0;
                 for step in scores[m].iter_mut() {
                     for tile in step.iter_mut() {
                         for column in 0..2 {
                             let score = &mut tile[2 * half + column];
-                            let probability = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
+                            *score = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
                                 *score,
                                 scale_log2,
                                 -max_scaled,
                             ));
-                            *score = probability;
-                            block_sum += probability;
                         }
                     }
                 }
-                self.row_sum[m][half] += block_sum;
+                self.row_sum[m][half] += reduce_lane_row(&scores[m], half, |a, b| a + b);
             }
         }
     }

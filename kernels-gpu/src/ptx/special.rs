@@ -39,6 +39,18 @@ pub unsafe fn shfl_sync_bfly_f32(value: f32, lane_mask: u32) -> f32 {
     result
 }
 
+/// `max.f32`. As inline assembly, LLVM cannot reassociate it: it re-linearises a tree of
+/// `maxnum` into one dependent chain.
+///
+/// # Safety
+/// No memory or convergence requirement; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn max_f32(a: f32, b: f32) -> f32 {
+    let max: f32;
+    asm!("max.f32 {0}, {1}, {2};", out(reg32) max, in(reg32) a, in(reg32) b, options(nostack, pure, nomem));
+    max
+}
+
 /// `vote.sync.any.pred` over the full warp: whether `predicate` holds on any lane.
 ///
 /// # Safety
