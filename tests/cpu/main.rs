@@ -5,6 +5,7 @@
 
 mod config;
 mod cubin;
+mod dispatch;
 mod problem;
 mod ptx;
 mod ptxas;
