@@ -7,7 +7,7 @@
 use flash_attn_params::{Dtype, ForwardKernel};
 
 use crate::dispatch_table::DISPATCH_TABLE;
-use crate::kernels::{default_kernel, kernel_by_name};
+use crate::kernels::default_kernel;
 use crate::Error;
 
 /// A range of key lengths (`seq_len_kv`) that shares one dispatch entry. The bounds follow the
@@ -87,8 +87,9 @@ pub struct DispatchEntry {
     pub dtype: Dtype,
     pub causal: bool,
     pub bucket: SeqBucket,
-    /// The PTX entry name of the kernel, one of `FORWARD_KERNELS`.
-    pub entry: &'static str,
+    /// The kernel, one of `FORWARD_KERNELS`: the generated table resolves it by name at compile
+    /// time ([`crate::kernel_named`]), so a launch never looks a name up.
+    pub kernel: &'static ForwardKernel,
     /// How much slower (in percent of the entry's median time) the runner-up was at the
     /// bucket's representative shape when the tuner confirmed the win; 0 when the two were tied
     /// within the noise or there was no runner-up.
@@ -109,8 +110,9 @@ pub fn dispatch_table() -> &'static [DispatchEntry] {
 /// The kernel the default API runs for a problem: the dispatch table's entry for
 /// `(head_dim, dtype, causal, SeqBucket::of(seq_len_kv))`. Where the table has no entry, the
 /// first compiled kernel of the element type and head dim ([`default_kernel`]), or its
-/// [`Error::UnsupportedHeadDim`]. An entry naming a kernel that is not compiled is
-/// [`Error::UnknownKernel`] (a CPU test keeps the table consistent with the compiled list).
+/// [`Error::UnsupportedHeadDim`].
+///
+/// Allocates nothing: a scan of the table, whose entries hold their kernels.
 pub fn dispatch_kernel(
     dtype: Dtype,
     head_dim: usize,
@@ -125,7 +127,7 @@ pub fn dispatch_kernel(
             && entry.causal == causal
             && entry.bucket == bucket
     }) {
-        Some(entry) => kernel_by_name(entry.entry),
+        Some(entry) => Ok(entry.kernel),
         None => default_kernel(dtype, head_dim),
     }
 }

@@ -179,8 +179,9 @@ unsafe impl Sync for LoadedEntry {}
 /// 2-core build machine), so loading them all up front would cost seconds per process where
 /// the PTX is JIT-compiled.
 pub(crate) struct LoadedKernels {
-    /// One slot per `FORWARD_KERNELS` entry, in order. Field order is drop order: the modules
-    /// must go before the context they live in.
+    /// One slot per `FORWARD_KERNELS` entry, in order: a kernel's slot is at its
+    /// [`ForwardKernel::index`]. Field order is drop order: the modules must go before the
+    /// context they live in.
     entries: Vec<OnceLock<LoadedEntry>>,
     /// Serialises the JIT of a missing entry, so that two threads never load the same one.
     loading: Mutex<()>,
@@ -240,12 +241,7 @@ impl LoadedKernels {
     }
 
     fn entry(&self, kernel: &ForwardKernel) -> Result<&LoadedEntry, Error> {
-        let index = FORWARD_KERNELS
-            .iter()
-            .position(|compiled| compiled.entry == kernel.entry)
-            .ok_or_else(|| Error::UnknownKernel {
-                name: kernel.entry.to_owned(),
-            })?;
+        let index = kernel.index();
         let slot = &self.entries[index];
         if let Some(entry) = slot.get() {
             return Ok(entry);
@@ -258,6 +254,7 @@ impl LoadedKernels {
         if let Some(entry) = slot.get() {
             return Ok(entry);
         }
+        // The compiled kernel itself, whatever a caller's copy of it says.
         let kernel = &FORWARD_KERNELS[index];
         let (module, source) = self.load_module(kernel)?;
         let function = module.get_function(kernel.entry)?;

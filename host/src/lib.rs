@@ -34,8 +34,8 @@ use cust::context::CurrentContext;
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    Dtype, ForwardKernel, ForwardParams, QSource, SmemLayout, TensorStrides, TileConfig,
-    FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    kernel_named, Dtype, ForwardKernel, ForwardParams, QSource, SmemLayout, TensorStrides,
+    TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{dispatch_kernel, dispatch_table, DispatchEntry, SeqBucket, NOT_TUNED};

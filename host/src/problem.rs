@@ -2,7 +2,9 @@
 //!
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
-use flash_attn_params::{Dtype, ForwardKernel, ForwardParams, TensorStrides, CHUNK_ELEMS};
+use flash_attn_params::{
+    Dtype, ForwardKernel, ForwardParams, TensorStrides, CHUNK_ELEMS, FORWARD_KERNELS,
+};
 
 use crate::dispatch::dispatch_kernel;
 use crate::Error;
@@ -196,6 +198,13 @@ pub(crate) fn plan(
         });
     }
     let kernel = match options.kernel {
+        // A copy of a compiled kernel with its fields changed would launch that kernel's code
+        // with another tile's threads and shared memory.
+        Some(kernel) if *kernel != FORWARD_KERNELS[kernel.index()] => {
+            return Err(Error::UnknownKernel {
+                name: kernel.entry.to_owned(),
+            })
+        }
         Some(kernel) => kernel,
         None => dispatch_kernel(dtype, shape.head_dim, options.causal, shape.seq_len_kv)?,
     };

@@ -195,14 +195,14 @@ pub fn ratio_to_best(measurements: &[Measurement], measurement: &Measurement) ->
 /// validation or was not measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConfigTimes {
-    pub config: &'static str,
+    pub kernel: &'static ForwardKernel,
     pub median_us: Vec<Option<f64>>,
 }
 
 /// A configuration's score in its group.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RankedConfig {
-    pub config: &'static str,
+    pub kernel: &'static ForwardKernel,
     /// The mean over the group's shapes of its time divided by the best time at that shape:
     /// 1 for a configuration that is fastest at every shape.
     pub mean_relative_time: f64,
@@ -238,7 +238,7 @@ pub fn rank_configs(candidates: &[ConfigTimes]) -> Vec<RankedConfig> {
                 .collect();
             let relative: f64 = times?.iter().zip(&best).map(|(t, b)| t / b).sum();
             Some(RankedConfig {
-                config: candidate.config,
+                kernel: candidate.kernel,
                 mean_relative_time: relative / shapes as f64,
             })
         })
@@ -274,7 +274,7 @@ impl Group {
     pub fn decide(
         &self,
         confirmation: Option<&Confirmation>,
-        current: Option<&str>,
+        current: Option<&ForwardKernel>,
     ) -> Option<Decision> {
         let winner = *self.ranking().first()?;
         Some(match confirmation {
@@ -282,7 +282,7 @@ impl Group {
                 let confirmed = confirmation.verdict == Verdict::WinnerConfirmed;
                 Decision {
                     key: self.key,
-                    entry: confirmation.choose(current),
+                    kernel: confirmation.choose(current),
                     margin_percent: if confirmed {
                         confirmation.margin_percent()
                     } else {
@@ -293,7 +293,7 @@ impl Group {
             }
             None => Decision {
                 key: self.key,
-                entry: winner.config,
+                kernel: winner.kernel,
                 margin_percent: 0.0,
                 confirmed: false,
             },
@@ -325,12 +325,12 @@ pub fn groups(measurements: &[Measurement]) -> Vec<Group> {
                 group.shapes.len() - 1
             }
         };
-        let config = measurement.kernel.entry;
-        let candidate = match group.candidates.iter().position(|c| c.config == config) {
+        let kernel = measurement.kernel;
+        let candidate = match group.candidates.iter().position(|c| c.kernel == kernel) {
             Some(index) => index,
             None => {
                 group.candidates.push(ConfigTimes {
-                    config,
+                    kernel,
                     median_us: Vec::new(),
                 });
                 group.candidates.len() - 1
@@ -379,8 +379,8 @@ impl Verdict {
 pub struct Confirmation {
     pub key: GroupKey,
     pub shape: AttentionShape,
-    pub winner: &'static str,
-    pub runner_up: &'static str,
+    pub winner: &'static ForwardKernel,
+    pub runner_up: &'static ForwardKernel,
     /// Microseconds per launch of each repeat, in the order timed.
     pub winner_us: Vec<f64>,
     pub runner_up_us: Vec<f64>,
@@ -400,8 +400,8 @@ impl Confirmation {
     pub fn new(
         key: GroupKey,
         shape: AttentionShape,
-        (winner, winner_us): (&'static str, Vec<f64>),
-        (runner_up, runner_up_us): (&'static str, Vec<f64>),
+        (winner, winner_us): (&'static ForwardKernel, Vec<f64>),
+        (runner_up, runner_up_us): (&'static ForwardKernel, Vec<f64>),
     ) -> Option<Self> {
         let test = mann_whitney_u(&runner_up_us, &winner_us)?;
         let cliffs_delta = cliffs_delta(&runner_up_us, &winner_us)?;
@@ -437,10 +437,10 @@ impl Confirmation {
     /// The kernel for the table: a confirmed winner; otherwise the kernel `current`ly in the
     /// table if it is one of the two (a win inside the noise is no reason to switch), else the
     /// sweep's winner.
-    pub fn choose(&self, current: Option<&str>) -> &'static str {
+    pub fn choose(&self, current: Option<&ForwardKernel>) -> &'static ForwardKernel {
         match current {
             Some(current) if self.verdict != Verdict::WinnerConfirmed => {
-                if current == self.runner_up {
+                if *current == *self.runner_up {
                     self.runner_up
                 } else {
                     self.winner
@@ -455,7 +455,7 @@ impl Confirmation {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Decision {
     pub key: GroupKey,
-    pub entry: &'static str,
+    pub kernel: &'static ForwardKernel,
     pub margin_percent: f64,
     pub confirmed: bool,
 }
@@ -478,7 +478,7 @@ pub fn updated_table(
                     dtype: key.dtype,
                     causal: key.causal,
                     bucket: key.bucket,
-                    entry: decision.entry,
+                    kernel: decision.kernel,
                     margin_percent: decision.margin_percent,
                     confirmed: decision.confirmed,
                     measured_on,
@@ -495,7 +495,7 @@ pub fn updated_table(
                 dtype: key.dtype,
                 causal: key.causal,
                 bucket: key.bucket,
-                entry: kernel.entry,
+                kernel,
                 margin_percent: 0.0,
                 confirmed: false,
                 measured_on: NOT_TUNED,
@@ -505,6 +505,8 @@ pub fn updated_table(
 }
 
 /// The source of `host/src/dispatch_table.rs` holding `entries`, formatted as rustfmt would.
+/// Each entry names its kernel through [`crate::kernel_named`], so a table naming a kernel that
+/// is not compiled does not build.
 pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
     let mut source = String::from(
         "//! The dispatch table: the kernel the default API runs for each head dim, element type,\n\
@@ -534,7 +536,8 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
         );
     }
     source.push_str(
-        "\nuse crate::dispatch::{DispatchEntry, SeqBucket};\nuse crate::Dtype;\n\n\
+        "\nuse crate::dispatch::{DispatchEntry, SeqBucket};\n\
+         use crate::{kernel_named, Dtype};\n\n\
          pub(crate) const DISPATCH_TABLE: &[DispatchEntry] = &[\n",
     );
     for entry in entries {
@@ -546,7 +549,7 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
              dtype: Dtype::{:?},\n        \
              causal: {},\n        \
              bucket: SeqBucket::{:?},\n        \
-             entry: {:?},\n        \
+             kernel: kernel_named({:?}),\n        \
              margin_percent: {:.1},\n        \
              confirmed: {},\n        \
              measured_on: {:?},\n    \
@@ -555,7 +558,7 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
             entry.dtype,
             entry.causal,
             entry.bucket,
-            entry.entry,
+            entry.kernel.entry,
             entry.margin_percent,
             entry.confirmed,
             entry.measured_on,

@@ -4,8 +4,9 @@
 
 use flash_attn::tuning::{render_dispatch_table, updated_table};
 use flash_attn::{
-    default_kernel, dispatch_kernel, dispatch_table, kernel_by_name, supports, AttentionShape,
-    Dtype, Error, ForwardOptions, SeqBucket, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+    default_kernel, dispatch_kernel, dispatch_table, kernel_named, supports, AttentionShape, Dtype,
+    Error, ForwardKernel, ForwardOptions, SeqBucket, FORWARD_KERNELS, NOT_TUNED,
+    SUPPORTED_HEAD_DIMS,
 };
 
 #[test]
@@ -51,8 +52,8 @@ fn the_dispatch_table_covers_every_supported_problem_with_a_matching_kernel() {
                         "{dtype:?} D={head_dim} causal={causal} {bucket:?}"
                     );
                     let entry = matching[0];
-                    // A kernel removed from the list: tune again, or `--reset-table`.
-                    let kernel = kernel_by_name(entry.entry).unwrap();
+                    let kernel = entry.kernel;
+                    assert_eq!(FORWARD_KERNELS[kernel.index()], *kernel);
                     assert_eq!((kernel.dtype, kernel.tile.head_dim), (dtype, head_dim));
                     assert!(entry.margin_percent >= 0.0, "{entry:?}");
                     assert!(!entry.measured_on.is_empty(), "{entry:?}");
@@ -76,7 +77,7 @@ fn untuned_entries_name_the_first_compiled_kernel() {
     {
         let first = default_kernel(entry.dtype, entry.head_dim).unwrap();
         assert_eq!(
-            entry.entry, first.entry,
+            entry.kernel.entry, first.entry,
             "the kernel list changed: tune again on a GPU, or reset the table with \
              `cargo run -p flash-attn --bin flash-attn-tune -- --reset-table \
              host/src/dispatch_table.rs`"
@@ -90,7 +91,7 @@ fn the_default_api_runs_the_dispatch_table_entry() {
     for entry in dispatch_table() {
         let seq_len = entry.bucket.upper_bound().unwrap_or(4096);
         let kernel = dispatch_kernel(entry.dtype, entry.head_dim, entry.causal, seq_len).unwrap();
-        assert_eq!(kernel.entry, entry.entry, "{entry:?}");
+        assert_eq!(kernel, entry.kernel, "{entry:?}");
         let shape = AttentionShape {
             seq_len_q: 3,
             seq_len_kv: seq_len,
@@ -106,6 +107,16 @@ fn the_default_api_runs_the_dispatch_table_entry() {
         dispatch_kernel(Dtype::F16, 96, false, 512),
         Err(Error::UnsupportedHeadDim { head_dim: 96, .. })
     ));
+}
+
+#[test]
+fn kernels_named_in_const_tables_are_the_compiled_ones() {
+    const NAMED: &ForwardKernel = kernel_named("flash_fwd_bf16_d128_m64_n32_w4_s3");
+    assert_eq!(NAMED.entry, "flash_fwd_bf16_d128_m64_n32_w4_s3");
+    for (index, kernel) in FORWARD_KERNELS.iter().enumerate() {
+        assert_eq!(kernel.index(), index);
+        assert_eq!(kernel_named(kernel.entry), kernel);
+    }
 }
 
 #[test]

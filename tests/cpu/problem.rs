@@ -2,7 +2,8 @@
 
 use flash_attn::{
     default_kernel, dispatch_kernel, kernel_by_name, supports, AttentionShape, Dtype, Error,
-    ForwardOptions, ForwardStrides, Layout, TensorStrides, SUPPORTED_HEAD_DIMS,
+    ForwardKernel, ForwardOptions, ForwardStrides, Layout, TensorStrides, FORWARD_KERNELS,
+    SUPPORTED_HEAD_DIMS,
 };
 
 const SHAPE: AttentionShape = AttentionShape {
@@ -291,6 +292,27 @@ fn flops_are_halved_for_causal() {
     let shape = AttentionShape::new(4, 8, 512, 64);
     assert_eq!(shape.flops(false), 4.0 * 32.0 * 512.0 * 512.0 * 64.0);
     assert_eq!(shape.flops(true), shape.flops(false) / 2.0);
+}
+
+#[test]
+fn a_changed_copy_of_a_compiled_kernel_is_rejected() {
+    // Launched, it would run the compiled kernel's code with the other tile's threads.
+    let compiled = default_kernel(Dtype::F16, 64).unwrap();
+    let mut copy = *compiled;
+    copy.tile = FORWARD_KERNELS[1].tile;
+    assert_ne!(copy.tile, compiled.tile);
+    let changed: &'static ForwardKernel = Box::leak(Box::new(copy));
+    let options = |kernel| ForwardOptions {
+        kernel: Some(kernel),
+        ..Default::default()
+    };
+    assert_eq!(check(SHAPE, options(compiled)), Ok(compiled.entry));
+    assert_eq!(
+        check(SHAPE, options(changed)),
+        Err(Error::UnknownKernel {
+            name: compiled.entry.into()
+        })
+    );
 }
 
 #[test]

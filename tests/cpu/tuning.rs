@@ -135,49 +135,52 @@ fn cliffs_delta_has_the_sign_and_extremes_of_dominance() {
     assert!((delta - (2.0 * u / (25.0 * 30.0) - 1.0)).abs() < 1e-12);
 }
 
-fn times(config: &'static str, median_us: &[Option<f64>]) -> ConfigTimes {
+fn kernels_of(dtype: Dtype, head_dim: usize) -> Vec<&'static ForwardKernel> {
+    FORWARD_KERNELS
+        .iter()
+        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+        .collect()
+}
+
+fn times(kernel: &'static ForwardKernel, median_us: &[Option<f64>]) -> ConfigTimes {
     ConfigTimes {
-        config,
+        kernel,
         median_us: median_us.to_vec(),
     }
 }
 
 #[test]
 fn the_winner_has_the_lowest_mean_time_relative_to_the_best() {
-    // Mean times favour "big" (510 vs 520 us); mean ratios favour "small": the large shape
+    // Mean times favour `big` (510 vs 520 us); mean ratios favour `small`: the large shape
     // must not outweigh the small one.
+    let [big, small] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
     let ranking = rank_configs(&[
-        times("big", &[Some(1000.0), Some(20.0)]),
-        times("small", &[Some(1030.0), Some(10.0)]),
+        times(big, &[Some(1000.0), Some(20.0)]),
+        times(small, &[Some(1030.0), Some(10.0)]),
     ]);
-    let order: Vec<_> = ranking.iter().map(|r| r.config).collect();
-    assert_eq!(order, ["small", "big"]);
+    let order: Vec<_> = ranking.iter().map(|r| r.kernel).collect();
+    assert_eq!(order, [small, big]);
     assert!((ranking[0].mean_relative_time - 1.015).abs() < 1e-12);
     assert!((ranking[1].mean_relative_time - 1.5).abs() < 1e-12);
 }
 
 #[test]
 fn a_configuration_missing_at_any_shape_cannot_win() {
-    // "broken" is fastest where it ran, but failed at the second shape; it still sets the best
+    // `broken` is fastest where it ran, but failed at the second shape; it still sets the best
     // time at the first.
+    let kernels = kernels_of(Dtype::F16, 64);
+    let [steady, broken, short, slower] = [kernels[0], kernels[1], kernels[2], kernels[3]];
     let ranking = rank_configs(&[
-        times("steady", &[Some(12.0), Some(20.0), Some(30.0)]),
-        times("broken", &[Some(10.0), None, Some(29.0)]),
-        times("short", &[Some(11.0), Some(19.0)]),
-        times("slower", &[Some(13.0), Some(21.0), Some(31.0)]),
+        times(steady, &[Some(12.0), Some(20.0), Some(30.0)]),
+        times(broken, &[Some(10.0), None, Some(29.0)]),
+        times(short, &[Some(11.0), Some(19.0)]),
+        times(slower, &[Some(13.0), Some(21.0), Some(31.0)]),
     ]);
-    let order: Vec<_> = ranking.iter().map(|r| r.config).collect();
-    assert_eq!(order, ["steady", "slower"]);
+    let order: Vec<_> = ranking.iter().map(|r| r.kernel).collect();
+    assert_eq!(order, [steady, slower]);
     let expected = (12.0 / 10.0 + 20.0 / 19.0 + 30.0 / 29.0) / 3.0;
     assert!((ranking[0].mean_relative_time - expected).abs() < 1e-12);
     assert!(rank_configs(&[]).is_empty());
-}
-
-fn kernels_of(dtype: Dtype, head_dim: usize) -> Vec<&'static ForwardKernel> {
-    FORWARD_KERNELS
-        .iter()
-        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
-        .collect()
 }
 
 fn timing(samples: &[f64]) -> Timing {
@@ -242,14 +245,14 @@ fn measurements_group_by_dispatch_key_with_the_first_shape_representative() {
     assert_eq!(s512.shapes, [seed, wide]);
     assert_eq!(s512.candidates[1].median_us, [Some(10.0), None]);
     // b failed at one S=512 shape: a wins that bucket, b the long one.
-    let winners: Vec<_> = groups.iter().map(|g| g.ranking()[0].config).collect();
-    assert_eq!(winners, [a.entry, b.entry]);
+    let winners: Vec<_> = groups.iter().map(|g| g.ranking()[0].kernel).collect();
+    assert_eq!(winners, [a, b]);
     assert_eq!(s512.ranking().len(), 1);
     // A single eligible configuration is taken, unconfirmed.
-    let decision = s512.decide(None, Some(b.entry)).unwrap();
+    let decision = s512.decide(None, Some(b)).unwrap();
     assert_eq!(
-        (decision.entry, decision.confirmed, decision.margin_percent),
-        (a.entry, false, 0.0)
+        (decision.kernel, decision.confirmed, decision.margin_percent),
+        (a, false, 0.0)
     );
 }
 
@@ -262,13 +265,21 @@ fn key() -> GroupKey {
     }
 }
 
+/// Winner, runner-up and a third kernel of the key's element type and head dim.
+fn contenders() -> [&'static ForwardKernel; 3] {
+    let kernels = kernels_of(Dtype::F16, 64);
+    [kernels[0], kernels[1], kernels[2]]
+}
+
 fn confirmation(winner_us: Vec<f64>, runner_up_us: Vec<f64>) -> Confirmation {
+    let [winner, runner_up, _] = contenders();
     let shape = AttentionShape::new(8, 16, 1024, 64);
-    Confirmation::new(key(), shape, ("win", winner_us), ("run", runner_up_us)).unwrap()
+    Confirmation::new(key(), shape, (winner, winner_us), (runner_up, runner_up_us)).unwrap()
 }
 
 #[test]
 fn a_win_beyond_the_noise_is_confirmed_and_taken() {
+    let [win, run, _] = contenders();
     let c = confirmation(noisy(100.0, 0.5, 40, 1), noisy(103.0, 0.5, 40, 2));
     assert_eq!(c.verdict, Verdict::WinnerConfirmed);
     assert!(c.test.p_value < 1e-6 && c.cliffs_delta > 0.9, "{c:?}");
@@ -278,26 +289,28 @@ fn a_win_beyond_the_noise_is_confirmed_and_taken() {
         c.margin_percent()
     );
     // A confirmed winner replaces the current entry, even the runner-up.
-    assert_eq!(c.choose(Some("run")), "win");
-    assert_eq!(c.choose(None), "win");
+    assert_eq!(c.choose(Some(run)), win);
+    assert_eq!(c.choose(None), win);
 }
 
 #[test]
 fn a_win_inside_the_noise_is_a_tie_that_keeps_the_current_entry() {
+    let [win, run, elsewhere] = contenders();
     let c = confirmation(noisy(100.0, 1.0, 40, 3), noisy(100.0, 1.0, 40, 4));
     assert_eq!(c.verdict, Verdict::TieWithinNoise, "{c:?}");
-    assert_eq!(c.choose(Some("run")), "run");
-    assert_eq!(c.choose(Some("win")), "win");
-    assert_eq!(c.choose(Some("elsewhere")), "win");
-    assert_eq!(c.choose(None), "win");
+    assert_eq!(c.choose(Some(run)), run);
+    assert_eq!(c.choose(Some(win)), win);
+    assert_eq!(c.choose(Some(elsewhere)), win);
+    assert_eq!(c.choose(None), win);
 }
 
 #[test]
 fn a_reversed_result_is_not_a_win() {
+    let [_, run, _] = contenders();
     let c = confirmation(noisy(103.0, 0.5, 40, 5), noisy(100.0, 0.5, 40, 6));
     assert_eq!(c.verdict, Verdict::Contradicted);
     assert!(c.margin_percent() < 0.0);
-    assert_eq!(c.choose(Some("run")), "run");
+    assert_eq!(c.choose(Some(run)), run);
 }
 
 #[test]
@@ -314,18 +327,18 @@ fn decisions_record_the_margin_only_for_a_confirmed_win() {
         .collect();
     let group = &groups(&measurements)[0];
     assert_eq!(group.key, key());
-    let (winner, runner_up) = (kernels[0].entry, kernels[1].entry);
+    let (winner, runner_up) = (kernels[0], kernels[1]);
     let confirm = |w: Vec<f64>, r: Vec<f64>| {
         Confirmation::new(key(), shape, (winner, w), (runner_up, r)).unwrap()
     };
     let win = confirm(noisy(100.0, 0.5, 40, 1), noisy(103.0, 0.5, 40, 2));
     let decision = group.decide(Some(&win), Some(runner_up)).unwrap();
-    assert_eq!((decision.entry, decision.confirmed), (winner, true));
+    assert_eq!((decision.kernel, decision.confirmed), (winner, true));
     assert_eq!(decision.margin_percent, win.margin_percent());
     let tie = confirm(noisy(100.0, 1.0, 40, 3), noisy(100.0, 1.0, 40, 4));
     let decision = group.decide(Some(&tie), Some(runner_up)).unwrap();
     assert_eq!(
-        (decision.entry, decision.confirmed, decision.margin_percent),
+        (decision.kernel, decision.confirmed, decision.margin_percent),
         (runner_up, false, 0.0)
     );
 }
@@ -340,14 +353,14 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
     let other = kernels_of(Dtype::F16, 64)[1];
     let decision = Decision {
         key: key(),
-        entry: other.entry,
+        kernel: other,
         margin_percent: 4.2,
         confirmed: true,
     };
     let tuned = updated_table(&untuned, &[decision], "2026-11-22, test GPU");
     for (before, after) in untuned.iter().zip(&tuned) {
         if key().matches(before) {
-            assert_eq!(after.entry, other.entry);
+            assert_eq!(after.kernel, other);
             assert_eq!(
                 (after.margin_percent, after.confirmed, after.measured_on),
                 (4.2, true, "2026-11-22, test GPU")

@@ -42,8 +42,8 @@ use flash_attn::tuning::{
     Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation, CONFIRMATION_ALPHA, DTYPES,
 };
 use flash_attn::{
-    dispatch_table, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
-    ForwardKernel, ForwardOptions, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 
@@ -510,8 +510,8 @@ fn confirm<T: Element>(
     Ok(Confirmation::new(
         key,
         shape,
-        (winner.entry, winner_us),
-        (runner_up.entry, runner_up_us),
+        (winner, winner_us),
+        (runner_up, runner_up_us),
     ))
 }
 
@@ -638,15 +638,13 @@ fn run(args: &Args) -> Result<usize, String> {
     let mut decisions = Vec::new();
     for group in &groups {
         let ranking = group.ranking();
-        let current_entry = current
+        let current_kernel = current
             .iter()
             .find(|entry| group.key.matches(entry))
-            .map(|entry| entry.entry);
+            .map(|entry| entry.kernel);
         let confirmation = match (ranking.first(), ranking.get(1), group.representative()) {
             (Some(winner), Some(runner_up), Some(shape)) => {
-                // The names come from FORWARD_KERNELS, so the lookups cannot fail.
-                let kernel = |name| kernel_by_name(name).map_err(|error| error.to_string());
-                let pair = (kernel(winner.config)?, kernel(runner_up.config)?);
+                let pair = (winner.kernel, runner_up.kernel);
                 problem_seed = problem_seed.wrapping_add(1);
                 let settings = (repeats.confirmation, problem_seed);
                 match group.key.dtype {
@@ -657,7 +655,7 @@ fn run(args: &Args) -> Result<usize, String> {
             }
             _ => None,
         };
-        match group.decide(confirmation.as_ref(), current_entry) {
+        match group.decide(confirmation.as_ref(), current_kernel) {
             Some(decision) => decisions.push(decision),
             None => report.add(&format!(
                 "\n!!! {}: no configuration passed validation at every shape; its table entry \

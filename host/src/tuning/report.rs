@@ -126,16 +126,16 @@ pub fn group_rankings(groups: &[Group]) -> String {
                 text,
                 "{:>6}  {:<36} {:>7.3} x the fastest on average",
                 rank + 1,
-                ranked.config,
+                ranked.kernel.entry,
                 ranked.mean_relative_time
             );
         }
         for candidate in &group.candidates {
-            if !ranking.iter().any(|r| r.config == candidate.config) {
+            if !ranking.iter().any(|r| r.kernel == candidate.kernel) {
                 let _ = writeln!(
                     text,
                     "{:>6}  {:<36} not eligible: FAILED or untimed at some shape",
-                    "-", candidate.config
+                    "-", candidate.kernel.entry
                 );
             }
         }
@@ -158,9 +158,9 @@ pub fn confirmation_report(confirmations: &[Confirmation]) -> String {
             shape_label(&c.shape),
             c.winner_us.len(),
             c.runner_up_us.len(),
-            c.winner,
+            c.winner.entry,
             c.winner_median_us,
-            c.runner_up,
+            c.runner_up.entry,
             c.runner_up_median_us,
             c.margin_percent(),
             c.test.u,
@@ -186,7 +186,7 @@ pub fn table_report(entries: &[DispatchEntry]) -> String {
             entry.head_dim,
             causal_label(entry.causal),
             entry.bucket.label(),
-            entry.entry,
+            entry.kernel.entry,
             entry.margin_percent,
             if entry.confirmed { "yes" } else { "no" },
             entry.measured_on
@@ -286,8 +286,8 @@ fn confirmation_json(c: &Confirmation) -> String {
         c.shape.batch,
         c.shape.heads_q,
         c.shape.seq_len_q,
-        c.winner,
-        c.runner_up,
+        c.winner.entry,
+        c.runner_up.entry,
         json_number(Some(c.winner_median_us)),
         json_number(Some(c.runner_up_median_us)),
         json_number(Some(c.margin_percent())),
@@ -311,7 +311,7 @@ fn entry_json(e: &DispatchEntry) -> String {
         e.head_dim,
         e.causal,
         e.bucket.label(),
-        e.entry,
+        e.kernel.entry,
         json_number(Some(e.margin_percent)),
         e.confirmed,
         json_string(e.measured_on)
