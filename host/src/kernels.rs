@@ -188,6 +188,9 @@ pub(crate) struct LoadedKernels {
     pub(crate) device_name: String,
     /// `(major, minor)`: picks the cubin, which must match it exactly.
     pub(crate) compute_capability: (i32, i32),
+    /// Streaming multiprocessors: the dispatch table's grid size is relative to them. Queried
+    /// once here, so that a launch makes no driver query for it.
+    pub(crate) sm_count: usize,
     /// The device and whether to force the PTX.
     options: LoadOptions,
     // Keeps the primary context retained while the modules live, and is made current on the
@@ -204,6 +207,7 @@ impl LoadedKernels {
             device.get_attribute(DeviceAttribute::ComputeCapabilityMajor)?,
             device.get_attribute(DeviceAttribute::ComputeCapabilityMinor)?,
         );
+        let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as usize;
         if compute_capability < MIN_COMPUTE_CAPABILITY {
             return Err(Error::UnsupportedDevice {
                 name,
@@ -223,6 +227,7 @@ impl LoadedKernels {
             loading: Mutex::new(()),
             device_name: name,
             compute_capability,
+            sm_count,
             options: *options,
             context,
         })

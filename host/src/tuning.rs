@@ -25,7 +25,7 @@ pub use stats::{
     BOOTSTRAP_RESAMPLES,
 };
 
-use crate::dispatch::{DispatchEntry, SeqBucket, NOT_TUNED};
+use crate::dispatch::{DispatchEntry, GridSize, SeqBucket, NOT_TUNED};
 use crate::kernels::{default_kernel, SUPPORTED_HEAD_DIMS};
 use crate::reference::{ErrorStats, QueryRow};
 use crate::rng::SplitMix64;
@@ -53,33 +53,38 @@ pub struct GroupKey {
     pub head_dim: usize,
     pub causal: bool,
     pub bucket: SeqBucket,
+    pub grid: GridSize,
 }
 
 impl GroupKey {
-    /// The group of a problem.
-    pub fn of(dtype: Dtype, shape: &AttentionShape, causal: bool) -> Self {
+    /// The group of a problem whose grid is `grid` on the measuring device.
+    pub fn of(dtype: Dtype, shape: &AttentionShape, causal: bool, grid: GridSize) -> Self {
         Self {
             dtype,
             head_dim: shape.head_dim,
             causal,
             bucket: SeqBucket::of(shape.seq_len_kv),
+            grid,
         }
     }
 
     /// Every group of the supported element types and head dims, in the dispatch table's
-    /// order: element type, head dim, masking (off first), bucket.
+    /// order: element type, head dim, masking (off first), bucket, grid size (small first).
     pub fn all() -> Vec<Self> {
         let mut keys = Vec::new();
         for dtype in DTYPES {
             for &head_dim in SUPPORTED_HEAD_DIMS {
                 for causal in [false, true] {
                     for bucket in SeqBucket::ALL {
-                        keys.push(Self {
-                            dtype,
-                            head_dim,
-                            causal,
-                            bucket,
-                        });
+                        for grid in GridSize::ALL {
+                            keys.push(Self {
+                                dtype,
+                                head_dim,
+                                causal,
+                                bucket,
+                                grid,
+                            });
+                        }
                     }
                 }
             }
@@ -89,18 +94,42 @@ impl GroupKey {
 
     /// Whether `entry` is this group's dispatch entry.
     pub fn matches(&self, entry: &DispatchEntry) -> bool {
-        (entry.dtype, entry.head_dim, entry.causal, entry.bucket)
-            == (self.dtype, self.head_dim, self.causal, self.bucket)
+        let key = (entry.dtype, entry.head_dim, entry.causal, entry.bucket);
+        key == (self.dtype, self.head_dim, self.causal, self.bucket) && entry.grid == self.grid
     }
 
-    /// `f16 D=64 causal keys<=512`, for reports.
+    /// This group's dispatch entry holding `kernel`, marked [`NOT_TUNED`].
+    fn untuned_entry(self, kernel: &'static ForwardKernel) -> DispatchEntry {
+        DispatchEntry {
+            head_dim: self.head_dim,
+            dtype: self.dtype,
+            causal: self.causal,
+            bucket: self.bucket,
+            grid: self.grid,
+            kernel,
+            margin_percent: 0.0,
+            confirmed: false,
+            measured_on: NOT_TUNED,
+        }
+    }
+
+    /// The same key with the other grid size.
+    fn other_grid(self) -> Self {
+        Self {
+            grid: self.grid.other(),
+            ..self
+        }
+    }
+
+    /// `f16 D=64 causal keys<=512 small-grid`, for reports.
     pub fn label(&self) -> String {
         format!(
-            "{} D={} {} keys{}",
+            "{} D={} {} keys{} {}",
             dtype_name(self.dtype),
             self.head_dim,
             if self.causal { "causal" } else { "non-causal" },
-            self.bucket.label()
+            self.bucket.label(),
+            self.grid.label()
         )
     }
 }
@@ -147,6 +176,9 @@ pub struct Measurement {
     pub kernel: &'static ForwardKernel,
     pub shape: AttentionShape,
     pub causal: bool,
+    /// The shape's grid size on the measuring device (`GridSize::of(&shape, sm_count)`):
+    /// recorded, because the shape alone does not give it.
+    pub grid: GridSize,
     pub validation: Validation,
     /// `None` when the validation failed: a wrong kernel is not timed.
     pub timing: Option<Timing>,
@@ -155,7 +187,7 @@ pub struct Measurement {
 impl Measurement {
     /// The dispatch-table group this measurement counts for.
     pub fn group(&self) -> GroupKey {
-        GroupKey::of(self.kernel.dtype, &self.shape, self.causal)
+        GroupKey::of(self.kernel.dtype, &self.shape, self.causal, self.grid)
     }
 
     /// The median time per launch of a configuration that passed validation and was timed.
@@ -462,44 +494,40 @@ pub struct Decision {
 
 /// The dispatch table after a tuner run, one entry per group of [`GroupKey::all`] in that
 /// order: the run's decision (dated `measured_on`) where it made one, else the `current`
-/// table's entry, else the first compiled kernel of the element type and head dim, marked
-/// [`NOT_TUNED`]. With no decisions and an empty table this is the untuned table.
+/// table's tuned entry. Every other entry is marked [`NOT_TUNED`] and holds what
+/// [`crate::dispatch_kernel`] would fall back to without it: the kernel of the same key with
+/// the other grid size where that one is tuned, else the first compiled kernel of the element
+/// type and head dim. With no decisions and an empty table this is the untuned table.
 pub fn updated_table(
     current: &[DispatchEntry],
     decisions: &[Decision],
     measured_on: &'static str,
 ) -> Vec<DispatchEntry> {
+    let tuned = |key: GroupKey| match decisions.iter().find(|d| d.key == key) {
+        Some(decision) => Some(DispatchEntry {
+            margin_percent: decision.margin_percent,
+            confirmed: decision.confirmed,
+            measured_on,
+            ..key.untuned_entry(decision.kernel)
+        }),
+        None => current
+            .iter()
+            .find(|e| key.matches(e) && e.measured_on != NOT_TUNED)
+            .copied(),
+    };
     GroupKey::all()
         .into_iter()
         .filter_map(|key| {
-            if let Some(decision) = decisions.iter().find(|d| d.key == key) {
-                return Some(DispatchEntry {
-                    head_dim: key.head_dim,
-                    dtype: key.dtype,
-                    causal: key.causal,
-                    bucket: key.bucket,
-                    kernel: decision.kernel,
-                    margin_percent: decision.margin_percent,
-                    confirmed: decision.confirmed,
-                    measured_on,
-                });
+            if let Some(tuned) = tuned(key) {
+                return Some(tuned);
             }
-            if let Some(entry) = current.iter().find(|entry| key.matches(entry)) {
-                return Some(*entry);
-            }
-            // Every supported head dim has a kernel (a CPU test checks it), so this skips
-            // nothing in practice.
-            let kernel = default_kernel(key.dtype, key.head_dim).ok()?;
-            Some(DispatchEntry {
-                head_dim: key.head_dim,
-                dtype: key.dtype,
-                causal: key.causal,
-                bucket: key.bucket,
-                kernel,
-                margin_percent: 0.0,
-                confirmed: false,
-                measured_on: NOT_TUNED,
-            })
+            let kernel = match tuned(key.other_grid()) {
+                Some(other) => other.kernel,
+                // Every supported head dim has a kernel (a CPU test checks it), so this skips
+                // nothing in practice.
+                None => default_kernel(key.dtype, key.head_dim).ok()?,
+            };
+            Some(key.untuned_entry(kernel))
         })
         .collect()
 }
@@ -510,7 +538,7 @@ pub fn updated_table(
 pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
     let mut source = String::from(
         "//! The dispatch table: the kernel the default API runs for each head dim, element type,\n\
-         //! causal masking and key-length bucket (see `dispatch.rs`).\n\
+         //! causal masking, key-length bucket and grid size (see `dispatch.rs`).\n\
          //!\n\
          //! GENERATED by `flash-attn-tune`: do not edit by hand. Regenerate it on a GPU with\n\
          //! `flash-attn-tune --write-table host/src/dispatch_table.rs` run from a checkout\n\
@@ -525,18 +553,19 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
         source.push_str(
             "//!\n\
              //! NOT TUNED YET: no entry has been measured. Each is the first compiled kernel of its\n\
-             //! element type and head dim (what `default_kernel` returns), whatever the masking and\n\
-             //! the key length.\n",
+             //! element type and head dim (what `default_kernel` returns), whatever the masking,\n\
+             //! the key length and the grid size.\n",
         );
     } else if untuned > 0 {
         let _ = writeln!(
             source,
-            "//!\n//! {untuned} entries are not tuned yet (`measured_on: \"{NOT_TUNED}\"`): the \
-             first compiled\n//! kernel of their element type and head dim."
+            "//!\n//! {untuned} entries are not tuned yet (`measured_on: \"{NOT_TUNED}\"`): \
+             each holds the kernel\n//! of its key with the other grid size where that one is \
+             tuned, else the first compiled kernel\n//! of its element type and head dim."
         );
     }
     source.push_str(
-        "\nuse crate::dispatch::{DispatchEntry, SeqBucket};\n\
+        "\nuse crate::dispatch::{DispatchEntry, GridSize, SeqBucket};\n\
          use crate::{kernel_named, Dtype};\n\n\
          pub(crate) const DISPATCH_TABLE: &[DispatchEntry] = &[\n",
     );
@@ -549,6 +578,7 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
              dtype: Dtype::{:?},\n        \
              causal: {},\n        \
              bucket: SeqBucket::{:?},\n        \
+             grid: GridSize::{:?},\n        \
              kernel: kernel_named({:?}),\n        \
              margin_percent: {:.1},\n        \
              confirmed: {},\n        \
@@ -558,6 +588,7 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
             entry.dtype,
             entry.causal,
             entry.bucket,
+            entry.grid,
             entry.kernel.entry,
             entry.margin_percent,
             entry.confirmed,

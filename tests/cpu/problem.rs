@@ -6,6 +6,8 @@ use flash_attn::{
     SUPPORTED_HEAD_DIMS,
 };
 
+use crate::H100_SM_COUNT;
+
 const SHAPE: AttentionShape = AttentionShape {
     batch: 2,
     heads_q: 8,
@@ -16,7 +18,7 @@ const SHAPE: AttentionShape = AttentionShape {
 };
 
 fn check(shape: AttentionShape, options: ForwardOptions) -> Result<&'static str, Error> {
-    supports(Dtype::F16, &shape, &options).map(|kernel| kernel.entry)
+    supports(Dtype::F16, &shape, &options, H100_SM_COUNT).map(|kernel| kernel.entry)
 }
 
 #[test]
@@ -37,9 +39,9 @@ fn general_problems_are_supported() {
                         ..Default::default()
                     };
                     for dtype in [Dtype::F16, Dtype::Bf16] {
-                        let kernel = supports(dtype, &shape, &options).unwrap();
+                        let kernel = supports(dtype, &shape, &options, H100_SM_COUNT).unwrap();
                         let dispatched =
-                            dispatch_kernel(dtype, head_dim, causal, seq_len_kv).unwrap();
+                            dispatch_kernel(dtype, &shape, causal, H100_SM_COUNT).unwrap();
                         assert_eq!(kernel, dispatched);
                     }
                 }

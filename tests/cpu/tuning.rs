@@ -1,6 +1,6 @@
-//! The autotuner's GPU-free logic: its statistics, winner selection and the confirmation
-//! verdict, the updated dispatch table, the sampled-row reference, the reports and the reading
-//! back of their JSON.
+//! The autotuner's GPU-free logic: its statistics, the sweep, winner selection and the
+//! confirmation verdict, the updated dispatch table, the sampled-row reference, the reports and
+//! the reading back of their JSON.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -15,9 +15,12 @@ use flash_attn::tuning::{
     GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES,
 };
 use flash_attn::{
-    dispatch_table, AttentionShape, Dtype, ForwardKernel, SeqBucket, FORWARD_KERNELS, NOT_TUNED,
+    dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
+    NOT_TUNED,
 };
 use half::f16;
+
+use crate::H100_SM_COUNT;
 
 /// `count` samples `centre + spread * N(0, 1)`, deterministic for `seed` (the normal values
 /// pass through f16, which only coarsens them).
@@ -206,6 +209,7 @@ fn passed() -> Validation {
     }
 }
 
+/// A non-causal measurement on an H100.
 fn measured(
     kernel: &'static ForwardKernel,
     shape: AttentionShape,
@@ -215,6 +219,7 @@ fn measured(
         kernel,
         shape,
         causal: false,
+        grid: GridSize::of(&shape, H100_SM_COUNT),
         validation: match median_us {
             Some(_) => passed(),
             None => Validation::Failed("error beyond tolerance".to_owned()),
@@ -228,28 +233,41 @@ fn measurements_group_by_dispatch_key_with_the_first_shape_representative() {
     let [a, b] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
     let seed = AttentionShape::new(4, 8, 512, 64);
     let wide = AttentionShape::new(16, 16, 512, 64);
+    let wider = AttentionShape::new(32, 16, 512, 64);
     let long = AttentionShape::new(2, 16, 4096, 64);
     let measurements = [
         measured(a, seed, Some(11.0)),
         measured(b, seed, Some(10.0)),
         measured(a, wide, Some(80.0)),
         measured(b, wide, None),
+        measured(a, wider, Some(150.0)),
+        measured(b, wider, Some(140.0)),
         measured(a, long, Some(500.0)),
         measured(b, long, Some(450.0)),
     ];
     let groups = groups(&measurements);
-    assert_eq!(groups.len(), 2);
-    let s512 = &groups[0];
-    assert_eq!(s512.key.bucket, SeqBucket::UpTo512);
-    assert_eq!(s512.representative(), Some(seed));
-    assert_eq!(s512.shapes, [seed, wide]);
-    assert_eq!(s512.candidates[1].median_us, [Some(10.0), None]);
-    // b failed at one S=512 shape: a wins that bucket, b the long one.
+    let keys: Vec<_> = groups.iter().map(|g| (g.key.bucket, g.key.grid)).collect();
+    assert_eq!(
+        keys,
+        [
+            (SeqBucket::UpTo512, GridSize::Small),
+            (SeqBucket::UpTo512, GridSize::Large),
+            (SeqBucket::Above2048, GridSize::Large),
+        ]
+    );
+    // The seed shape has the small-grid group to itself; 16,16,512 represents the large one.
+    let (small, large) = (&groups[0], &groups[1]);
+    assert_eq!(small.shapes, [seed]);
+    assert_eq!(small.representative(), Some(seed));
+    assert_eq!(large.shapes, [wide, wider]);
+    assert_eq!(large.representative(), Some(wide));
+    assert_eq!(large.candidates[1].median_us, [None, Some(140.0)]);
+    // b wins the seed shape, but failed at a large S=512 shape: a wins that group.
     let winners: Vec<_> = groups.iter().map(|g| g.ranking()[0].kernel).collect();
-    assert_eq!(winners, [a, b]);
-    assert_eq!(s512.ranking().len(), 1);
+    assert_eq!(winners, [b, a, b]);
+    assert_eq!(large.ranking().len(), 1);
     // A single eligible configuration is taken, unconfirmed.
-    let decision = s512.decide(None, Some(b)).unwrap();
+    let decision = large.decide(None, Some(b)).unwrap();
     assert_eq!(
         (decision.kernel, decision.confirmed, decision.margin_percent),
         (a, false, 0.0)
@@ -262,6 +280,7 @@ fn key() -> GroupKey {
         head_dim: 64,
         causal: true,
         bucket: SeqBucket::UpTo1024,
+        grid: GridSize::Large,
     }
 }
 
@@ -358,12 +377,23 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
         confirmed: true,
     };
     let tuned = updated_table(&untuned, &[decision], "2026-11-22, test GPU");
+    let small_grid_sibling = GroupKey {
+        grid: GridSize::Small,
+        ..key()
+    };
     for (before, after) in untuned.iter().zip(&tuned) {
         if key().matches(before) {
             assert_eq!(after.kernel, other);
             assert_eq!(
                 (after.margin_percent, after.confirmed, after.measured_on),
                 (4.2, true, "2026-11-22, test GPU")
+            );
+        } else if small_grid_sibling.matches(before) {
+            // Still untuned, it follows the kernel its key has for the other grid size.
+            assert_eq!(after.kernel, other);
+            assert_eq!(
+                (after.margin_percent, after.confirmed, after.measured_on),
+                (0.0, false, NOT_TUNED)
             );
         } else {
             assert_eq!(before, after);
@@ -372,6 +402,7 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
     let source = render_dispatch_table(&tuned);
     assert!(source.contains("margin_percent: 4.2,\n        confirmed: true,"));
     assert!(!source.contains("NOT TUNED YET"));
+    assert!(source.contains("95 entries are not tuned yet"));
     assert!(render_dispatch_table(&untuned).contains("NOT TUNED YET"));
 }
 
@@ -496,6 +527,7 @@ fn reports_show_failures_and_every_timed_configuration() {
     let table = updated_table(dispatch_table(), &[], "unused");
     let json = to_json(&TuningRun {
         device: "test \"GPU\"",
+        sm_count: H100_SM_COUNT,
         date: "2026-11-22",
         seed: 5,
         quick: true,
@@ -503,7 +535,12 @@ fn reports_show_failures_and_every_timed_configuration() {
         confirmations: &[],
         table: &table,
     });
-    assert!(json.contains("\"device\":\"test \\\"GPU\\\"\""), "{json}");
+    assert!(
+        json.contains("\"device\":\"test \\\"GPU\\\"\",\"sm_count\":132,"),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"grid\":\"small-grid\"").count(), 2 + 48);
+    assert!(tables.contains("(keys<=512, small-grid)"), "{tables}");
     assert_eq!(json.matches("\"valid\":false").count(), 1);
     assert_eq!(json.matches("\"valid\":true").count(), 3);
     assert_eq!(json.matches('{').count(), json.matches('}').count());
@@ -511,7 +548,8 @@ fn reports_show_failures_and_every_timed_configuration() {
 }
 
 /// Measurements that `to_json` writes exactly (times and errors on 4 decimals, no host time):
-/// two element types and head dims, both maskings, and a failure whose reason needs escapes.
+/// two element types and head dims, both maskings, both grid sizes, and a failure whose reason
+/// needs escapes.
 fn replottable() -> Vec<Measurement> {
     let mut measurements = Vec::new();
     for (k, kernel) in [kernels_of(Dtype::F16, 64), kernels_of(Dtype::Bf16, 128)]
@@ -521,10 +559,13 @@ fn replottable() -> Vec<Measurement> {
     {
         for causal in [false, true] {
             let us = 10.0 + k as f64 + if causal { 0.5 } else { 0.0 };
+            // 256 to 1024 query tiles: small grids, then large ones.
+            let shape = AttentionShape::new(4, 8, 512 * (k + 1), kernel.tile.head_dim);
             measurements.push(Measurement {
                 kernel,
-                shape: AttentionShape::new(4, 8, 512 * (k + 1), kernel.tile.head_dim),
+                shape,
                 causal,
+                grid: GridSize::of(&shape, H100_SM_COUNT),
                 validation: passed(),
                 timing: Some(Timing {
                     times: LaunchTimes {
@@ -549,6 +590,7 @@ fn json_of(measurements: &[Measurement]) -> String {
     let confirmations = [confirmation(vec![1.0, 2.0], vec![3.0, 4.0])];
     to_json(&TuningRun {
         device: "test GPU",
+        sm_count: H100_SM_COUNT,
         date: "2026-11-22",
         seed: 5,
         quick: false,
@@ -561,6 +603,8 @@ fn json_of(measurements: &[Measurement]) -> String {
 #[test]
 fn measurements_read_back_from_the_json_redraw_the_same_svg() {
     let measurements = replottable();
+    let grids: Vec<_> = measurements.iter().map(|m| m.grid).collect();
+    assert!(grids.contains(&GridSize::Small) && grids.contains(&GridSize::Large));
     let back = measurements_from_json(&json_of(&measurements)).unwrap();
     assert_eq!(back, measurements);
     assert_eq!(to_svg(&back), to_svg(&measurements));
@@ -585,7 +629,36 @@ fn malformed_measurement_json_is_an_error_naming_the_line() {
         "{}",
         error(&unknown)
     );
+    let bad_grid = json.replacen("small-grid", "tiny-grid", 1);
+    assert!(
+        error(&bad_grid).starts_with("line 3: grid"),
+        "{}",
+        error(&bad_grid)
+    );
     let cut = json.lines().take(4).collect::<Vec<_>>().join("\n");
     assert!(error(&cut).contains("not closed"), "{}", error(&cut));
     assert!(error("{}").contains("not a tuning.json"));
+}
+
+#[test]
+fn measurements_of_a_run_before_the_grid_size_read_back_as_large_grids() {
+    // Such a run grouped every shape of a bucket together; its entries became the table's
+    // large-grid entries.
+    let measurements = replottable();
+    let json = json_of(&measurements)
+        .replace(",\"grid\":\"small-grid\"", "")
+        .replace(",\"grid\":\"large-grid\"", "");
+    assert!(!json.contains("grid\":"));
+    let back = measurements_from_json(&json).unwrap();
+    assert_eq!(back.len(), measurements.len());
+    for (back, measurement) in back.iter().zip(&measurements) {
+        assert_eq!(back.grid, GridSize::Large);
+        assert_eq!(
+            *back,
+            Measurement {
+                grid: GridSize::Large,
+                ..measurement.clone()
+            }
+        );
+    }
 }

@@ -10,9 +10,10 @@
 //! inputs, output poisoned with NaN, every output element finite, sampled rows against the f64
 //! reference within the GPU tests' tolerance) and, if correct, timed with CUDA events (warm-up,
 //! then repeats of back-to-back launches; median and 95% bootstrap interval). Per dispatch group
-//! (head dim, element type, masking, key-length bucket) the configuration with the lowest mean
-//! time relative to the fastest wins; winner and runner-up are re-timed interleaved on the
-//! group's first shape, and the win counts only if a Mann-Whitney test rejects at 5%.
+//! (head dim, element type, masking, key-length bucket, grid size on this device) the
+//! configuration with the lowest mean time relative to the fastest wins; winner and runner-up
+//! are re-timed interleaved on the group's first shape, and the win counts only if a
+//! Mann-Whitney test rejects at 5%.
 //!
 //! Writes `tuning.json`, `tuning.svg`, `table.txt` and `dispatch_table.rs` to DIR (default
 //! `target/tuning`); with `--write-table`, also the table's source file there (normally
@@ -43,7 +44,7 @@ use flash_attn::tuning::{
 };
 use flash_attn::{
     dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 
@@ -475,6 +476,7 @@ fn sweep_shape<T: Element>(
                 kernel,
                 shape,
                 causal,
+                grid: GridSize::of(&shape, gpu.sm_count()),
                 validation,
                 timing,
             });
@@ -551,8 +553,10 @@ fn run(args: &Args) -> Result<usize, String> {
         .map_err(|error| format!("creating {}: {error}", args.out.display()))?;
     let mut report = Report::default();
     report.add(&format!(
-        "flash-attn-tune on {}, {date}, inputs seed {seed} (replay with --seed {seed}){}\n",
+        "flash-attn-tune on {} ({} SMs), {date}, inputs seed {seed} (replay with --seed \
+         {seed}){}\n",
         gpu.device_name(),
+        gpu.sm_count(),
         if args.quick { ", QUICK run" } else { "" }
     ));
 
@@ -687,6 +691,7 @@ fn run(args: &Args) -> Result<usize, String> {
     let source = render_dispatch_table(&table);
     let run = TuningRun {
         device: gpu.device_name(),
+        sm_count: gpu.sm_count(),
         date: &date,
         seed,
         quick: args.quick,
