@@ -25,7 +25,7 @@ pub use stats::{
     BOOTSTRAP_RESAMPLES,
 };
 
-use crate::dispatch::{DispatchEntry, GridSize, SeqBucket, NOT_TUNED};
+use crate::dispatch::{DispatchEntry, GridSize, SeqBucket, GRID_TILE_ROWS, NOT_TUNED};
 use crate::kernels::{default_kernel, SUPPORTED_HEAD_DIMS};
 use crate::reference::{ErrorStats, QueryRow};
 use crate::rng::SplitMix64;
@@ -44,6 +44,55 @@ pub fn dtype_name(dtype: Dtype) -> &'static str {
         Dtype::F16 => "f16",
         Dtype::Bf16 => "bf16",
     }
+}
+
+/// Sequence lengths of the sweep besides the S = 512 shapes: one per key-length bucket.
+pub const SWEEP_SEQ_LENS: [usize; 5] = [128, 256, 1024, 2048, 4096];
+
+/// Away from S = 512 the sweep's large-grid shapes keep 16 heads and about the query rows of
+/// the 16,16,512 shape, so that every such problem fills the GPU many times over.
+const SWEEP_HEADS: usize = 16;
+const SWEEP_QUERY_ROWS: usize = 16 * 16 * 512;
+
+/// Query tiles per multiprocessor of the sweep's small-grid shapes away from S = 512: about
+/// those of the seed shape on the H100 (1.9), well inside [`GridSize::Small`].
+const SMALL_SWEEP_TILES_PER_SM: usize = 2;
+
+/// The tuner's sweep for one head dim on a device of `sm_count` multiprocessors: a
+/// small-grid and a large-grid shape for every key-length bucket (see [`GridSize`]), each
+/// group's representative shape first.
+///
+/// At S = 512: the seed shape 4,8,512 first (it represents the small-grid group, 1.9 tiles
+/// per SM on an H100), then 16,16,512 (representing the large-grid group) and 32,16,512. Then,
+/// for each S of [`SWEEP_SEQ_LENS`], the large-grid shape of 16 heads and 16·16·512 query rows
+/// in all, and a small-grid shape of at most 2 query tiles per SM (up to 16 heads, the rest as
+/// batch; at least one head, which is small-grid on any device of 16 or more SMs). The seed shape is small-grid on devices of 64 SMs or more; on fewer, the
+/// small-grid groups at S = 512 go unmeasured and keep their entries.
+pub fn sweep_shapes(head_dim: usize, sm_count: usize) -> Vec<AttentionShape> {
+    let mut shapes: Vec<AttentionShape> = [(4, 8), (16, 16), (32, 16)]
+        .into_iter()
+        .map(|(batch, heads)| AttentionShape::new(batch, heads, 512, head_dim))
+        .collect();
+    for seq_len in SWEEP_SEQ_LENS {
+        let heads_total = (SWEEP_QUERY_ROWS / seq_len).max(SWEEP_HEADS);
+        shapes.push(AttentionShape::new(
+            heads_total / SWEEP_HEADS,
+            SWEEP_HEADS,
+            seq_len,
+            head_dim,
+        ));
+        // Rounded down at each step, so the tiles stay at or under the target.
+        let small_heads_total =
+            (SMALL_SWEEP_TILES_PER_SM * sm_count * GRID_TILE_ROWS / seq_len).max(1);
+        let heads = small_heads_total.min(SWEEP_HEADS);
+        shapes.push(AttentionShape::new(
+            small_heads_total / heads,
+            heads,
+            seq_len,
+            head_dim,
+        ));
+    }
+    shapes
 }
 
 /// What the tuner groups measurements by: one dispatch-table entry per group.

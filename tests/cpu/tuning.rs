@@ -11,12 +11,13 @@ use flash_attn::timing::LaunchTimes;
 use flash_attn::tuning::{
     bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u,
     measurements_from_json, median, rank_configs, ranked_tables, render_dispatch_table,
-    sample_rows, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation, Decision,
-    GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES,
+    sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
+    Decision, GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict,
+    BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
 };
 use flash_attn::{
     dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
-    NOT_TUNED,
+    NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::f16;
 
@@ -272,6 +273,66 @@ fn measurements_group_by_dispatch_key_with_the_first_shape_representative() {
         (decision.kernel, decision.confirmed, decision.margin_percent),
         (a, false, 0.0)
     );
+}
+
+#[test]
+fn the_sweep_measures_a_small_and_a_large_grid_in_every_key_length_bucket() {
+    for &head_dim in SUPPORTED_HEAD_DIMS {
+        let shapes = sweep_shapes(head_dim, H100_SM_COUNT);
+        let key = |s: &AttentionShape| (s.batch, s.heads_q, s.seq_len_q);
+        let listed: Vec<_> = shapes.iter().map(key).collect();
+        // Each group's representative first: the seed shape, then 16,16,512.
+        assert_eq!(
+            listed,
+            [
+                (4, 8, 512),
+                (16, 16, 512),
+                (32, 16, 512),
+                (64, 16, 128),
+                (8, 16, 128),
+                (32, 16, 256),
+                (4, 16, 256),
+                (8, 16, 1024),
+                (1, 16, 1024),
+                (4, 16, 2048),
+                (1, 8, 2048),
+                (2, 16, 4096),
+                (1, 4, 4096),
+            ]
+        );
+        for shape in &shapes {
+            assert_eq!(
+                *shape,
+                AttentionShape::new(shape.batch, shape.heads_q, shape.seq_len_q, head_dim)
+            );
+        }
+        for bucket in SeqBucket::ALL {
+            for grid in GridSize::ALL {
+                assert!(
+                    shapes.iter().any(|s| SeqBucket::of(s.seq_len_kv) == bucket
+                        && GridSize::of(s, H100_SM_COUNT) == grid),
+                    "D={head_dim}: no {grid:?} shape with keys {}",
+                    bucket.label()
+                );
+            }
+        }
+    }
+    // The small-grid shapes follow the device: at most 2 tiles per SM, down to one head.
+    for seq_len in SWEEP_SEQ_LENS {
+        for sm_count in [16, 58, 132, 170] {
+            let small: Vec<_> = sweep_shapes(64, sm_count)
+                .into_iter()
+                .filter(|s| s.seq_len_q == seq_len && GridSize::of(s, sm_count) == GridSize::Small)
+                .collect();
+            assert_eq!(small.len(), 1, "S={seq_len} on {sm_count} SMs: {small:?}");
+            let shape = small[0];
+            assert!(
+                GridSize::query_tiles(&shape) <= 2 * sm_count
+                    || (shape.batch, shape.heads_q) == (1, 1),
+                "{shape:?} on {sm_count} SMs"
+            );
+        }
+    }
 }
 
 fn key() -> GroupKey {
