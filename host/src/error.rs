@@ -56,7 +56,8 @@ pub enum Error {
     OverlappingOutput { strides: TensorStrides },
     /// The softmax scale is not a finite positive number.
     InvalidSoftmaxScale { scale: f32 },
-    /// No compiled kernel has this name.
+    /// Not one of the compiled kernels (`FORWARD_KERNELS`): no kernel has this name, or the
+    /// kernel given is a copy of a compiled one with its fields changed.
     UnknownKernel { name: String },
     /// A CUDA call failed.
     Cuda(CudaError),
@@ -116,7 +117,9 @@ impl fmt::Display for Error {
             Error::InvalidSoftmaxScale { scale } => {
                 write!(f, "softmax scale {scale} is not a finite positive number")
             }
-            Error::UnknownKernel { name } => write!(f, "no compiled kernel is named {name:?}"),
+            Error::UnknownKernel { name } => {
+                write!(f, "{name:?} is not one of the compiled kernels (FORWARD_KERNELS)")
+            }
             Error::Cuda(error) => write!(f, "CUDA error: {error}"),
             Error::DriverCall { call, code } => write!(f, "{call} failed with CUresult {code}"),
         }

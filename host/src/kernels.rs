@@ -179,14 +179,18 @@ unsafe impl Sync for LoadedEntry {}
 /// 2-core build machine), so loading them all up front would cost seconds per process where
 /// the PTX is JIT-compiled.
 pub(crate) struct LoadedKernels {
-    /// One slot per `FORWARD_KERNELS` entry, in order. Field order is drop order: the modules
-    /// must go before the context they live in.
+    /// One slot per `FORWARD_KERNELS` entry, in order: a kernel's slot is at its
+    /// [`ForwardKernel::index`]. Field order is drop order: the modules must go before the
+    /// context they live in.
     entries: Vec<OnceLock<LoadedEntry>>,
     /// Serialises the JIT of a missing entry, so that two threads never load the same one.
     loading: Mutex<()>,
     pub(crate) device_name: String,
     /// `(major, minor)`: picks the cubin, which must match it exactly.
     pub(crate) compute_capability: (i32, i32),
+    /// Streaming multiprocessors: the dispatch table's grid size is relative to them. Queried
+    /// once here, so that a launch makes no driver query for it.
+    pub(crate) sm_count: usize,
     /// The device and whether to force the PTX.
     options: LoadOptions,
     // Keeps the primary context retained while the modules live, and is made current on the
@@ -203,6 +207,7 @@ impl LoadedKernels {
             device.get_attribute(DeviceAttribute::ComputeCapabilityMajor)?,
             device.get_attribute(DeviceAttribute::ComputeCapabilityMinor)?,
         );
+        let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as usize;
         if compute_capability < MIN_COMPUTE_CAPABILITY {
             return Err(Error::UnsupportedDevice {
                 name,
@@ -222,6 +227,7 @@ impl LoadedKernels {
             loading: Mutex::new(()),
             device_name: name,
             compute_capability,
+            sm_count,
             options: *options,
             context,
         })
@@ -240,12 +246,7 @@ impl LoadedKernels {
     }
 
     fn entry(&self, kernel: &ForwardKernel) -> Result<&LoadedEntry, Error> {
-        let index = FORWARD_KERNELS
-            .iter()
-            .position(|compiled| compiled.entry == kernel.entry)
-            .ok_or_else(|| Error::UnknownKernel {
-                name: kernel.entry.to_owned(),
-            })?;
+        let index = kernel.index();
         let slot = &self.entries[index];
         if let Some(entry) = slot.get() {
             return Ok(entry);
@@ -258,6 +259,7 @@ impl LoadedKernels {
         if let Some(entry) = slot.get() {
             return Ok(entry);
         }
+        // The compiled kernel itself, whatever a caller's copy of it says.
         let kernel = &FORWARD_KERNELS[index];
         let (module, source) = self.load_module(kernel)?;
         let function = module.get_function(kernel.entry)?;

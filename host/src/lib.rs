@@ -34,11 +34,14 @@ use cust::context::CurrentContext;
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    Dtype, ForwardKernel, ForwardParams, QSource, SmemLayout, TensorStrides, TileConfig,
-    FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    kernel_named, Dtype, ForwardKernel, ForwardParams, QSource, SmemLayout, TensorStrides,
+    TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
 };
 
-pub use dispatch::{dispatch_kernel, dispatch_table, DispatchEntry, SeqBucket, NOT_TUNED};
+pub use dispatch::{
+    dispatch_entry, dispatch_kernel, dispatch_table, DispatchEntry, GridSize, SeqBucket,
+    GRID_TILE_ROWS, NOT_TUNED, SMALL_GRID_TILES_PER_SM,
+};
 pub use element::{round_to, Element};
 pub use error::Error;
 pub use kernels::{
@@ -97,6 +100,13 @@ impl FlashAttention {
         self.kernels.compute_capability
     }
 
+    /// The device's streaming multiprocessors (132 on an H100 SXM), queried once when the
+    /// instance is made: the default API's [`dispatch_kernel`] picks a kernel by the grid size
+    /// relative to them, and [`supports`] takes them to answer the same without a GPU.
+    pub fn sm_count(&self) -> usize {
+        self.kernels.sm_count
+    }
+
     /// The stream every forward pass of this instance is enqueued on.
     pub fn stream(&self) -> &Stream {
         &self.stream
@@ -134,7 +144,7 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan(T::DTYPE, &shape, options)?;
+        let plan = problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
         let required = problem::required_lengths(&options.resolved_strides(&shape), &shape);
         let actual = [q.len(), k.len(), v.len(), output.len()];
         for ((tensor, required), actual) in required.into_iter().zip(actual) {
@@ -191,7 +201,7 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan(dtype, &shape, options)?;
+        let plan = problem::plan(dtype, &shape, options, self.sm_count())?;
         self.launch(stream, plan, tensors)
     }
 
@@ -244,7 +254,7 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<Vec<T>, Error> {
-        problem::plan(T::DTYPE, &shape, options)?;
+        problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
         CurrentContext::set_current(&self.kernels.context)?;
         let [.., (_, output_len)] =
             problem::required_lengths(&options.resolved_strides(&shape), &shape);

@@ -2,7 +2,9 @@
 //!
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
-use flash_attn_params::{Dtype, ForwardKernel, ForwardParams, TensorStrides, CHUNK_ELEMS};
+use flash_attn_params::{
+    Dtype, ForwardKernel, ForwardParams, TensorStrides, CHUNK_ELEMS, FORWARD_KERNELS,
+};
 
 use crate::dispatch::dispatch_kernel;
 use crate::Error;
@@ -123,8 +125,8 @@ pub struct ForwardOptions {
     /// Explicit strides per tensor, overriding `layout`.
     pub strides: Option<ForwardStrides>,
     /// The compiled kernel to run (an entry of `FORWARD_KERNELS`). `None` means the tuned
-    /// dispatch table's kernel for the element type, head dim, masking and key length
-    /// ([`crate::dispatch_kernel`]).
+    /// dispatch table's kernel for the element type, head dim, masking, key length and grid
+    /// size ([`crate::dispatch_kernel`]).
     pub kernel: Option<&'static ForwardKernel>,
 }
 
@@ -163,19 +165,23 @@ pub(crate) struct LaunchPlan {
 }
 
 /// Whether a problem of element type `dtype` is supported, checked without a GPU or buffers:
-/// the kernel that would run, or the error the launch would return.
+/// the kernel that would run on a device of `sm_count` multiprocessors
+/// ([`crate::FlashAttention::sm_count`]; the default kernel depends on the grid size relative
+/// to them), or the error the launch would return.
 pub fn supports(
     dtype: Dtype,
     shape: &AttentionShape,
     options: &ForwardOptions,
+    sm_count: usize,
 ) -> Result<&'static ForwardKernel, Error> {
-    plan(dtype, shape, options).map(|plan| plan.kernel)
+    plan(dtype, shape, options, sm_count).map(|plan| plan.kernel)
 }
 
 pub(crate) fn plan(
     dtype: Dtype,
     shape: &AttentionShape,
     options: &ForwardOptions,
+    sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
     for (dimension, value) in [
         ("batch", shape.batch),
@@ -196,8 +202,15 @@ pub(crate) fn plan(
         });
     }
     let kernel = match options.kernel {
+        // A copy of a compiled kernel with its fields changed would launch that kernel's code
+        // with another tile's threads and shared memory.
+        Some(kernel) if *kernel != FORWARD_KERNELS[kernel.index()] => {
+            return Err(Error::UnknownKernel {
+                name: kernel.entry.to_owned(),
+            })
+        }
         Some(kernel) => kernel,
-        None => dispatch_kernel(dtype, shape.head_dim, options.causal, shape.seq_len_kv)?,
+        None => dispatch_kernel(dtype, shape, options.causal, sm_count)?,
     };
     if kernel.dtype != dtype {
         return Err(Error::KernelDtypeMismatch {

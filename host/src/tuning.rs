@@ -25,7 +25,7 @@ pub use stats::{
     BOOTSTRAP_RESAMPLES,
 };
 
-use crate::dispatch::{DispatchEntry, SeqBucket, NOT_TUNED};
+use crate::dispatch::{DispatchEntry, GridSize, SeqBucket, GRID_TILE_ROWS, NOT_TUNED};
 use crate::kernels::{default_kernel, SUPPORTED_HEAD_DIMS};
 use crate::reference::{ErrorStats, QueryRow};
 use crate::rng::SplitMix64;
@@ -46,6 +46,55 @@ pub fn dtype_name(dtype: Dtype) -> &'static str {
     }
 }
 
+/// Sequence lengths of the sweep besides the S = 512 shapes: one per key-length bucket.
+pub const SWEEP_SEQ_LENS: [usize; 5] = [128, 256, 1024, 2048, 4096];
+
+/// Away from S = 512 the sweep's large-grid shapes keep 16 heads and about the query rows of
+/// the 16,16,512 shape, so that every such problem fills the GPU many times over.
+const SWEEP_HEADS: usize = 16;
+const SWEEP_QUERY_ROWS: usize = 16 * 16 * 512;
+
+/// Query tiles per multiprocessor of the sweep's small-grid shapes away from S = 512: about
+/// those of the seed shape on the H100 (1.9), well inside [`GridSize::Small`].
+const SMALL_SWEEP_TILES_PER_SM: usize = 2;
+
+/// The tuner's sweep for one head dim on a device of `sm_count` multiprocessors: a
+/// small-grid and a large-grid shape for every key-length bucket (see [`GridSize`]), each
+/// group's representative shape first.
+///
+/// At S = 512: the seed shape 4,8,512 first (it represents the small-grid group, 1.9 tiles
+/// per SM on an H100), then 16,16,512 (representing the large-grid group) and 32,16,512. Then,
+/// for each S of [`SWEEP_SEQ_LENS`], the large-grid shape of 16 heads and 16·16·512 query rows
+/// in all, and a small-grid shape of at most 2 query tiles per SM (up to 16 heads, the rest as
+/// batch; at least one head, which is small-grid on any device of 16 or more SMs). The seed shape is small-grid on devices of 64 SMs or more; on fewer, the
+/// small-grid groups at S = 512 go unmeasured and keep their entries.
+pub fn sweep_shapes(head_dim: usize, sm_count: usize) -> Vec<AttentionShape> {
+    let mut shapes: Vec<AttentionShape> = [(4, 8), (16, 16), (32, 16)]
+        .into_iter()
+        .map(|(batch, heads)| AttentionShape::new(batch, heads, 512, head_dim))
+        .collect();
+    for seq_len in SWEEP_SEQ_LENS {
+        let heads_total = (SWEEP_QUERY_ROWS / seq_len).max(SWEEP_HEADS);
+        shapes.push(AttentionShape::new(
+            heads_total / SWEEP_HEADS,
+            SWEEP_HEADS,
+            seq_len,
+            head_dim,
+        ));
+        // Rounded down at each step, so the tiles stay at or under the target.
+        let small_heads_total =
+            (SMALL_SWEEP_TILES_PER_SM * sm_count * GRID_TILE_ROWS / seq_len).max(1);
+        let heads = small_heads_total.min(SWEEP_HEADS);
+        shapes.push(AttentionShape::new(
+            small_heads_total / heads,
+            heads,
+            seq_len,
+            head_dim,
+        ));
+    }
+    shapes
+}
+
 /// What the tuner groups measurements by: one dispatch-table entry per group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GroupKey {
@@ -53,33 +102,38 @@ pub struct GroupKey {
     pub head_dim: usize,
     pub causal: bool,
     pub bucket: SeqBucket,
+    pub grid: GridSize,
 }
 
 impl GroupKey {
-    /// The group of a problem.
-    pub fn of(dtype: Dtype, shape: &AttentionShape, causal: bool) -> Self {
+    /// The group of a problem whose grid is `grid` on the measuring device.
+    pub fn of(dtype: Dtype, shape: &AttentionShape, causal: bool, grid: GridSize) -> Self {
         Self {
             dtype,
             head_dim: shape.head_dim,
             causal,
             bucket: SeqBucket::of(shape.seq_len_kv),
+            grid,
         }
     }
 
     /// Every group of the supported element types and head dims, in the dispatch table's
-    /// order: element type, head dim, masking (off first), bucket.
+    /// order: element type, head dim, masking (off first), bucket, grid size (small first).
     pub fn all() -> Vec<Self> {
         let mut keys = Vec::new();
         for dtype in DTYPES {
             for &head_dim in SUPPORTED_HEAD_DIMS {
                 for causal in [false, true] {
                     for bucket in SeqBucket::ALL {
-                        keys.push(Self {
-                            dtype,
-                            head_dim,
-                            causal,
-                            bucket,
-                        });
+                        for grid in GridSize::ALL {
+                            keys.push(Self {
+                                dtype,
+                                head_dim,
+                                causal,
+                                bucket,
+                                grid,
+                            });
+                        }
                     }
                 }
             }
@@ -89,18 +143,42 @@ impl GroupKey {
 
     /// Whether `entry` is this group's dispatch entry.
     pub fn matches(&self, entry: &DispatchEntry) -> bool {
-        (entry.dtype, entry.head_dim, entry.causal, entry.bucket)
-            == (self.dtype, self.head_dim, self.causal, self.bucket)
+        let key = (entry.dtype, entry.head_dim, entry.causal, entry.bucket);
+        key == (self.dtype, self.head_dim, self.causal, self.bucket) && entry.grid == self.grid
     }
 
-    /// `f16 D=64 causal keys<=512`, for reports.
+    /// This group's dispatch entry holding `kernel`, marked [`NOT_TUNED`].
+    fn untuned_entry(self, kernel: &'static ForwardKernel) -> DispatchEntry {
+        DispatchEntry {
+            head_dim: self.head_dim,
+            dtype: self.dtype,
+            causal: self.causal,
+            bucket: self.bucket,
+            grid: self.grid,
+            kernel,
+            margin_percent: 0.0,
+            confirmed: false,
+            measured_on: NOT_TUNED,
+        }
+    }
+
+    /// The same key with the other grid size.
+    fn other_grid(self) -> Self {
+        Self {
+            grid: self.grid.other(),
+            ..self
+        }
+    }
+
+    /// `f16 D=64 causal keys<=512 small-grid`, for reports.
     pub fn label(&self) -> String {
         format!(
-            "{} D={} {} keys{}",
+            "{} D={} {} keys{} {}",
             dtype_name(self.dtype),
             self.head_dim,
             if self.causal { "causal" } else { "non-causal" },
-            self.bucket.label()
+            self.bucket.label(),
+            self.grid.label()
         )
     }
 }
@@ -147,6 +225,9 @@ pub struct Measurement {
     pub kernel: &'static ForwardKernel,
     pub shape: AttentionShape,
     pub causal: bool,
+    /// The shape's grid size on the measuring device (`GridSize::of(&shape, sm_count)`):
+    /// recorded, because the shape alone does not give it.
+    pub grid: GridSize,
     pub validation: Validation,
     /// `None` when the validation failed: a wrong kernel is not timed.
     pub timing: Option<Timing>,
@@ -155,7 +236,7 @@ pub struct Measurement {
 impl Measurement {
     /// The dispatch-table group this measurement counts for.
     pub fn group(&self) -> GroupKey {
-        GroupKey::of(self.kernel.dtype, &self.shape, self.causal)
+        GroupKey::of(self.kernel.dtype, &self.shape, self.causal, self.grid)
     }
 
     /// The median time per launch of a configuration that passed validation and was timed.
@@ -195,14 +276,14 @@ pub fn ratio_to_best(measurements: &[Measurement], measurement: &Measurement) ->
 /// validation or was not measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConfigTimes {
-    pub config: &'static str,
+    pub kernel: &'static ForwardKernel,
     pub median_us: Vec<Option<f64>>,
 }
 
 /// A configuration's score in its group.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RankedConfig {
-    pub config: &'static str,
+    pub kernel: &'static ForwardKernel,
     /// The mean over the group's shapes of its time divided by the best time at that shape:
     /// 1 for a configuration that is fastest at every shape.
     pub mean_relative_time: f64,
@@ -238,7 +319,7 @@ pub fn rank_configs(candidates: &[ConfigTimes]) -> Vec<RankedConfig> {
                 .collect();
             let relative: f64 = times?.iter().zip(&best).map(|(t, b)| t / b).sum();
             Some(RankedConfig {
-                config: candidate.config,
+                kernel: candidate.kernel,
                 mean_relative_time: relative / shapes as f64,
             })
         })
@@ -274,7 +355,7 @@ impl Group {
     pub fn decide(
         &self,
         confirmation: Option<&Confirmation>,
-        current: Option<&str>,
+        current: Option<&ForwardKernel>,
     ) -> Option<Decision> {
         let winner = *self.ranking().first()?;
         Some(match confirmation {
@@ -282,7 +363,7 @@ impl Group {
                 let confirmed = confirmation.verdict == Verdict::WinnerConfirmed;
                 Decision {
                     key: self.key,
-                    entry: confirmation.choose(current),
+                    kernel: confirmation.choose(current),
                     margin_percent: if confirmed {
                         confirmation.margin_percent()
                     } else {
@@ -293,7 +374,7 @@ impl Group {
             }
             None => Decision {
                 key: self.key,
-                entry: winner.config,
+                kernel: winner.kernel,
                 margin_percent: 0.0,
                 confirmed: false,
             },
@@ -325,12 +406,12 @@ pub fn groups(measurements: &[Measurement]) -> Vec<Group> {
                 group.shapes.len() - 1
             }
         };
-        let config = measurement.kernel.entry;
-        let candidate = match group.candidates.iter().position(|c| c.config == config) {
+        let kernel = measurement.kernel;
+        let candidate = match group.candidates.iter().position(|c| c.kernel == kernel) {
             Some(index) => index,
             None => {
                 group.candidates.push(ConfigTimes {
-                    config,
+                    kernel,
                     median_us: Vec::new(),
                 });
                 group.candidates.len() - 1
@@ -379,8 +460,8 @@ impl Verdict {
 pub struct Confirmation {
     pub key: GroupKey,
     pub shape: AttentionShape,
-    pub winner: &'static str,
-    pub runner_up: &'static str,
+    pub winner: &'static ForwardKernel,
+    pub runner_up: &'static ForwardKernel,
     /// Microseconds per launch of each repeat, in the order timed.
     pub winner_us: Vec<f64>,
     pub runner_up_us: Vec<f64>,
@@ -400,8 +481,8 @@ impl Confirmation {
     pub fn new(
         key: GroupKey,
         shape: AttentionShape,
-        (winner, winner_us): (&'static str, Vec<f64>),
-        (runner_up, runner_up_us): (&'static str, Vec<f64>),
+        (winner, winner_us): (&'static ForwardKernel, Vec<f64>),
+        (runner_up, runner_up_us): (&'static ForwardKernel, Vec<f64>),
     ) -> Option<Self> {
         let test = mann_whitney_u(&runner_up_us, &winner_us)?;
         let cliffs_delta = cliffs_delta(&runner_up_us, &winner_us)?;
@@ -437,10 +518,10 @@ impl Confirmation {
     /// The kernel for the table: a confirmed winner; otherwise the kernel `current`ly in the
     /// table if it is one of the two (a win inside the noise is no reason to switch), else the
     /// sweep's winner.
-    pub fn choose(&self, current: Option<&str>) -> &'static str {
+    pub fn choose(&self, current: Option<&ForwardKernel>) -> &'static ForwardKernel {
         match current {
             Some(current) if self.verdict != Verdict::WinnerConfirmed => {
-                if current == self.runner_up {
+                if *current == *self.runner_up {
                     self.runner_up
                 } else {
                     self.winner
@@ -455,60 +536,58 @@ impl Confirmation {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Decision {
     pub key: GroupKey,
-    pub entry: &'static str,
+    pub kernel: &'static ForwardKernel,
     pub margin_percent: f64,
     pub confirmed: bool,
 }
 
 /// The dispatch table after a tuner run, one entry per group of [`GroupKey::all`] in that
 /// order: the run's decision (dated `measured_on`) where it made one, else the `current`
-/// table's entry, else the first compiled kernel of the element type and head dim, marked
-/// [`NOT_TUNED`]. With no decisions and an empty table this is the untuned table.
+/// table's tuned entry. Every other entry is marked [`NOT_TUNED`] and holds what
+/// [`crate::dispatch_kernel`] would fall back to without it: the kernel of the same key with
+/// the other grid size where that one is tuned, else the first compiled kernel of the element
+/// type and head dim. With no decisions and an empty table this is the untuned table.
 pub fn updated_table(
     current: &[DispatchEntry],
     decisions: &[Decision],
     measured_on: &'static str,
 ) -> Vec<DispatchEntry> {
+    let tuned = |key: GroupKey| match decisions.iter().find(|d| d.key == key) {
+        Some(decision) => Some(DispatchEntry {
+            margin_percent: decision.margin_percent,
+            confirmed: decision.confirmed,
+            measured_on,
+            ..key.untuned_entry(decision.kernel)
+        }),
+        None => current
+            .iter()
+            .find(|e| key.matches(e) && e.measured_on != NOT_TUNED)
+            .copied(),
+    };
     GroupKey::all()
         .into_iter()
         .filter_map(|key| {
-            if let Some(decision) = decisions.iter().find(|d| d.key == key) {
-                return Some(DispatchEntry {
-                    head_dim: key.head_dim,
-                    dtype: key.dtype,
-                    causal: key.causal,
-                    bucket: key.bucket,
-                    entry: decision.entry,
-                    margin_percent: decision.margin_percent,
-                    confirmed: decision.confirmed,
-                    measured_on,
-                });
+            if let Some(tuned) = tuned(key) {
+                return Some(tuned);
             }
-            if let Some(entry) = current.iter().find(|entry| key.matches(entry)) {
-                return Some(*entry);
-            }
-            // Every supported head dim has a kernel (a CPU test checks it), so this skips
-            // nothing in practice.
-            let kernel = default_kernel(key.dtype, key.head_dim).ok()?;
-            Some(DispatchEntry {
-                head_dim: key.head_dim,
-                dtype: key.dtype,
-                causal: key.causal,
-                bucket: key.bucket,
-                entry: kernel.entry,
-                margin_percent: 0.0,
-                confirmed: false,
-                measured_on: NOT_TUNED,
-            })
+            let kernel = match tuned(key.other_grid()) {
+                Some(other) => other.kernel,
+                // Every supported head dim has a kernel (a CPU test checks it), so this skips
+                // nothing in practice.
+                None => default_kernel(key.dtype, key.head_dim).ok()?,
+            };
+            Some(key.untuned_entry(kernel))
         })
         .collect()
 }
 
 /// The source of `host/src/dispatch_table.rs` holding `entries`, formatted as rustfmt would.
+/// Each entry names its kernel through [`crate::kernel_named`], so a table naming a kernel that
+/// is not compiled does not build.
 pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
     let mut source = String::from(
         "//! The dispatch table: the kernel the default API runs for each head dim, element type,\n\
-         //! causal masking and key-length bucket (see `dispatch.rs`).\n\
+         //! causal masking, key-length bucket and grid size (see `dispatch.rs`).\n\
          //!\n\
          //! GENERATED by `flash-attn-tune`: do not edit by hand. Regenerate it on a GPU with\n\
          //! `flash-attn-tune --write-table host/src/dispatch_table.rs` run from a checkout\n\
@@ -523,18 +602,20 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
         source.push_str(
             "//!\n\
              //! NOT TUNED YET: no entry has been measured. Each is the first compiled kernel of its\n\
-             //! element type and head dim (what `default_kernel` returns), whatever the masking and\n\
-             //! the key length.\n",
+             //! element type and head dim (what `default_kernel` returns), whatever the masking,\n\
+             //! the key length and the grid size.\n",
         );
     } else if untuned > 0 {
         let _ = writeln!(
             source,
-            "//!\n//! {untuned} entries are not tuned yet (`measured_on: \"{NOT_TUNED}\"`): the \
-             first compiled\n//! kernel of their element type and head dim."
+            "//!\n//! {untuned} entries are not tuned yet (`measured_on: \"{NOT_TUNED}\"`): \
+             each holds the kernel\n//! of its key with the other grid size where that one is \
+             tuned, else the first compiled kernel\n//! of its element type and head dim."
         );
     }
     source.push_str(
-        "\nuse crate::dispatch::{DispatchEntry, SeqBucket};\nuse crate::Dtype;\n\n\
+        "\nuse crate::dispatch::{DispatchEntry, GridSize, SeqBucket};\n\
+         use crate::{kernel_named, Dtype};\n\n\
          pub(crate) const DISPATCH_TABLE: &[DispatchEntry] = &[\n",
     );
     for entry in entries {
@@ -546,7 +627,8 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
              dtype: Dtype::{:?},\n        \
              causal: {},\n        \
              bucket: SeqBucket::{:?},\n        \
-             entry: {:?},\n        \
+             grid: GridSize::{:?},\n        \
+             kernel: kernel_named({:?}),\n        \
              margin_percent: {:.1},\n        \
              confirmed: {},\n        \
              measured_on: {:?},\n    \
@@ -555,7 +637,8 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
             entry.dtype,
             entry.causal,
             entry.bucket,
-            entry.entry,
+            entry.grid,
+            entry.kernel.entry,
             entry.margin_percent,
             entry.confirmed,
             entry.measured_on,

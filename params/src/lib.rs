@@ -269,11 +269,57 @@ impl TileConfig {
 }
 
 /// A compiled forward kernel: its PTX entry point, element type and tile configuration.
+///
+/// Only [`FORWARD_KERNELS`] holds them (the private index keeps other crates from building
+/// one), so a `&ForwardKernel` always names a compiled entry, and its [`Self::index`] is its
+/// place in that list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardKernel {
     pub entry: &'static str,
     pub dtype: Dtype,
     pub tile: TileConfig,
+    index: usize,
+}
+
+impl ForwardKernel {
+    /// The position of this kernel in [`FORWARD_KERNELS`]: the host keeps per-kernel state
+    /// (the loaded module) in a list of the same order, and finds it without comparing names.
+    pub const fn index(&self) -> usize {
+        self.index
+    }
+}
+
+/// The compiled kernel whose PTX entry is `name`, for tables written in source, such as the
+/// host's dispatch table: evaluated in a `const` or `static`, an unknown name fails the build,
+/// so such a table cannot name a kernel that is not compiled.
+///
+/// # Panics
+/// If no compiled kernel is named `name` (at compile time, a compile error). For names only
+/// known at run time, the host's `kernel_by_name` returns an error instead.
+pub const fn kernel_named(name: &str) -> &'static ForwardKernel {
+    let mut index = 0;
+    while index < FORWARD_KERNELS.len() {
+        if bytes_equal(FORWARD_KERNELS[index].entry.as_bytes(), name.as_bytes()) {
+            return &FORWARD_KERNELS[index];
+        }
+        index += 1;
+    }
+    panic!("no compiled forward kernel has this entry name (see for_each_forward_kernel!)")
+}
+
+/// `a == b` for byte strings, usable in a `const fn` (where `==` on slices is not).
+const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// The one list of compiled forward kernels:
@@ -331,6 +377,12 @@ macro_rules! for_each_forward_kernel {
 
 macro_rules! forward_kernel_table {
     ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {
+        /// The entries in list order: `Position::$entry as usize` is an entry's index.
+        #[allow(non_camel_case_types, clippy::enum_variant_names)]
+        enum Position {
+            $($entry),*
+        }
+
         /// Every compiled forward kernel, in the order of [`for_each_forward_kernel!`].
         pub const FORWARD_KERNELS: &[ForwardKernel] = &[$(ForwardKernel {
             entry: stringify!($entry),
@@ -339,6 +391,7 @@ macro_rules! forward_kernel_table {
                 $block_m, $block_n, $warps, $stages, $head_dim,
                 SmemLayout::$layout, QSource::$q_source,
             ),
+            index: Position::$entry as usize,
         }),*];
     };
 }

@@ -2,8 +2,11 @@
 
 use flash_attn::{
     default_kernel, dispatch_kernel, kernel_by_name, supports, AttentionShape, Dtype, Error,
-    ForwardOptions, ForwardStrides, Layout, TensorStrides, SUPPORTED_HEAD_DIMS,
+    ForwardKernel, ForwardOptions, ForwardStrides, Layout, TensorStrides, FORWARD_KERNELS,
+    SUPPORTED_HEAD_DIMS,
 };
+
+use crate::H100_SM_COUNT;
 
 const SHAPE: AttentionShape = AttentionShape {
     batch: 2,
@@ -15,7 +18,7 @@ const SHAPE: AttentionShape = AttentionShape {
 };
 
 fn check(shape: AttentionShape, options: ForwardOptions) -> Result<&'static str, Error> {
-    supports(Dtype::F16, &shape, &options).map(|kernel| kernel.entry)
+    supports(Dtype::F16, &shape, &options, H100_SM_COUNT).map(|kernel| kernel.entry)
 }
 
 #[test]
@@ -36,9 +39,9 @@ fn general_problems_are_supported() {
                         ..Default::default()
                     };
                     for dtype in [Dtype::F16, Dtype::Bf16] {
-                        let kernel = supports(dtype, &shape, &options).unwrap();
+                        let kernel = supports(dtype, &shape, &options, H100_SM_COUNT).unwrap();
                         let dispatched =
-                            dispatch_kernel(dtype, head_dim, causal, seq_len_kv).unwrap();
+                            dispatch_kernel(dtype, &shape, causal, H100_SM_COUNT).unwrap();
                         assert_eq!(kernel, dispatched);
                     }
                 }
@@ -291,6 +294,27 @@ fn flops_are_halved_for_causal() {
     let shape = AttentionShape::new(4, 8, 512, 64);
     assert_eq!(shape.flops(false), 4.0 * 32.0 * 512.0 * 512.0 * 64.0);
     assert_eq!(shape.flops(true), shape.flops(false) / 2.0);
+}
+
+#[test]
+fn a_changed_copy_of_a_compiled_kernel_is_rejected() {
+    // Launched, it would run the compiled kernel's code with the other tile's threads.
+    let compiled = default_kernel(Dtype::F16, 64).unwrap();
+    let mut copy = *compiled;
+    copy.tile = FORWARD_KERNELS[1].tile;
+    assert_ne!(copy.tile, compiled.tile);
+    let changed: &'static ForwardKernel = Box::leak(Box::new(copy));
+    let options = |kernel| ForwardOptions {
+        kernel: Some(kernel),
+        ..Default::default()
+    };
+    assert_eq!(check(SHAPE, options(compiled)), Ok(compiled.entry));
+    assert_eq!(
+        check(SHAPE, options(changed)),
+        Err(Error::UnknownKernel {
+            name: compiled.entry.into()
+        })
+    );
 }
 
 #[test]

@@ -1,7 +1,6 @@
-//! The autotuner's GPU-free logic: its statistics, the key-length buckets, winner selection and
-//! the confirmation verdict, the dispatch table (coverage, consistency with the compiled
-//! kernels, the generated source), the sampled-row reference, the reports and the reading back
-//! of their JSON.
+//! The autotuner's GPU-free logic: its statistics, the sweep, winner selection and the
+//! confirmation verdict, the updated dispatch table, the sampled-row reference, the reports and
+//! the reading back of their JSON.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -12,15 +11,17 @@ use flash_attn::timing::LaunchTimes;
 use flash_attn::tuning::{
     bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u,
     measurements_from_json, median, rank_configs, ranked_tables, render_dispatch_table,
-    sample_rows, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation, Decision,
-    GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES,
+    sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
+    Decision, GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict,
+    BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
 };
 use flash_attn::{
-    default_kernel, dispatch_kernel, dispatch_table, kernel_by_name, supports, AttentionShape,
-    Dtype, Error, ForwardKernel, ForwardOptions, SeqBucket, FORWARD_KERNELS, NOT_TUNED,
-    SUPPORTED_HEAD_DIMS,
+    dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
+    NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::f16;
+
+use crate::H100_SM_COUNT;
 
 /// `count` samples `centre + spread * N(0, 1)`, deterministic for `seed` (the normal values
 /// pass through f16, which only coarsens them).
@@ -138,70 +139,52 @@ fn cliffs_delta_has_the_sign_and_extremes_of_dominance() {
     assert!((delta - (2.0 * u / (25.0 * 30.0) - 1.0)).abs() < 1e-12);
 }
 
-#[test]
-fn key_length_buckets_have_inclusive_upper_bounds() {
-    for (seq_len_kv, bucket) in [
-        (1, SeqBucket::UpTo128),
-        (128, SeqBucket::UpTo128),
-        (129, SeqBucket::UpTo256),
-        (256, SeqBucket::UpTo256),
-        (257, SeqBucket::UpTo512),
-        (512, SeqBucket::UpTo512),
-        (513, SeqBucket::UpTo1024),
-        (1024, SeqBucket::UpTo1024),
-        (1025, SeqBucket::UpTo2048),
-        (2048, SeqBucket::UpTo2048),
-        (2049, SeqBucket::Above2048),
-        (1 << 30, SeqBucket::Above2048),
-    ] {
-        assert_eq!(SeqBucket::of(seq_len_kv), bucket, "seq_len_kv {seq_len_kv}");
-    }
-    assert_eq!(SeqBucket::Above2048.upper_bound(), None);
+fn kernels_of(dtype: Dtype, head_dim: usize) -> Vec<&'static ForwardKernel> {
+    FORWARD_KERNELS
+        .iter()
+        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+        .collect()
 }
 
-fn times(config: &'static str, median_us: &[Option<f64>]) -> ConfigTimes {
+fn times(kernel: &'static ForwardKernel, median_us: &[Option<f64>]) -> ConfigTimes {
     ConfigTimes {
-        config,
+        kernel,
         median_us: median_us.to_vec(),
     }
 }
 
 #[test]
 fn the_winner_has_the_lowest_mean_time_relative_to_the_best() {
-    // Mean times favour "big" (510 vs 520 us); mean ratios favour "small": the large shape
+    // Mean times favour `big` (510 vs 520 us); mean ratios favour `small`: the large shape
     // must not outweigh the small one.
+    let [big, small] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
     let ranking = rank_configs(&[
-        times("big", &[Some(1000.0), Some(20.0)]),
-        times("small", &[Some(1030.0), Some(10.0)]),
+        times(big, &[Some(1000.0), Some(20.0)]),
+        times(small, &[Some(1030.0), Some(10.0)]),
     ]);
-    let order: Vec<_> = ranking.iter().map(|r| r.config).collect();
-    assert_eq!(order, ["small", "big"]);
+    let order: Vec<_> = ranking.iter().map(|r| r.kernel).collect();
+    assert_eq!(order, [small, big]);
     assert!((ranking[0].mean_relative_time - 1.015).abs() < 1e-12);
     assert!((ranking[1].mean_relative_time - 1.5).abs() < 1e-12);
 }
 
 #[test]
 fn a_configuration_missing_at_any_shape_cannot_win() {
-    // "broken" is fastest where it ran, but failed at the second shape; it still sets the best
+    // `broken` is fastest where it ran, but failed at the second shape; it still sets the best
     // time at the first.
+    let kernels = kernels_of(Dtype::F16, 64);
+    let [steady, broken, short, slower] = [kernels[0], kernels[1], kernels[2], kernels[3]];
     let ranking = rank_configs(&[
-        times("steady", &[Some(12.0), Some(20.0), Some(30.0)]),
-        times("broken", &[Some(10.0), None, Some(29.0)]),
-        times("short", &[Some(11.0), Some(19.0)]),
-        times("slower", &[Some(13.0), Some(21.0), Some(31.0)]),
+        times(steady, &[Some(12.0), Some(20.0), Some(30.0)]),
+        times(broken, &[Some(10.0), None, Some(29.0)]),
+        times(short, &[Some(11.0), Some(19.0)]),
+        times(slower, &[Some(13.0), Some(21.0), Some(31.0)]),
     ]);
-    let order: Vec<_> = ranking.iter().map(|r| r.config).collect();
-    assert_eq!(order, ["steady", "slower"]);
+    let order: Vec<_> = ranking.iter().map(|r| r.kernel).collect();
+    assert_eq!(order, [steady, slower]);
     let expected = (12.0 / 10.0 + 20.0 / 19.0 + 30.0 / 29.0) / 3.0;
     assert!((ranking[0].mean_relative_time - expected).abs() < 1e-12);
     assert!(rank_configs(&[]).is_empty());
-}
-
-fn kernels_of(dtype: Dtype, head_dim: usize) -> Vec<&'static ForwardKernel> {
-    FORWARD_KERNELS
-        .iter()
-        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
-        .collect()
 }
 
 fn timing(samples: &[f64]) -> Timing {
@@ -227,6 +210,7 @@ fn passed() -> Validation {
     }
 }
 
+/// A non-causal measurement on an H100.
 fn measured(
     kernel: &'static ForwardKernel,
     shape: AttentionShape,
@@ -236,6 +220,7 @@ fn measured(
         kernel,
         shape,
         causal: false,
+        grid: GridSize::of(&shape, H100_SM_COUNT),
         validation: match median_us {
             Some(_) => passed(),
             None => Validation::Failed("error beyond tolerance".to_owned()),
@@ -249,32 +234,105 @@ fn measurements_group_by_dispatch_key_with_the_first_shape_representative() {
     let [a, b] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
     let seed = AttentionShape::new(4, 8, 512, 64);
     let wide = AttentionShape::new(16, 16, 512, 64);
+    let wider = AttentionShape::new(32, 16, 512, 64);
     let long = AttentionShape::new(2, 16, 4096, 64);
     let measurements = [
         measured(a, seed, Some(11.0)),
         measured(b, seed, Some(10.0)),
         measured(a, wide, Some(80.0)),
         measured(b, wide, None),
+        measured(a, wider, Some(150.0)),
+        measured(b, wider, Some(140.0)),
         measured(a, long, Some(500.0)),
         measured(b, long, Some(450.0)),
     ];
     let groups = groups(&measurements);
-    assert_eq!(groups.len(), 2);
-    let s512 = &groups[0];
-    assert_eq!(s512.key.bucket, SeqBucket::UpTo512);
-    assert_eq!(s512.representative(), Some(seed));
-    assert_eq!(s512.shapes, [seed, wide]);
-    assert_eq!(s512.candidates[1].median_us, [Some(10.0), None]);
-    // b failed at one S=512 shape: a wins that bucket, b the long one.
-    let winners: Vec<_> = groups.iter().map(|g| g.ranking()[0].config).collect();
-    assert_eq!(winners, [a.entry, b.entry]);
-    assert_eq!(s512.ranking().len(), 1);
-    // A single eligible configuration is taken, unconfirmed.
-    let decision = s512.decide(None, Some(b.entry)).unwrap();
+    let keys: Vec<_> = groups.iter().map(|g| (g.key.bucket, g.key.grid)).collect();
     assert_eq!(
-        (decision.entry, decision.confirmed, decision.margin_percent),
-        (a.entry, false, 0.0)
+        keys,
+        [
+            (SeqBucket::UpTo512, GridSize::Small),
+            (SeqBucket::UpTo512, GridSize::Large),
+            (SeqBucket::Above2048, GridSize::Large),
+        ]
     );
+    // The seed shape has the small-grid group to itself; 16,16,512 represents the large one.
+    let (small, large) = (&groups[0], &groups[1]);
+    assert_eq!(small.shapes, [seed]);
+    assert_eq!(small.representative(), Some(seed));
+    assert_eq!(large.shapes, [wide, wider]);
+    assert_eq!(large.representative(), Some(wide));
+    assert_eq!(large.candidates[1].median_us, [None, Some(140.0)]);
+    // b wins the seed shape, but failed at a large S=512 shape: a wins that group.
+    let winners: Vec<_> = groups.iter().map(|g| g.ranking()[0].kernel).collect();
+    assert_eq!(winners, [b, a, b]);
+    assert_eq!(large.ranking().len(), 1);
+    // A single eligible configuration is taken, unconfirmed.
+    let decision = large.decide(None, Some(b)).unwrap();
+    assert_eq!(
+        (decision.kernel, decision.confirmed, decision.margin_percent),
+        (a, false, 0.0)
+    );
+}
+
+#[test]
+fn the_sweep_measures_a_small_and_a_large_grid_in_every_key_length_bucket() {
+    for &head_dim in SUPPORTED_HEAD_DIMS {
+        let shapes = sweep_shapes(head_dim, H100_SM_COUNT);
+        let key = |s: &AttentionShape| (s.batch, s.heads_q, s.seq_len_q);
+        let listed: Vec<_> = shapes.iter().map(key).collect();
+        // Each group's representative first: the seed shape, then 16,16,512.
+        assert_eq!(
+            listed,
+            [
+                (4, 8, 512),
+                (16, 16, 512),
+                (32, 16, 512),
+                (64, 16, 128),
+                (8, 16, 128),
+                (32, 16, 256),
+                (4, 16, 256),
+                (8, 16, 1024),
+                (1, 16, 1024),
+                (4, 16, 2048),
+                (1, 8, 2048),
+                (2, 16, 4096),
+                (1, 4, 4096),
+            ]
+        );
+        for shape in &shapes {
+            assert_eq!(
+                *shape,
+                AttentionShape::new(shape.batch, shape.heads_q, shape.seq_len_q, head_dim)
+            );
+        }
+        for bucket in SeqBucket::ALL {
+            for grid in GridSize::ALL {
+                assert!(
+                    shapes.iter().any(|s| SeqBucket::of(s.seq_len_kv) == bucket
+                        && GridSize::of(s, H100_SM_COUNT) == grid),
+                    "D={head_dim}: no {grid:?} shape with keys {}",
+                    bucket.label()
+                );
+            }
+        }
+    }
+    // The small-grid shapes follow the device: at most 2 tiles per SM, down to one head.
+    for seq_len in SWEEP_SEQ_LENS {
+        for sm_count in [16, 58, 132, 170] {
+            let small: Vec<_> = sweep_shapes(64, sm_count)
+                .into_iter()
+                .filter(|s| s.seq_len_q == seq_len && GridSize::of(s, sm_count) == GridSize::Small)
+                .collect();
+            assert_eq!(small.len(), 1, "S={seq_len} on {sm_count} SMs: {small:?}");
+            let shape = small[0];
+            assert!(
+                GridSize::query_tiles(&shape) <= 2 * sm_count
+                    || (shape.batch, shape.heads_q) == (1, 1),
+                "{shape:?} on {sm_count} SMs"
+            );
+        }
+    }
 }
 
 fn key() -> GroupKey {
@@ -283,16 +341,25 @@ fn key() -> GroupKey {
         head_dim: 64,
         causal: true,
         bucket: SeqBucket::UpTo1024,
+        grid: GridSize::Large,
     }
 }
 
+/// Winner, runner-up and a third kernel of the key's element type and head dim.
+fn contenders() -> [&'static ForwardKernel; 3] {
+    let kernels = kernels_of(Dtype::F16, 64);
+    [kernels[0], kernels[1], kernels[2]]
+}
+
 fn confirmation(winner_us: Vec<f64>, runner_up_us: Vec<f64>) -> Confirmation {
+    let [winner, runner_up, _] = contenders();
     let shape = AttentionShape::new(8, 16, 1024, 64);
-    Confirmation::new(key(), shape, ("win", winner_us), ("run", runner_up_us)).unwrap()
+    Confirmation::new(key(), shape, (winner, winner_us), (runner_up, runner_up_us)).unwrap()
 }
 
 #[test]
 fn a_win_beyond_the_noise_is_confirmed_and_taken() {
+    let [win, run, _] = contenders();
     let c = confirmation(noisy(100.0, 0.5, 40, 1), noisy(103.0, 0.5, 40, 2));
     assert_eq!(c.verdict, Verdict::WinnerConfirmed);
     assert!(c.test.p_value < 1e-6 && c.cliffs_delta > 0.9, "{c:?}");
@@ -302,26 +369,28 @@ fn a_win_beyond_the_noise_is_confirmed_and_taken() {
         c.margin_percent()
     );
     // A confirmed winner replaces the current entry, even the runner-up.
-    assert_eq!(c.choose(Some("run")), "win");
-    assert_eq!(c.choose(None), "win");
+    assert_eq!(c.choose(Some(run)), win);
+    assert_eq!(c.choose(None), win);
 }
 
 #[test]
 fn a_win_inside_the_noise_is_a_tie_that_keeps_the_current_entry() {
+    let [win, run, elsewhere] = contenders();
     let c = confirmation(noisy(100.0, 1.0, 40, 3), noisy(100.0, 1.0, 40, 4));
     assert_eq!(c.verdict, Verdict::TieWithinNoise, "{c:?}");
-    assert_eq!(c.choose(Some("run")), "run");
-    assert_eq!(c.choose(Some("win")), "win");
-    assert_eq!(c.choose(Some("elsewhere")), "win");
-    assert_eq!(c.choose(None), "win");
+    assert_eq!(c.choose(Some(run)), run);
+    assert_eq!(c.choose(Some(win)), win);
+    assert_eq!(c.choose(Some(elsewhere)), win);
+    assert_eq!(c.choose(None), win);
 }
 
 #[test]
 fn a_reversed_result_is_not_a_win() {
+    let [_, run, _] = contenders();
     let c = confirmation(noisy(103.0, 0.5, 40, 5), noisy(100.0, 0.5, 40, 6));
     assert_eq!(c.verdict, Verdict::Contradicted);
     assert!(c.margin_percent() < 0.0);
-    assert_eq!(c.choose(Some("run")), "run");
+    assert_eq!(c.choose(Some(run)), run);
 }
 
 #[test]
@@ -338,110 +407,19 @@ fn decisions_record_the_margin_only_for_a_confirmed_win() {
         .collect();
     let group = &groups(&measurements)[0];
     assert_eq!(group.key, key());
-    let (winner, runner_up) = (kernels[0].entry, kernels[1].entry);
+    let (winner, runner_up) = (kernels[0], kernels[1]);
     let confirm = |w: Vec<f64>, r: Vec<f64>| {
         Confirmation::new(key(), shape, (winner, w), (runner_up, r)).unwrap()
     };
     let win = confirm(noisy(100.0, 0.5, 40, 1), noisy(103.0, 0.5, 40, 2));
     let decision = group.decide(Some(&win), Some(runner_up)).unwrap();
-    assert_eq!((decision.entry, decision.confirmed), (winner, true));
+    assert_eq!((decision.kernel, decision.confirmed), (winner, true));
     assert_eq!(decision.margin_percent, win.margin_percent());
     let tie = confirm(noisy(100.0, 1.0, 40, 3), noisy(100.0, 1.0, 40, 4));
     let decision = group.decide(Some(&tie), Some(runner_up)).unwrap();
     assert_eq!(
-        (decision.entry, decision.confirmed, decision.margin_percent),
+        (decision.kernel, decision.confirmed, decision.margin_percent),
         (runner_up, false, 0.0)
-    );
-}
-
-#[test]
-fn the_dispatch_table_covers_every_supported_problem_with_a_matching_kernel() {
-    let table = dispatch_table();
-    let mut expected = 0;
-    for dtype in [Dtype::F16, Dtype::Bf16] {
-        for &head_dim in SUPPORTED_HEAD_DIMS {
-            for causal in [false, true] {
-                for bucket in SeqBucket::ALL {
-                    expected += 1;
-                    let matching: Vec<_> = table
-                        .iter()
-                        .filter(|e| {
-                            (e.dtype, e.head_dim, e.causal, e.bucket)
-                                == (dtype, head_dim, causal, bucket)
-                        })
-                        .collect();
-                    assert_eq!(
-                        matching.len(),
-                        1,
-                        "{dtype:?} D={head_dim} causal={causal} {bucket:?}"
-                    );
-                    let entry = matching[0];
-                    // A kernel removed from the list: tune again, or `--reset-table`.
-                    let kernel = kernel_by_name(entry.entry).unwrap();
-                    assert_eq!((kernel.dtype, kernel.tile.head_dim), (dtype, head_dim));
-                    assert!(entry.margin_percent >= 0.0, "{entry:?}");
-                    assert!(!entry.measured_on.is_empty(), "{entry:?}");
-                    assert!(
-                        !entry.confirmed || entry.measured_on != NOT_TUNED,
-                        "{entry:?}"
-                    );
-                }
-            }
-        }
-    }
-    assert_eq!(table.len(), expected, "entries outside the supported set");
-}
-
-#[test]
-fn untuned_entries_name_the_first_compiled_kernel() {
-    // What the generated file's header promises for entries no tuner run has measured.
-    for entry in dispatch_table()
-        .iter()
-        .filter(|e| e.measured_on == NOT_TUNED)
-    {
-        let first = default_kernel(entry.dtype, entry.head_dim).unwrap();
-        assert_eq!(
-            entry.entry, first.entry,
-            "the kernel list changed: tune again on a GPU, or reset the table with \
-             `cargo run -p flash-attn --bin flash-attn-tune -- --reset-table \
-             host/src/dispatch_table.rs`"
-        );
-        assert_eq!((entry.margin_percent, entry.confirmed), (0.0, false));
-    }
-}
-
-#[test]
-fn the_default_api_runs_the_dispatch_table_entry() {
-    for entry in dispatch_table() {
-        let seq_len = entry.bucket.upper_bound().unwrap_or(4096);
-        let kernel = dispatch_kernel(entry.dtype, entry.head_dim, entry.causal, seq_len).unwrap();
-        assert_eq!(kernel.entry, entry.entry, "{entry:?}");
-        let shape = AttentionShape {
-            seq_len_q: 3,
-            seq_len_kv: seq_len,
-            ..AttentionShape::new(1, 2, seq_len, entry.head_dim)
-        };
-        let options = ForwardOptions {
-            causal: entry.causal,
-            ..Default::default()
-        };
-        assert_eq!(supports(entry.dtype, &shape, &options).unwrap(), kernel);
-    }
-    assert!(matches!(
-        dispatch_kernel(Dtype::F16, 96, false, 512),
-        Err(Error::UnsupportedHeadDim { head_dim: 96, .. })
-    ));
-}
-
-#[test]
-fn the_dispatch_table_source_is_exactly_what_the_tuner_writes() {
-    // The file is generated: a hand edit, or a renderer change without regenerating, fails here.
-    let source = include_str!("../../host/src/dispatch_table.rs");
-    assert_eq!(render_dispatch_table(dispatch_table()), source);
-    // A run without decisions keeps every entry.
-    assert_eq!(
-        updated_table(dispatch_table(), &[], "unused"),
-        dispatch_table()
     );
 }
 
@@ -455,17 +433,28 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
     let other = kernels_of(Dtype::F16, 64)[1];
     let decision = Decision {
         key: key(),
-        entry: other.entry,
+        kernel: other,
         margin_percent: 4.2,
         confirmed: true,
     };
     let tuned = updated_table(&untuned, &[decision], "2026-11-22, test GPU");
+    let small_grid_sibling = GroupKey {
+        grid: GridSize::Small,
+        ..key()
+    };
     for (before, after) in untuned.iter().zip(&tuned) {
         if key().matches(before) {
-            assert_eq!(after.entry, other.entry);
+            assert_eq!(after.kernel, other);
             assert_eq!(
                 (after.margin_percent, after.confirmed, after.measured_on),
                 (4.2, true, "2026-11-22, test GPU")
+            );
+        } else if small_grid_sibling.matches(before) {
+            // Still untuned, it follows the kernel its key has for the other grid size.
+            assert_eq!(after.kernel, other);
+            assert_eq!(
+                (after.margin_percent, after.confirmed, after.measured_on),
+                (0.0, false, NOT_TUNED)
             );
         } else {
             assert_eq!(before, after);
@@ -474,6 +463,7 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
     let source = render_dispatch_table(&tuned);
     assert!(source.contains("margin_percent: 4.2,\n        confirmed: true,"));
     assert!(!source.contains("NOT TUNED YET"));
+    assert!(source.contains("95 entries are not tuned yet"));
     assert!(render_dispatch_table(&untuned).contains("NOT TUNED YET"));
 }
 
@@ -598,6 +588,7 @@ fn reports_show_failures_and_every_timed_configuration() {
     let table = updated_table(dispatch_table(), &[], "unused");
     let json = to_json(&TuningRun {
         device: "test \"GPU\"",
+        sm_count: H100_SM_COUNT,
         date: "2026-11-22",
         seed: 5,
         quick: true,
@@ -605,7 +596,12 @@ fn reports_show_failures_and_every_timed_configuration() {
         confirmations: &[],
         table: &table,
     });
-    assert!(json.contains("\"device\":\"test \\\"GPU\\\"\""), "{json}");
+    assert!(
+        json.contains("\"device\":\"test \\\"GPU\\\"\",\"sm_count\":132,"),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"grid\":\"small-grid\"").count(), 2 + 48);
+    assert!(tables.contains("(keys<=512, small-grid)"), "{tables}");
     assert_eq!(json.matches("\"valid\":false").count(), 1);
     assert_eq!(json.matches("\"valid\":true").count(), 3);
     assert_eq!(json.matches('{').count(), json.matches('}').count());
@@ -613,7 +609,8 @@ fn reports_show_failures_and_every_timed_configuration() {
 }
 
 /// Measurements that `to_json` writes exactly (times and errors on 4 decimals, no host time):
-/// two element types and head dims, both maskings, and a failure whose reason needs escapes.
+/// two element types and head dims, both maskings, both grid sizes, and a failure whose reason
+/// needs escapes.
 fn replottable() -> Vec<Measurement> {
     let mut measurements = Vec::new();
     for (k, kernel) in [kernels_of(Dtype::F16, 64), kernels_of(Dtype::Bf16, 128)]
@@ -623,10 +620,13 @@ fn replottable() -> Vec<Measurement> {
     {
         for causal in [false, true] {
             let us = 10.0 + k as f64 + if causal { 0.5 } else { 0.0 };
+            // 256 to 1024 query tiles: small grids, then large ones.
+            let shape = AttentionShape::new(4, 8, 512 * (k + 1), kernel.tile.head_dim);
             measurements.push(Measurement {
                 kernel,
-                shape: AttentionShape::new(4, 8, 512 * (k + 1), kernel.tile.head_dim),
+                shape,
                 causal,
+                grid: GridSize::of(&shape, H100_SM_COUNT),
                 validation: passed(),
                 timing: Some(Timing {
                     times: LaunchTimes {
@@ -651,6 +651,7 @@ fn json_of(measurements: &[Measurement]) -> String {
     let confirmations = [confirmation(vec![1.0, 2.0], vec![3.0, 4.0])];
     to_json(&TuningRun {
         device: "test GPU",
+        sm_count: H100_SM_COUNT,
         date: "2026-11-22",
         seed: 5,
         quick: false,
@@ -663,6 +664,8 @@ fn json_of(measurements: &[Measurement]) -> String {
 #[test]
 fn measurements_read_back_from_the_json_redraw_the_same_svg() {
     let measurements = replottable();
+    let grids: Vec<_> = measurements.iter().map(|m| m.grid).collect();
+    assert!(grids.contains(&GridSize::Small) && grids.contains(&GridSize::Large));
     let back = measurements_from_json(&json_of(&measurements)).unwrap();
     assert_eq!(back, measurements);
     assert_eq!(to_svg(&back), to_svg(&measurements));
@@ -687,7 +690,36 @@ fn malformed_measurement_json_is_an_error_naming_the_line() {
         "{}",
         error(&unknown)
     );
+    let bad_grid = json.replacen("small-grid", "tiny-grid", 1);
+    assert!(
+        error(&bad_grid).starts_with("line 3: grid"),
+        "{}",
+        error(&bad_grid)
+    );
     let cut = json.lines().take(4).collect::<Vec<_>>().join("\n");
     assert!(error(&cut).contains("not closed"), "{}", error(&cut));
     assert!(error("{}").contains("not a tuning.json"));
+}
+
+#[test]
+fn measurements_of_a_run_before_the_grid_size_read_back_as_large_grids() {
+    // Such a run grouped every shape of a bucket together; its entries became the table's
+    // large-grid entries.
+    let measurements = replottable();
+    let json = json_of(&measurements)
+        .replace(",\"grid\":\"small-grid\"", "")
+        .replace(",\"grid\":\"large-grid\"", "");
+    assert!(!json.contains("grid\":"));
+    let back = measurements_from_json(&json).unwrap();
+    assert_eq!(back.len(), measurements.len());
+    for (back, measurement) in back.iter().zip(&measurements) {
+        assert_eq!(back.grid, GridSize::Large);
+        assert_eq!(
+            *back,
+            Measurement {
+                grid: GridSize::Large,
+                ..measurement.clone()
+            }
+        );
+    }
 }

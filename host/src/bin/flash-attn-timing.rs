@@ -114,7 +114,7 @@ fn main() -> Result<(), Error> {
                         .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
                         .collect()
                 } else {
-                    vec![dispatch_kernel(dtype, head_dim, causal, seq_len)?]
+                    vec![dispatch_kernel(dtype, &shape, causal, gpu.sm_count())?]
                 };
                 for &kernel in &kernels {
                     let options = ForwardOptions {
@@ -159,13 +159,8 @@ fn main() -> Result<(), Error> {
                 .join(",")
         };
         let is_default = |m: &Measurement| {
-            dispatch_kernel(
-                m.kernel.dtype,
-                m.shape.head_dim,
-                m.causal,
-                m.shape.seq_len_kv,
-            )
-            .is_ok_and(|d| d.entry == m.kernel.entry)
+            dispatch_kernel(m.kernel.dtype, &m.shape, m.causal, gpu.sm_count())
+                .is_ok_and(|d| d == m.kernel)
         };
         let json = format!(
             "{{\"device\":\"{}\",\"results\":[{}],\"all_kernels\":[{}]}}",

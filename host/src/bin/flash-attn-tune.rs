@@ -6,13 +6,15 @@
 //! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
 //!
 //! For each element type (fp16, bf16), head dim (64, 128), masking (off, on) and shape of the
-//! sweep, each configuration of that element type and head dim is first validated (fresh random
-//! inputs, output poisoned with NaN, every output element finite, sampled rows against the f64
-//! reference within the GPU tests' tolerance) and, if correct, timed with CUDA events (warm-up,
-//! then repeats of back-to-back launches; median and 95% bootstrap interval). Per dispatch group
-//! (head dim, element type, masking, key-length bucket) the configuration with the lowest mean
-//! time relative to the fastest wins; winner and runner-up are re-timed interleaved on the
-//! group's first shape, and the win counts only if a Mann-Whitney test rejects at 5%.
+//! sweep (`tuning::sweep_shapes`: a small-grid and a large-grid shape per key-length bucket, for
+//! the device's multiprocessor count), each configuration of that element type and head dim is
+//! first validated (fresh random inputs, output poisoned with NaN, every output element finite,
+//! sampled rows against the f64 reference within the GPU tests' tolerance) and, if correct,
+//! timed with CUDA events (warm-up, then repeats of back-to-back launches; median and 95%
+//! bootstrap interval). Per dispatch group (head dim, element type, masking, key-length bucket,
+//! grid size) the configuration with the lowest mean time relative to the fastest wins; winner
+//! and runner-up are re-timed interleaved on the group's first shape, and the win counts only if
+//! a Mann-Whitney test rejects at 5%.
 //!
 //! Writes `tuning.json`, `tuning.svg`, `table.txt` and `dispatch_table.rs` to DIR (default
 //! `target/tuning`); with `--write-table`, also the table's source file there (normally
@@ -38,12 +40,13 @@ use flash_attn::reference::{
 use flash_attn::timing::{time_launches, LaunchTimes};
 use flash_attn::tuning::{
     confirmation_report, dtype_name, group_rankings, groups, measurements_from_json, ranked_tables,
-    render_dispatch_table, sample_rows, table_report, to_json, to_svg, updated_table, utc_date,
-    Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation, CONFIRMATION_ALPHA, DTYPES,
+    render_dispatch_table, sample_rows, sweep_shapes, table_report, to_json, to_svg, updated_table,
+    utc_date, Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation,
+    CONFIRMATION_ALPHA, DTYPES,
 };
 use flash_attn::{
-    dispatch_table, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
-    ForwardKernel, ForwardOptions, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 
@@ -68,11 +71,6 @@ const VALIDATION_ROWS: usize = 64;
 /// Work per timed repeat: about a millisecond at 200 TFLOP/s, far above the events'
 /// resolution (~0.5 us) and the launch gaps, and short enough for a sweep of minutes.
 const REPEAT_FLOP: f64 = 2e11;
-
-/// Away from S = 512 the sweep keeps 16 heads and about the query rows of the 16,16,512 shape,
-/// so that every problem fills the GPU many times over.
-const SWEEP_HEADS: usize = 16;
-const SWEEP_QUERY_ROWS: usize = 16 * 16 * 512;
 
 /// Repeats of the sweep's timing and of each side of a confirmation.
 #[derive(Clone, Copy)]
@@ -179,25 +177,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The sweep's shapes for one head dim: the seed shape first (it represents its bucket in the
-/// confirmation stage), batch and head variations at S = 512, then S = 128 to 4096.
-fn sweep_shapes(head_dim: usize) -> Vec<AttentionShape> {
-    let mut shapes: Vec<AttentionShape> = [(4, 8), (16, 16), (32, 16)]
-        .into_iter()
-        .map(|(batch, heads)| AttentionShape::new(batch, heads, 512, head_dim))
-        .collect();
-    for seq_len in [128, 256, 1024, 2048, 4096] {
-        let heads_total = (SWEEP_QUERY_ROWS / seq_len).max(SWEEP_HEADS);
-        shapes.push(AttentionShape::new(
-            heads_total / SWEEP_HEADS,
-            SWEEP_HEADS,
-            seq_len,
-            head_dim,
-        ));
-    }
-    shapes
 }
 
 /// Launches per timed repeat for about [`REPEAT_FLOP`] of work, at least one.
@@ -475,6 +454,7 @@ fn sweep_shape<T: Element>(
                 kernel,
                 shape,
                 causal,
+                grid: GridSize::of(&shape, gpu.sm_count()),
                 validation,
                 timing,
             });
@@ -510,8 +490,8 @@ fn confirm<T: Element>(
     Ok(Confirmation::new(
         key,
         shape,
-        (winner.entry, winner_us),
-        (runner_up.entry, runner_up_us),
+        (winner, winner_us),
+        (runner_up, runner_up_us),
     ))
 }
 
@@ -551,8 +531,10 @@ fn run(args: &Args) -> Result<usize, String> {
         .map_err(|error| format!("creating {}: {error}", args.out.display()))?;
     let mut report = Report::default();
     report.add(&format!(
-        "flash-attn-tune on {}, {date}, inputs seed {seed} (replay with --seed {seed}){}\n",
+        "flash-attn-tune on {} ({} SMs), {date}, inputs seed {seed} (replay with --seed \
+         {seed}){}\n",
         gpu.device_name(),
+        gpu.sm_count(),
         if args.quick { ", QUICK run" } else { "" }
     ));
 
@@ -570,13 +552,15 @@ fn run(args: &Args) -> Result<usize, String> {
         .collect();
     let runs: usize = families
         .iter()
-        .map(|family| family.candidates.len() * sweep_shapes(family.head_dim).len() * 2)
+        .map(|family| {
+            family.candidates.len() * sweep_shapes(family.head_dim, gpu.sm_count()).len() * 2
+        })
         .sum();
     let mut progress = Progress::new(runs);
     let mut measurements = Vec::with_capacity(runs);
     let mut problem_seed = seed;
     for family in &families {
-        for shape in sweep_shapes(family.head_dim) {
+        for shape in sweep_shapes(family.head_dim, gpu.sm_count()) {
             problem_seed = problem_seed.wrapping_add(1);
             let settings = (repeats.sweep, problem_seed);
             match family.dtype {
@@ -638,15 +622,13 @@ fn run(args: &Args) -> Result<usize, String> {
     let mut decisions = Vec::new();
     for group in &groups {
         let ranking = group.ranking();
-        let current_entry = current
+        let current_kernel = current
             .iter()
             .find(|entry| group.key.matches(entry))
-            .map(|entry| entry.entry);
+            .map(|entry| entry.kernel);
         let confirmation = match (ranking.first(), ranking.get(1), group.representative()) {
             (Some(winner), Some(runner_up), Some(shape)) => {
-                // The names come from FORWARD_KERNELS, so the lookups cannot fail.
-                let kernel = |name| kernel_by_name(name).map_err(|error| error.to_string());
-                let pair = (kernel(winner.config)?, kernel(runner_up.config)?);
+                let pair = (winner.kernel, runner_up.kernel);
                 problem_seed = problem_seed.wrapping_add(1);
                 let settings = (repeats.confirmation, problem_seed);
                 match group.key.dtype {
@@ -657,7 +639,7 @@ fn run(args: &Args) -> Result<usize, String> {
             }
             _ => None,
         };
-        match group.decide(confirmation.as_ref(), current_entry) {
+        match group.decide(confirmation.as_ref(), current_kernel) {
             Some(decision) => decisions.push(decision),
             None => report.add(&format!(
                 "\n!!! {}: no configuration passed validation at every shape; its table entry \
@@ -689,6 +671,7 @@ fn run(args: &Args) -> Result<usize, String> {
     let source = render_dispatch_table(&table);
     let run = TuningRun {
         device: gpu.device_name(),
+        sm_count: gpu.sm_count(),
         date: &date,
         seed,
         quick: args.quick,

@@ -3,13 +3,17 @@
 //! general: one measurement object per line, its fields in the order written.
 
 use super::{dtype_name, Interval, Measurement, Timing, Validation};
+use crate::dispatch::GridSize;
 use crate::reference::ErrorStats;
 use crate::timing::LaunchTimes;
 use crate::AttentionShape;
 
 /// The measurements of a [`super::to_json`] text, in the order written.
 ///
-/// Each `config` is resolved with [`crate::kernel_by_name`]. What the JSON does not hold is
+/// Each `config` is resolved with [`crate::kernel_by_name`], each `grid` read back as written.
+/// A `tuning.json` from before the dispatch table had a grid size has no `grid`: that run
+/// grouped the shapes of a bucket together and its entries became the large-grid ones, so its
+/// measurements read back as [`GridSize::Large`]. What the JSON does not hold is
 /// rebuilt as the tuner makes it: shapes are multi-head with equal query and key lengths
 /// (`AttentionShape::new`), `non_finite` is 0 and `host_us_per_launch` 0. Times and errors
 /// come back rounded to the 4 decimals written; the derived fields (`median_us`, `tflops`,
@@ -60,6 +64,15 @@ fn measurement(object: &str) -> Result<Measurement, String> {
         fields.count("seq_len")?,
     );
     let bucket = fields.string("bucket")?;
+    let grid = if fields.next_is("grid") {
+        let label = fields.string("grid")?;
+        GridSize::ALL
+            .into_iter()
+            .find(|grid| grid.label() == label)
+            .ok_or_else(|| format!("grid: unknown grid size {label:?}"))?
+    } else {
+        GridSize::Large
+    };
     let config = fields.string("config")?;
     let valid = fields.boolean("valid")?;
     let failure = fields.string_or_null("failure")?;
@@ -121,6 +134,7 @@ fn measurement(object: &str) -> Result<Measurement, String> {
         kernel,
         shape: AttentionShape::new(batch, heads, seq_len, head_dim),
         causal,
+        grid,
         validation,
         timing,
     };
@@ -152,6 +166,11 @@ impl<'a> Fields<'a> {
         self.eat(if self.first { "{" } else { "," })?;
         self.first = false;
         self.eat(&format!("\"{name}\":"))
+    }
+
+    /// Whether the next field, not the first, is `name`.
+    fn next_is(&self, name: &str) -> bool {
+        self.rest.starts_with(&format!(",\"{name}\":"))
     }
 
     /// A bare value (number, `true`, `false`, `null`), up to the next `,`, `]` or `}`.

@@ -12,6 +12,8 @@ use crate::AttentionShape;
 #[derive(Clone, Copy, Debug)]
 pub struct TuningRun<'a> {
     pub device: &'a str,
+    /// The device's multiprocessors, which the measurements' grid sizes are relative to.
+    pub sm_count: usize,
     /// `YYYY-MM-DD`.
     pub date: &'a str,
     /// The seed of the validation inputs (`--seed` replays them).
@@ -59,12 +61,13 @@ pub fn ranked_tables(measurements: &[Measurement]) -> String {
         let first = problem[0];
         let _ = writeln!(
             text,
-            "\n{} D={} {} B,H,S={} (keys{})",
+            "\n{} D={} {} B,H,S={} (keys{}, {})",
             dtype_name(first.kernel.dtype),
             first.shape.head_dim,
             causal_label(first.causal),
             shape_label(&first.shape),
-            first.group().bucket.label()
+            first.group().bucket.label(),
+            first.grid.label()
         );
         let _ = writeln!(
             text,
@@ -126,16 +129,16 @@ pub fn group_rankings(groups: &[Group]) -> String {
                 text,
                 "{:>6}  {:<36} {:>7.3} x the fastest on average",
                 rank + 1,
-                ranked.config,
+                ranked.kernel.entry,
                 ranked.mean_relative_time
             );
         }
         for candidate in &group.candidates {
-            if !ranking.iter().any(|r| r.config == candidate.config) {
+            if !ranking.iter().any(|r| r.kernel == candidate.kernel) {
                 let _ = writeln!(
                     text,
                     "{:>6}  {:<36} not eligible: FAILED or untimed at some shape",
-                    "-", candidate.config
+                    "-", candidate.kernel.entry
                 );
             }
         }
@@ -158,9 +161,9 @@ pub fn confirmation_report(confirmations: &[Confirmation]) -> String {
             shape_label(&c.shape),
             c.winner_us.len(),
             c.runner_up_us.len(),
-            c.winner,
+            c.winner.entry,
             c.winner_median_us,
-            c.runner_up,
+            c.runner_up.entry,
             c.runner_up_median_us,
             c.margin_percent(),
             c.test.u,
@@ -175,18 +178,19 @@ pub fn confirmation_report(confirmations: &[Confirmation]) -> String {
 /// The dispatch table as a text table.
 pub fn table_report(entries: &[DispatchEntry]) -> String {
     let mut text = format!(
-        "{:<5} {:>4} {:<10} {:<7} {:<36} {:>7} {:<9} {}\n",
-        "dtype", "D", "masking", "keys", "entry", "margin", "confirmed", "measured on"
+        "{:<5} {:>4} {:<10} {:<7} {:<10} {:<36} {:>7} {:<9} {}\n",
+        "dtype", "D", "masking", "keys", "grid", "entry", "margin", "confirmed", "measured on"
     );
     for entry in entries {
         let _ = writeln!(
             text,
-            "{:<5} {:>4} {:<10} {:<7} {:<36} {:>6.1}% {:<9} {}",
+            "{:<5} {:>4} {:<10} {:<7} {:<10} {:<36} {:>6.1}% {:<9} {}",
             dtype_name(entry.dtype),
             entry.head_dim,
             causal_label(entry.causal),
             entry.bucket.label(),
-            entry.entry,
+            entry.grid.label(),
+            entry.kernel.entry,
             entry.margin_percent,
             if entry.confirmed { "yes" } else { "no" },
             entry.measured_on
@@ -241,8 +245,8 @@ fn measurement_json(measurements: &[Measurement], m: &Measurement) -> String {
     format!(
         concat!(
             "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"batch\":{},\"heads\":{},",
-            "\"seq_len\":{},\"bucket\":\"{}\",\"config\":\"{}\",\"valid\":{},\"failure\":{},",
-            "\"max_abs_error\":{},\"mean_abs_error\":{},\"plain_max_abs_error\":{},",
+            "\"seq_len\":{},\"bucket\":\"{}\",\"grid\":\"{}\",\"config\":\"{}\",\"valid\":{},",
+            "\"failure\":{},\"max_abs_error\":{},\"mean_abs_error\":{},\"plain_max_abs_error\":{},",
             "\"plain_mean_abs_error\":{},\"median_us\":{},\"ci_low_us\":{},\"ci_high_us\":{},",
             "\"tflops\":{},\"ratio_to_best\":{},\"launches_per_repeat\":{},\"samples_us\":{}}}"
         ),
@@ -253,6 +257,7 @@ fn measurement_json(measurements: &[Measurement], m: &Measurement) -> String {
         m.shape.heads_q,
         m.shape.seq_len_q,
         m.group().bucket.label(),
+        m.grid.label(),
         m.kernel.entry,
         matches!(m.validation, Validation::Passed { .. }),
         failure,
@@ -273,8 +278,8 @@ fn measurement_json(measurements: &[Measurement], m: &Measurement) -> String {
 fn confirmation_json(c: &Confirmation) -> String {
     format!(
         concat!(
-            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"bucket\":\"{}\",\"batch\":{},",
-            "\"heads\":{},\"seq_len\":{},\"winner\":\"{}\",\"runner_up\":\"{}\",",
+            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"bucket\":\"{}\",\"grid\":\"{}\",",
+            "\"batch\":{},\"heads\":{},\"seq_len\":{},\"winner\":\"{}\",\"runner_up\":\"{}\",",
             "\"winner_median_us\":{},\"runner_up_median_us\":{},\"margin_percent\":{},",
             "\"mann_whitney_u\":{},\"p_value\":{},\"cliffs_delta\":{},\"verdict\":\"{}\",",
             "\"winner_samples_us\":{},\"runner_up_samples_us\":{}}}"
@@ -283,11 +288,12 @@ fn confirmation_json(c: &Confirmation) -> String {
         c.key.head_dim,
         c.key.causal,
         c.key.bucket.label(),
+        c.key.grid.label(),
         c.shape.batch,
         c.shape.heads_q,
         c.shape.seq_len_q,
-        c.winner,
-        c.runner_up,
+        c.winner.entry,
+        c.runner_up.entry,
         json_number(Some(c.winner_median_us)),
         json_number(Some(c.runner_up_median_us)),
         json_number(Some(c.margin_percent())),
@@ -304,29 +310,33 @@ fn confirmation_json(c: &Confirmation) -> String {
 fn entry_json(e: &DispatchEntry) -> String {
     format!(
         concat!(
-            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"bucket\":\"{}\",\"entry\":\"{}\",",
-            "\"margin_percent\":{},\"confirmed\":{},\"measured_on\":{}}}"
+            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"bucket\":\"{}\",\"grid\":\"{}\",",
+            "\"entry\":\"{}\",\"margin_percent\":{},\"confirmed\":{},\"measured_on\":{}}}"
         ),
         dtype_name(e.dtype),
         e.head_dim,
         e.causal,
         e.bucket.label(),
-        e.entry,
+        e.grid.label(),
+        e.kernel.entry,
         json_number(Some(e.margin_percent)),
         e.confirmed,
         json_string(e.measured_on)
     )
 }
 
-/// The whole run as one JSON object: `device`, `date`, `seed`, `quick`, then `measurements`
-/// (one per configuration and problem, with validation errors, median, interval, TFLOP/s,
-/// ratio to the best and every repeat's time), `confirmations` and the new `dispatch_table`.
+/// The whole run as one JSON object: `device`, `sm_count`, `date`, `seed`, `quick`, then
+/// `measurements` (one per configuration and problem, with its grid size, validation errors,
+/// median, interval, TFLOP/s, ratio to the best and every repeat's time), `confirmations` and
+/// the new `dispatch_table`.
 pub fn to_json(run: &TuningRun<'_>) -> String {
     let join = |items: Vec<String>| items.join(",\n  ");
     format!(
-        "{{\"tool\":\"flash-attn-tune\",\"device\":{},\"date\":{},\"seed\":{},\"quick\":{},\n\
+        "{{\"tool\":\"flash-attn-tune\",\"device\":{},\"sm_count\":{},\"date\":{},\"seed\":{},\
+         \"quick\":{},\n\
          \"measurements\":[\n  {}],\n\"confirmations\":[\n  {}],\n\"dispatch_table\":[\n  {}]}}\n",
         json_string(run.device),
+        run.sm_count,
         json_string(run.date),
         run.seed,
         run.quick,
