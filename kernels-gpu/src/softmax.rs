@@ -164,7 +164,15 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                         }
                     }
                 }
-                self.row_sum[m][half] += reduce_lane_row(&scores[m], half, |a, b| a + b);
+                // A chain, not a tree: it hides behind the `ex2` that feed it.
+                let mut block_sum = 0.0;
+                for step in scores[m].iter() {
+                    for tile in step.iter() {
+                        block_sum += tile[2 * half];
+                        block_sum += tile[2 * half + 1];
+                    }
+                }
+                self.row_sum[m][half] += block_sum;
             }
         }
     }

@@ -353,6 +353,7 @@ macro_rules! for_each_forward_kernel {
             // D=64). Spilled 32 bytes until the lazy rescale; the 3-stage ring spills 8 bytes on
             // sm_89.
             (flash_fwd_f16_d64_m128_n64_w4_s2, F16, 128, 64, 4, 2, 64, Swizzled, Registers),
+            (flash_fwd_f16_d64_m128_n64_w4_s2_qsmem, F16, 128, 64, 4, 2, 64, Swizzled, SharedMemory),
             // D=128: three stages of 64x128 K and V tiles would need 112 KiB of shared memory,
             // over the sm_89 limit of 99 KiB.
             (flash_fwd_f16_d128_m64_n64_w4_s2, F16, 64, 64, 4, 2, 128, Swizzled, Registers),
