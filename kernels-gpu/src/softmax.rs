@@ -37,38 +37,32 @@ fn finite_or_zero(value: f32) -> f32 {
     }
 }
 
-/// Reduces this lane's `4 * KEY_STEPS` values of row `group + 8 * half` of one m16 tile with
-/// `op`, as a balanced tree: depth `2 + log2(KEY_STEPS)` instead of a chain of `4 * KEY_STEPS`
-/// dependent instructions, which left the max of a 64-key block 64 instructions deep with
-/// only two or four rows to interleave.
+/// The maximum of this lane's `4 * KEY_STEPS` scores of row `group + 8 * half` of one m16 tile,
+/// as a balanced tree: depth `2 + log2(KEY_STEPS)` instead of a chain of `4 * KEY_STEPS`
+/// dependent `max` (16 for BLOCK_N = 64), which only two or four rows per lane could interleave.
 #[inline(always)]
-fn reduce_lane_row<const KEY_STEPS: usize>(
+unsafe fn lane_row_max<const KEY_STEPS: usize>(
     tile_row: &[[[f32; 4]; 2]; KEY_STEPS],
     half: usize,
-    op: impl Fn(f32, f32) -> f32 + Copy,
 ) -> f32 {
-    let per_step: [f32; KEY_STEPS] = core::array::from_fn(|n| {
+    // `max_f32` is inline assembly: LLVM re-linearises a tree of `maxnum` into one chain.
+    let max = |a, b| max_f32(a, b);
+    let mut per_step: [f32; KEY_STEPS] = core::array::from_fn(|n| {
         let [low, high] = tile_row[n];
-        op(
-            op(low[2 * half], low[2 * half + 1]),
-            op(high[2 * half], high[2 * half + 1]),
+        max(
+            max(low[2 * half], low[2 * half + 1]),
+            max(high[2 * half], high[2 * half + 1]),
         )
     });
-    pairwise(per_step, op)
-}
-
-/// Reduces `values` with `op` as a balanced tree of depth `ceil(log2(N))`. For max, `op` must
-/// be opaque to LLVM ([`max_f32`]), which otherwise re-linearises the tree into one chain.
-#[inline(always)]
-fn pairwise<const N: usize>(mut values: [f32; N], op: impl Fn(f32, f32) -> f32) -> f32 {
-    let mut width = N;
+    // Fold the upper half onto the lower until one value is left.
+    let mut width = KEY_STEPS;
     while width > 1 {
         for i in 0..width / 2 {
-            values[i] = op(values[i], values[width - 1 - i]);
+            per_step[i] = max(per_step[i], per_step[width - 1 - i]);
         }
         width = width.div_ceil(2);
     }
-    values[0]
+    per_step[0]
 }
 
 #[inline(always)]
@@ -121,7 +115,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max = reduce_lane_row(&scores[m], half, |a, b| max_f32(a, b));
+                let block_max = lane_row_max(&scores[m], half);
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
