@@ -1,16 +1,17 @@
 //! Times compiled kernels with CUDA events around back-to-back launches and writes the
 //! figures as JSON for `scripts/peer_compare.py`.
 //!
-//! `flash-attn-timing [--json PATH] [--all-kernels]`: the kernel the default API dispatches to
-//! (or every kernel of the matching element type and head dim) on the anchor shapes, causal and not, fp16 and
+//! `flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D]`: the
+//! kernel the default API dispatches to (or every kernel of the matching element type and head
+//! dim, or the one named) on the anchor shapes (or the one given), causal and not, fp16 and
 //! bf16; median, spread and TFLOP/s per case.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use flash_attn::{
-    dispatch_kernel, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, FORWARD_KERNELS,
+    dispatch_kernel, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
+    ForwardKernel, ForwardOptions, FORWARD_KERNELS,
 };
 use half::{bf16, f16};
 
@@ -86,16 +87,36 @@ fn measure<T: Element>(
 }
 
 fn main() -> Result<(), Error> {
+    const USAGE: &str =
+        "usage: flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D]";
     let mut json_path = None;
     let mut all_kernels = false;
+    let mut only_kernel: Option<&'static ForwardKernel> = None;
+    let mut shapes = ANCHOR_SHAPES.to_vec();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--json" => json_path = Some(args.next().expect("--json needs a path")),
             "--all-kernels" => all_kernels = true,
-            other => panic!(
-                "unknown argument {other:?}; usage: flash-attn-timing [--json PATH] [--all-kernels]"
-            ),
+            "--kernel" => {
+                let name = args.next().expect("--kernel needs an entry name");
+                only_kernel = Some(kernel_by_name(&name)?);
+            }
+            "--shape" => {
+                let text = args.next().expect("--shape needs B,H,S,D");
+                let sizes: Vec<usize> = text
+                    .split(',')
+                    .map(|size| {
+                        size.parse()
+                            .unwrap_or_else(|_| panic!("bad --shape {text:?}; {USAGE}"))
+                    })
+                    .collect();
+                let [batch, heads, seq_len, head_dim] = sizes[..] else {
+                    panic!("--shape needs four sizes, got {text:?}; {USAGE}");
+                };
+                shapes = vec![(batch, heads, seq_len, head_dim)];
+            }
+            other => panic!("unknown argument {other:?}; {USAGE}"),
         }
     }
     let gpu = FlashAttention::new()?;
@@ -105,10 +126,15 @@ fn main() -> Result<(), Error> {
     );
     let mut measurements = Vec::new();
     for dtype in [Dtype::F16, Dtype::Bf16] {
-        for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
+        for &(batch, heads, seq_len, head_dim) in &shapes {
             let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
             for causal in [false, true] {
-                let kernels: Vec<&'static ForwardKernel> = if all_kernels {
+                let kernels: Vec<&'static ForwardKernel> = if let Some(kernel) = only_kernel {
+                    if kernel.dtype != dtype || kernel.tile.head_dim != head_dim {
+                        continue;
+                    }
+                    vec![kernel]
+                } else if all_kernels {
                     FORWARD_KERNELS
                         .iter()
                         .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
