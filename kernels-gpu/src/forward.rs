@@ -3,13 +3,14 @@
 //! One block computes `BLOCK_M` query rows of one (batch, query head); each warp owns
 //! `BLOCK_M / WARPS` of them. Per key block `j` of `BLOCK_N` keys:
 //! 1. wait for this block's K/V in the `cp.async` ring;
-//! 2. `S = Q Kᵀ` with Q fragments held in registers for the whole loop;
-//! 3. start the copy of block `j + STAGES - 1`, so loads overlap the math of `STAGES - 1` blocks;
-//! 4. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
+//! 2. `S = Q Kᵀ` with Q fragments held in registers for the whole loop; between its dim steps,
+//!    start the copy of block `j + STAGES - 1` (K after the first, V after the second), so loads
+//!    overlap the math of `STAGES - 1` blocks;
+//! 3. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
 //!    that contain such keys, which run in a loop of their own); blocks entirely after the
 //!    diagonal are never loaded;
-//! 5. online softmax on S in registers;
-//! 6. `O += P V`, with P converted to 16 bits in registers as the A operand (no shared-memory
+//! 4. online softmax on S in registers;
+//! 5. `O += P V`, with P converted to 16 bits in registers as the A operand (no shared-memory
 //!    trip).
 //!
 //! At the end O is divided by the row sums, staged through the warp's own rows of the (now
@@ -322,20 +323,29 @@ pub unsafe fn forward<
                     T::mma(&mut scores[m][n][1], &q[m], &[b2, b3]);
                 }
             }
-            // The prefetch goes between the first and second dim steps of the S MMAs: its
-            // address arithmetic and `cp.async` issue hide under the MMAs still in flight.
-            // Before the MMAs it delayed the first K `ldmatrix` (and spilled the BLOCK_M = 128
-            // kernel); after all of them, its registers held the softmax back. Here it ran
-            // 32,16,512,64 in 116.9 us instead of 124.5 (log 19).
+            // The prefetch is split over the first two dim steps of the S MMAs (K after the
+            // first, V after the second), so that its address arithmetic and `cp.async` issue
+            // hide under the MMAs in flight. After all the S MMAs (before log 19) it held the
+            // softmax back: 32,16,512,64 took 124.5 us, here 119.5. Before the MMAs it spilled
+            // the BLOCK_M = 128 kernel; K and V together after the first step ran 117.0 us but
+            // spilled 12-16 bytes on sm_89 (log 19).
             if STAGES > 1 && d < 2 {
                 let prefetch = block + STAGES as u32 - 1;
                 if prefetch < key_blocks {
-                    let k_rows = key_rows(&params.k_strides, params.k, prefetch);
-                    let v_rows = key_rows(&params.v_strides, params.v, prefetch);
                     if d == 0 {
-                        copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(prefetch_stage), k_rows, thread);
+                        let k_rows = key_rows(&params.k_strides, params.k, prefetch);
+                        copy_tile_async::<Tile, BLOCK_N, WARPS>(
+                            k_tile(prefetch_stage),
+                            k_rows,
+                            thread,
+                        );
                     } else {
-                        copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(prefetch_stage), v_rows, thread);
+                        let v_rows = key_rows(&params.v_strides, params.v, prefetch);
+                        copy_tile_async::<Tile, BLOCK_N, WARPS>(
+                            v_tile(prefetch_stage),
+                            v_rows,
+                            thread,
+                        );
                     }
                 }
                 if d == 1 {
