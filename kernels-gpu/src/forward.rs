@@ -227,12 +227,22 @@ pub unsafe fn forward<
     let stage_bytes = (tile.k_tile_offset(1) - tile.k_tile_offset(0)) as u32;
     let k_tile = |stage: u32| Tile::at(smem + stage * stage_bytes, tile.k_tile_offset(0));
     let v_tile = |stage: u32| Tile::at(smem + stage * stage_bytes, tile.v_tile_offset(0));
-    let copy_key_block = #[inline(always)]
+    // The K and the V tile of key block `block` into ring slot `stage`, separately (the
+    // prefetch issues them at different points) or together.
+    let copy_key_tile = #[inline(always)]
     |block: u32, stage: u32| {
         let k_rows = key_rows(&params.k_strides, params.k, block);
-        let v_rows = key_rows(&params.v_strides, params.v, block);
         copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+    };
+    let copy_value_tile = #[inline(always)]
+    |block: u32, stage: u32| {
+        let v_rows = key_rows(&params.v_strides, params.v, block);
         copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
+    };
+    let copy_key_block = #[inline(always)]
+    |block: u32, stage: u32| {
+        copy_key_tile(block, stage);
+        copy_value_tile(block, stage);
     };
 
     // Prologue: Q in its own group, then STAGES - 1 K/V groups (empty ones too, so that the
@@ -333,19 +343,9 @@ pub unsafe fn forward<
                 let prefetch = block + STAGES as u32 - 1;
                 if prefetch < key_blocks {
                     if d == 0 {
-                        let k_rows = key_rows(&params.k_strides, params.k, prefetch);
-                        copy_tile_async::<Tile, BLOCK_N, WARPS>(
-                            k_tile(prefetch_stage),
-                            k_rows,
-                            thread,
-                        );
+                        copy_key_tile(prefetch, prefetch_stage);
                     } else {
-                        let v_rows = key_rows(&params.v_strides, params.v, prefetch);
-                        copy_tile_async::<Tile, BLOCK_N, WARPS>(
-                            v_tile(prefetch_stage),
-                            v_rows,
-                            thread,
-                        );
+                        copy_value_tile(prefetch, prefetch_stage);
                     }
                 }
                 if d == 1 {

@@ -119,6 +119,9 @@ fn main() -> Result<(), Error> {
             other => panic!("unknown argument {other:?}; {USAGE}"),
         }
     }
+    if all_kernels && only_kernel.is_some() {
+        panic!("--all-kernels and --kernel exclude each other; {USAGE}");
+    }
     let gpu = FlashAttention::new()?;
     println!(
         "{:<16} {:<6} {:<5} {:<36} {:>10} {:>21} {:>8} {:>8}",
