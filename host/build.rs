@@ -1,26 +1,32 @@
-//! Compiles `kernels-gpu` to PTX with rustc's nvptx64 backend and hands the file to the crate.
+//! Compiles `kernels-gpu` to PTX with rustc's nvptx64 backend and hands the kernels to the crate.
 //!
 //! This is the project's own equivalent of cuda_builder (see `../shared/TOOLCHAIN.md` for why
 //! rustc_codegen_nvvm is not used). The inner cargo uses its own target directory, so it never
-//! waits on the outer build's lock.
+//! waits on the outer build's lock. It builds the shard crates of `kernels-gpu/shards/` in
+//! parallel; each entry's PTX is then split into a module of its own (`OUT_DIR/ptx/`).
 //!
-//! Where `ptxas` is found, it then assembles every entry, one module each, into a cubin for
-//! sm_89 and one for sm_90, and writes `cubins.rs`, the table `src/kernels.rs` includes: a
-//! device of exactly those compute capabilities loads the cubin and skips the driver's JIT.
-//! Without ptxas the table is empty and every kernel is JIT-compiled from its PTX.
+//! The crate exposes the entries that pass the ptxas gate recorded in `ptxas-gate.tsv`
+//! (`src/ptxas.rs` holds the rule) and embeds their modules deflated (`kernel_table.rs`).
+//! Where `ptxas` is found, it assembles the kernels the default API can run (every exposed
+//! one with `FLASH_ATTN_CUBINS=all`) into a cubin for sm_89 and one for sm_90 (`cubins.rs`):
+//! a device of exactly those compute capabilities loads the cubin and skips the driver's JIT.
+//! Without ptxas the cubin table is empty and every kernel is JIT-compiled from its PTX.
 
+use std::collections::HashSet;
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
-// Shared with the crate (std only), so that the ptxas lookup and the per-entry split of the PTX
-// have one implementation: the modules assembled here are the ones the crate JIT-compiles.
-#[path = "src/ptx_tools.rs"]
-mod ptx_tools;
+use flash_attn_params::{for_each_gated_config, Dtype, EntryName, TileConfig, KERNEL_SHARDS};
+
+// Shared with the crate (std only): the ptxas lookup and runner, and the gate's rule.
+#[path = "src/ptxas.rs"]
+#[allow(dead_code)]
+mod ptxas;
+
+use ptxas::GateRecord;
 
 const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
 const PTX_TARGET_CPU: &str = "sm_89";
@@ -60,21 +66,32 @@ fn main() {
     command
         .current_dir(&kernels)
         .args([
-            "rustc",
+            "build",
             "--release",
+            "--workspace",
             "-Zbuild-std=core",
             "--target",
             NVPTX_TARGET,
         ])
         .arg("--target-dir")
         .arg(&kernel_target_dir)
-        .args(["--", "-C"])
-        .arg(format!("target-cpu={PTX_TARGET_CPU}"))
-        // The bitcode linker is not installable here; the PTX is complete after --emit=asm.
-        .args(["--emit=asm", "-C", "linker=/bin/true"])
-        // Fragment arrays are indexed by loop counters; fully unrolled they live in registers,
-        // otherwise in local memory (the default threshold left a 336-byte stack frame).
-        .args(["-C", "llvm-args=-unroll-threshold=1000"]);
+        // RUSTFLAGS reach every crate of the nvptx build (core included, and no build script:
+        // those are host artifacts). Each crate writes its PTX (`asm`) next to its library; the
+        // bitcode linker of the shards' cdylibs is not installable here, and the PTX is
+        // complete without it.
+        .env(
+            "RUSTFLAGS",
+            [
+                &format!("-Ctarget-cpu={PTX_TARGET_CPU}"),
+                "--emit=asm,link",
+                "-Clinker=/bin/true",
+                // Fragment arrays are indexed by loop counters; fully unrolled they live in
+                // registers, otherwise in local memory (the default threshold left a 336-byte
+                // stack frame).
+                "-Cllvm-args=-unroll-threshold=1000",
+            ]
+            .join(" "),
+        );
     for (key, _) in env::vars_os() {
         let key = key.to_string_lossy();
         let inherited_from_outer_build = (key.starts_with("CARGO_") && key != "CARGO_HOME")
@@ -84,7 +101,6 @@ fn main() {
                     | "RUSTC_WRAPPER"
                     | "RUSTC_WORKSPACE_WRAPPER"
                     | "RUSTDOC"
-                    | "RUSTFLAGS"
                     | "TARGET"
                     | "HOST"
                     | "OUT_DIR"
@@ -98,45 +114,172 @@ fn main() {
             command.env_remove(key.as_ref());
         }
     }
+    let start = Instant::now();
     let status = command.status().unwrap_or_else(|error| {
         panic!("could not run cargo to build the kernels: {error}; {INSTALL_HINT}")
     });
     if !status.success() {
         panic!("building kernels-gpu for {NVPTX_TARGET} failed ({status}); see the errors above");
     }
+    eprintln!(
+        "built the {KERNEL_SHARDS} kernel shards in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
 
-    let ptx = kernel_target_dir
-        .join(NVPTX_TARGET)
-        .join("release/deps/flash_attn_kernels.s");
-    let ptx_copy = out_dir.join("flash_attn_kernels.ptx");
-    std::fs::copy(&ptx, &ptx_copy).unwrap_or_else(|error| {
-        panic!("the kernel build left no PTX at {}: {error}", ptx.display())
-    });
-    let ptx = std::fs::read_to_string(&ptx_copy).expect("the PTX was just copied");
-    build_cubins(&ptx, &out_dir);
+    let modules = split_entries(&kernel_target_dir, &out_dir);
+    let gate_path = manifest_dir.join("ptxas-gate.tsv");
+    println!("cargo:rerun-if-changed={}", gate_path.display());
+    let gate = read_gate(&gate_path);
+    let exposed = exposed_kernels(&modules, &gate);
+    let wanted_cubins = cubin_entries(&manifest_dir, &exposed);
+    let cubins = build_cubins(&out_dir, &wanted_cubins);
+    write_kernel_table(&out_dir, &modules, &gate, &exposed);
+    write_cubin_table(&out_dir.join("cubins.rs"), &cubins);
 }
 
-/// The architectures cubins are assembled for, with the one compute capability each loads on.
-const CUBIN_ARCHITECTURES: [(&str, (i32, i32)); 2] = [("sm_89", (8, 9)), ("sm_90", (9, 0))];
+/// A configuration that passes the compile-time gates: its entry, element type and tile, and
+/// its single-entry PTX module under `OUT_DIR/ptx/`.
+struct EntryModule {
+    entry: String,
+    dtype: Dtype,
+    tile: TileConfig,
+    path: PathBuf,
+}
 
-/// Assembles every entry of `ptx` for each of [`CUBIN_ARCHITECTURES`] into `out_dir/cubins/`,
-/// in parallel, and writes the table `out_dir/cubins.rs`; an empty one, with a warning, where
-/// there is no ptxas. Panics if ptxas rejects an entry: a kernel that does not assemble is a bug.
-fn build_cubins(ptx: &str, out_dir: &Path) {
+/// Splits every shard's PTX into one module per entry (`OUT_DIR/ptx/<entry>.ptx`), in the
+/// order of [`for_each_gated_config`], and checks that the entries are exactly the
+/// configurations that pass the compile-time gates.
+fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
+    let modules_dir = out_dir.join("ptx");
+    // Leftovers of entries that no longer exist must not linger next to the new ones.
+    let _ = std::fs::remove_dir_all(&modules_dir);
+    std::fs::create_dir_all(&modules_dir)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", modules_dir.display()));
+    let mut written = HashSet::new();
+    for shard in 0..KERNEL_SHARDS {
+        let path = kernel_target_dir
+            .join(NVPTX_TARGET)
+            .join(format!("release/deps/flash_attn_kernels_shard_{shard}.s"));
+        let ptx = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+            panic!(
+                "the kernel build left no PTX at {}: {error}",
+                path.display()
+            )
+        });
+        for entry in entry_names(&ptx) {
+            let module = entry_module(&ptx, entry)
+                .unwrap_or_else(|| panic!("entry {entry} does not split out of the PTX"));
+            let module_path = modules_dir.join(format!("{entry}.ptx"));
+            std::fs::write(&module_path, module)
+                .unwrap_or_else(|error| panic!("cannot write {}: {error}", module_path.display()));
+            written.insert(entry.to_owned());
+        }
+    }
+    let mut modules = Vec::new();
+    for_each_gated_config(|dtype, tile| {
+        let entry = EntryName(dtype, tile).to_string();
+        let path = modules_dir.join(format!("{entry}.ptx"));
+        modules.push(EntryModule {
+            entry,
+            dtype,
+            tile,
+            path,
+        });
+    });
+    let expected: HashSet<String> = modules.iter().map(|m| m.entry.clone()).collect();
+    if written != expected {
+        panic!(
+            "the shards' PTX entries differ from the gated configurations: missing {:?}, extra {:?}",
+            expected.difference(&written).collect::<Vec<_>>(),
+            written.difference(&expected).collect::<Vec<_>>()
+        );
+    }
+    modules
+}
+
+/// The committed gate file: the ptxas version and one record per entry.
+fn read_gate(path: &Path) -> (String, Vec<GateRecord>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|error| {
+        panic!(
+            "cannot read the ptxas gate file {}: {error}; write it with \
+             `flash-attn-configs --write-gate host/ptxas-gate.tsv`",
+            path.display()
+        )
+    });
+    ptxas::parse_gate_file(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The entries the crate exposes: those whose gate record
+/// passes. An entry without a record is not exposed, with a warning: it has not been gated.
+fn exposed_kernels<'m>(
+    modules: &'m [EntryModule],
+    (_, records): &(String, Vec<GateRecord>),
+) -> Vec<&'m EntryModule> {
+    let mut exposed = Vec::new();
+    let mut ungated = Vec::new();
+    for module in modules {
+        match records.iter().find(|record| record.entry == module.entry) {
+            Some(record) if ptxas::record_failures(&module.tile, record).is_empty() => {
+                exposed.push(module)
+            }
+            Some(_) => {}
+            None => ungated.push(module.entry.as_str()),
+        }
+    }
+    if !ungated.is_empty() {
+        println!(
+            "cargo:warning={} entries have no record in host/ptxas-gate.tsv and are not exposed \
+             (first: {}); regenerate it with `flash-attn-configs --write-gate host/ptxas-gate.tsv`",
+            ungated.len(),
+            ungated[0]
+        );
+    }
+    exposed
+}
+
+/// The exposed entries to assemble into cubins. `FLASH_ATTN_CUBINS=all`: every one. Otherwise
+/// the kernels the default API can run, which the source names with `kernel_named("...")`:
+/// the dispatch table (`src/dispatch_table.rs`) and the fallbacks (`src/kernels.rs`). The
+/// others are JIT-compiled from their PTX on first use (0.1-0.4 s each, cached by the driver):
+/// ptxas takes ~0.4 s per entry and architecture, so cubins for all of them would more than
+/// double the build.
+fn cubin_entries<'m>(manifest_dir: &Path, exposed: &[&'m EntryModule]) -> Vec<&'m EntryModule> {
+    println!("cargo:rerun-if-env-changed=FLASH_ATTN_CUBINS");
+    if env::var("FLASH_ATTN_CUBINS").as_deref() == Ok("all") {
+        return exposed.to_vec();
+    }
+    let mut named = HashSet::new();
+    for source in ["src/dispatch_table.rs", "src/kernels.rs"] {
+        let path = manifest_dir.join(source);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+        for rest in text.split("kernel_named(\"").skip(1) {
+            named.insert(rest.split('"').next().unwrap_or_default().to_owned());
+        }
+    }
+    exposed
+        .iter()
+        .copied()
+        .filter(|module| named.contains(&module.entry))
+        .collect()
+}
+/// Assembles `modules` into cubins for each of [`ptxas::ARCHITECTURES`] under
+/// `OUT_DIR/cubins/`, in parallel, and returns `(entry, arch, image path)` for each, or why
+/// none were built (no ptxas, with a warning). Panics if ptxas rejects an entry: a kernel that
+/// does not assemble is a bug.
+fn build_cubins(out_dir: &Path, modules: &[&EntryModule]) -> Result<Vec<BuiltCubin>, String> {
     // ptxas comes from $PTXAS, PATH or /usr/local/cuda/bin. Only PTXAS is watched: PATH
     // differs between shells, IDEs and rustup's proxies, and every rerun of this script costs
     // the ptxas step again (seconds), so a ptxas that appears on PATH later is picked up at
     // the next rerun for another reason (`touch host/build.rs`, `cargo clean`, or set PTXAS).
     println!("cargo:rerun-if-env-changed=PTXAS");
-    let table_path = out_dir.join("cubins.rs");
-    let Some(ptxas) = ptx_tools::find_ptxas() else {
+    let Some(ptxas) = ptxas::find_ptxas() else {
         let reason = "no ptxas found (PTXAS unset, none on PATH or in /usr/local/cuda/bin)";
         println!(
             "cargo:warning=cubins were not built: {reason}; every kernel will be JIT-compiled \
              from its PTX when first loaded. Set PTXAS=/path/to/ptxas to build them."
         );
-        write_table(&table_path, &[], Some(reason));
-        return;
+        return Err(reason.to_owned());
     };
     if !ptxas.is_file() {
         panic!(
@@ -148,70 +291,28 @@ fn build_cubins(ptx: &str, out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", ptxas.display());
 
     let cubin_dir = out_dir.join("cubins");
-    // Leftovers of entries that no longer exist must not linger next to the new ones.
+    // Leftovers of entries that are no longer built must not linger next to the new ones.
     let _ = std::fs::remove_dir_all(&cubin_dir);
     std::fs::create_dir_all(&cubin_dir)
         .unwrap_or_else(|error| panic!("cannot create {}: {error}", cubin_dir.display()));
-    let mut jobs = Vec::new();
-    for entry in ptx_tools::entry_names(ptx) {
-        let module = ptx_tools::entry_module(ptx, entry)
-            .unwrap_or_else(|| panic!("entry {entry} does not split out of the PTX"));
-        let module_path = cubin_dir.join(format!("{entry}.ptx"));
-        std::fs::write(&module_path, module)
-            .unwrap_or_else(|error| panic!("cannot write {}: {error}", module_path.display()));
-        for (arch, compute_capability) in CUBIN_ARCHITECTURES {
-            let cubin = cubin_dir.join(format!("{entry}.{arch}.cubin"));
-            jobs.push((entry, arch, compute_capability, module_path.clone(), cubin));
-        }
-    }
-    if jobs.is_empty() {
-        panic!("the kernel PTX has no `.visible .entry`: nothing to assemble");
-    }
-
-    // One ptxas process per job, at most as many at once as there are cores. ptxas runs each
-    // job single-threaded, and the job list is 2 per entry.
+    let jobs: Vec<BuiltCubin> = modules
+        .iter()
+        .flat_map(|module| {
+            ptxas::ARCHITECTURES.iter().map(|arch| BuiltCubin {
+                entry: module.entry.clone(),
+                arch: arch.name,
+                module: module.path.clone(),
+                image: cubin_dir.join(format!("{}.{}.cubin", module.entry, arch.name)),
+            })
+        })
+        .collect();
     let start = Instant::now();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |cores| cores.get())
-        .min(jobs.len());
-    let next = AtomicUsize::new(0);
-    let failures = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                while let Some((entry, arch, _, module, cubin)) =
-                    jobs.get(next.fetch_add(1, Ordering::Relaxed))
-                {
-                    let output = Command::new(&ptxas)
-                        .args(["-O3", &format!("-arch={arch}")])
-                        .arg(module)
-                        .arg("-o")
-                        .arg(cubin)
-                        .output();
-                    let failure = match output {
-                        Err(error) => Some(format!("could not run {}: {error}", ptxas.display())),
-                        Ok(output) if !output.status.success() => Some(format!(
-                            "{} ({}):\n{}{}",
-                            output.status,
-                            module.display(),
-                            String::from_utf8_lossy(&output.stdout),
-                            String::from_utf8_lossy(&output.stderr)
-                        )),
-                        Ok(_) => None,
-                    };
-                    if let Some(failure) = failure {
-                        failures
-                            .lock()
-                            .unwrap_or_else(|poisoned| poisoned.into_inner())
-                            .push(format!("{entry} for {arch}: {failure}"));
-                    }
-                }
-            });
-        }
-    });
-    let failures = failures
-        .into_inner()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let failures: Vec<String> = ptxas::run_in_parallel(&jobs, |job| {
+        ptxas::assemble_module(&ptxas, job.arch, &job.module, &job.image)
+    })
+    .into_iter()
+    .filter_map(Result::err)
+    .collect();
     if !failures.is_empty() {
         panic!(
             "ptxas ({}) failed to assemble {} of {} kernel cubins; a kernel that does not \
@@ -224,27 +325,105 @@ fn build_cubins(ptx: &str, out_dir: &Path) {
     }
     // Lands in the build script's `stderr` file under target/: the cost of this step.
     eprintln!(
-        "assembled {} cubins with {} in {:.1} s ({workers} at a time)",
+        "assembled {} cubins with {} in {:.1} s",
         jobs.len(),
         ptxas.display(),
         start.elapsed().as_secs_f64()
     );
-    let cubins: Vec<_> = jobs
-        .iter()
-        .map(|(entry, arch, compute_capability, _, cubin)| {
-            (*entry, *arch, *compute_capability, cubin.as_path())
-        })
-        .collect();
-    write_table(&table_path, &cubins, None);
+    Ok(jobs)
 }
 
-/// Writes the `include!`d table of cubins: `(entry, arch, compute capability, image file)`.
-fn write_table(path: &Path, cubins: &[(&str, &str, (i32, i32), &Path)], not_built: Option<&str>) {
+/// One cubin the build assembled: its entry, architecture, source module and image file.
+struct BuiltCubin {
+    entry: String,
+    arch: &'static str,
+    module: PathBuf,
+    image: PathBuf,
+}
+
+/// Writes `kernel_table.rs`, which `src/kernels.rs` includes: `FORWARD_KERNELS` (the exposed
+/// entries, each with its deflated PTX module), the gate records of every entry, and where the
+/// modules of all entries are on the build machine.
+fn write_kernel_table(
+    out_dir: &Path,
+    modules: &[EntryModule],
+    (version, records): &(String, Vec<GateRecord>),
+    exposed: &[&EntryModule],
+) {
+    let mut table = String::from("// Generated by host/build.rs.\n\n");
+    table.push_str(
+        "/// Every exposed forward kernel: each configuration that passes the compile-time gates\n\
+         /// and the ptxas gate (`host/ptxas-gate.tsv`), in entry order.\n\
+         pub const FORWARD_KERNELS: &[ForwardKernel] = &[\n",
+    );
+    for (index, module) in exposed.iter().enumerate() {
+        let tile = &module.tile;
+        let ptx = std::fs::read(&module.path).expect("the module was just written");
+        let deflated = module.path.with_extension("ptx.deflate");
+        std::fs::write(&deflated, miniz_oxide::deflate::compress_to_vec(&ptx, 6))
+            .unwrap_or_else(|error| panic!("cannot write {}: {error}", deflated.display()));
+        writeln!(
+            table,
+            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: TileConfig::new({}, {}, {}, {}, {}, SmemLayout::{:?}, QSource::{:?}), index: {index}, deflated_ptx: include_bytes!({:?}) }},",
+            module.entry,
+            module.dtype,
+            tile.block_m,
+            tile.block_n,
+            tile.warps,
+            tile.stages,
+            tile.head_dim,
+            tile.layout,
+            tile.q_source,
+            utf8(&deflated)
+        )
+        .unwrap();
+    }
+    table.push_str("];\n\n");
+    writeln!(
+        table,
+        "/// The ptxas that measured [`PTXAS_GATE`] (`ptxas --version`'s last line).\n\
+         pub const PTXAS_GATE_VERSION: &str = {version:?};\n"
+    )
+    .unwrap();
+    table.push_str(
+        "/// `host/ptxas-gate.tsv`: each entry's resources on sm_89 and sm_90, as measured by\n\
+         /// [`PTXAS_GATE_VERSION`], exposed or not.\n\
+         pub const PTXAS_GATE: &[(&str, [Resources; 2])] = &[\n",
+    );
+    for record in records {
+        table.push_str(&format!("    ({:?}, [", record.entry));
+        for used in &record.resources {
+            table.push_str(&format!(
+                "Resources {{ registers: {}, stack_frame: {}, spill_stores: {}, spill_loads: {} }}, ",
+                used.registers, used.stack_frame, used.spill_stores, used.spill_loads
+            ));
+        }
+        table.push_str("]),\n");
+    }
+    table.push_str("];\n\n");
+    writeln!(
+        table,
+        "/// The folder where the build wrote every gated entry's PTX module (`<entry>.ptx`, {} in\n\
+         /// all, exposed or not). It exists only on the machine that built the crate: the ptxas\n\
+         /// gate check (`cargo test`) and `flash-attn-configs --write-gate` read it.\n\
+         pub const BUILD_PTX_DIR: &str = {:?};",
+        modules.len(),
+        utf8(&out_dir.join("ptx"))
+    )
+    .unwrap();
+    let path = out_dir.join("kernel_table.rs");
+    std::fs::write(&path, table)
+        .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+}
+
+/// Writes the `include!`d table of cubins, `(entry, arch, compute capability, image file)`, or
+/// an empty one and the reason where none were built.
+fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
     let mut table =
         String::from("// Generated by host/build.rs: the cubins assembled by ptxas.\n\n");
-    let not_built = match not_built {
-        Some(reason) => format!("Some({reason:?})"),
-        None => "None".to_owned(),
+    let not_built = match cubins {
+        Err(reason) => format!("Some({reason:?})"),
+        Ok(_) => "None".to_owned(),
     };
     writeln!(
         table,
@@ -253,24 +432,52 @@ fn write_table(path: &Path, cubins: &[(&str, &str, (i32, i32), &Path)], not_buil
     )
     .unwrap();
     table.push_str(
-        "/// Every kernel entry assembled ahead of time, for each architecture: empty where the\n\
-         /// build found no ptxas ([`CUBINS_NOT_BUILT`] says why).\n\
+        "/// The kernels assembled ahead of time, for each architecture: by default those the\n\
+         /// default API can run (`FLASH_ATTN_CUBINS=all` at build time: every exposed one);\n\
+         /// empty where the build found no ptxas ([`CUBINS_NOT_BUILT`] says why).\n\
          pub const CUBINS: &[Cubin] = &[\n",
     );
-    for (entry, arch, (major, minor), image) in cubins {
-        let image = image
-            .to_str()
-            .unwrap_or_else(|| panic!("OUT_DIR is not UTF-8: {}", image.display()));
+    for cubin in cubins.iter().flatten() {
+        let number: i32 = cubin.arch["sm_".len()..].parse().expect("an sm_XY name");
         writeln!(
             table,
-            "    Cubin {{ entry: {entry:?}, arch: {arch:?}, compute_capability: ({major}, {minor}), \
-             image: include_bytes!({image:?}) }},"
+            "    Cubin {{ entry: {:?}, arch: {:?}, compute_capability: ({}, {}), \
+             image: include_bytes!({:?}) }},",
+            cubin.entry,
+            cubin.arch,
+            number / 10,
+            number % 10,
+            utf8(&cubin.image)
         )
         .unwrap();
     }
     table.push_str("];\n");
     std::fs::write(path, table)
         .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+}
+
+/// The names of the `.visible .entry` functions of `ptx`, in order.
+pub fn entry_names(ptx: &str) -> Vec<&str> {
+    ptx.split(".visible .entry ")
+        .skip(1)
+        .filter_map(|rest| rest.split('(').next())
+        .collect()
+}
+
+/// The PTX of one entry of `ptx` as a module of its own: everything before the first entry
+/// (version, target, the shared-memory declaration, the panic handler) plus that entry's body.
+/// `None` where `ptx` has no entry of that name.
+pub fn entry_module(ptx: &str, entry: &str) -> Option<String> {
+    let preamble = &ptx[..ptx.find(".visible .entry")?];
+    let start = ptx.find(&format!(".visible .entry {entry}("))?;
+    // An entry's body ends at the first closing brace at the start of a line.
+    let end = start + ptx[start..].find("\n}\n")? + 3;
+    Some(format!("{preamble}{}", &ptx[start..end]))
+}
+
+fn utf8(path: &Path) -> &str {
+    path.to_str()
+        .unwrap_or_else(|| panic!("OUT_DIR is not UTF-8: {}", path.display()))
 }
 
 /// Fails with the exact command to run when the nightly toolchain or rust-src is missing:

@@ -3,6 +3,7 @@
 
 use std::ffi::c_int;
 use std::fmt;
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use cust::context::Context;
@@ -12,17 +13,74 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{Dtype, ForwardKernel, FORWARD_KERNELS};
+use flash_attn_params::{Dtype, EntryName, QSource, SmemLayout, TileConfig};
 
-use crate::ptx_tools::entry_module;
+use crate::ptxas::{gate_records, ptxas_version, GateRecord, Resources};
 use crate::Error;
 
-/// The PTX of every compiled kernel, built from `kernels-gpu` by this crate's build script.
-pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/flash_attn_kernels.ptx"));
+/// An exposed forward kernel: its PTX entry point, element type and tile configuration.
+///
+/// Only [`FORWARD_KERNELS`] holds them (the private fields keep other crates from building
+/// one), so a `&ForwardKernel` always names an exposed entry, and its [`Self::index`] is its
+/// place in that list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForwardKernel {
+    pub entry: &'static str,
+    pub dtype: Dtype,
+    pub tile: TileConfig,
+    index: usize,
+    /// The entry's single-entry PTX module, deflated by the build ([`entry_ptx`] inflates it).
+    deflated_ptx: &'static [u8],
+}
+
+impl ForwardKernel {
+    /// The position of this kernel in [`FORWARD_KERNELS`]: the host keeps per-kernel state
+    /// (the loaded module) in a list of the same order, and finds it without comparing names.
+    pub const fn index(&self) -> usize {
+        self.index
+    }
+}
+
+// `FORWARD_KERNELS`, `PTXAS_GATE`, `PTXAS_GATE_VERSION` and `BUILD_PTX_DIR`, written by
+// build.rs from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
+include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
+
+/// The exposed kernel whose PTX entry is `name`, for tables written in source, such as the
+/// dispatch table: evaluated in a `const` or `static`, an unknown name fails the build, so
+/// such a table cannot name a kernel that is not exposed.
+///
+/// # Panics
+/// If no exposed kernel is named `name` (at compile time, a compile error). For names only
+/// known at run time, [`kernel_by_name`] returns an error instead.
+pub const fn kernel_named(name: &str) -> &'static ForwardKernel {
+    let mut index = 0;
+    while index < FORWARD_KERNELS.len() {
+        if bytes_equal(FORWARD_KERNELS[index].entry.as_bytes(), name.as_bytes()) {
+            return &FORWARD_KERNELS[index];
+        }
+        index += 1;
+    }
+    panic!("no exposed forward kernel has this entry name (see FORWARD_KERNELS)")
+}
+
+/// `a == b` for byte strings, usable in a `const fn` (where `==` on slices is not).
+const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// One kernel entry assembled ahead of time by `ptxas -O3` for one architecture, from the same
 /// single-entry module as [`entry_ptx`]. A cubin runs only on devices of exactly its compute
-/// capability; [`CUBINS`] holds one per entry for sm_89 and one for sm_90.
+/// capability; [`CUBINS`] holds one for sm_89 and one for sm_90 per kernel the build assembled.
 #[derive(Clone, Copy)]
 pub struct Cubin {
     /// The PTX entry name, as in [`ForwardKernel::entry`].
@@ -75,6 +133,9 @@ impl LoadOptions {
         if CUBINS.is_empty() {
             return Err(PtxReason::NotBuilt);
         }
+        if !CUBINS.iter().any(|cubin| cubin.entry == entry) {
+            return Err(PtxReason::NotAssembled);
+        }
         CUBINS
             .iter()
             .find(|cubin| cubin.entry == entry && cubin.compute_capability == compute_capability)
@@ -99,6 +160,10 @@ pub enum PtxReason {
     Forced,
     /// The build found no ptxas, so it embedded no cubins ([`CUBINS_NOT_BUILT`]).
     NotBuilt,
+    /// The build assembled cubins only for the kernels the default API can run (the dispatch
+    /// table and the fallbacks), and this is another one (`FLASH_ATTN_CUBINS=all` at build
+    /// time assembles every exposed kernel).
+    NotAssembled,
     /// Cubins exist only for compute capabilities 8.9 and 9.0, and the device is another.
     OtherArchitecture,
     /// The driver refused the cubin (for instance a driver older than the ptxas that built it).
@@ -112,6 +177,9 @@ impl fmt::Display for KernelSource {
             KernelSource::Ptx(PtxReason::Forced) => write!(f, "PTX JIT (forced)"),
             KernelSource::Ptx(PtxReason::NotBuilt) => {
                 write!(f, "PTX JIT (the build embedded no cubins)")
+            }
+            KernelSource::Ptx(PtxReason::NotAssembled) => {
+                write!(f, "PTX JIT (no cubin built for this kernel)")
             }
             KernelSource::Ptx(PtxReason::OtherArchitecture) => {
                 write!(f, "PTX JIT (no cubin for this architecture)")
@@ -130,12 +198,22 @@ const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
 /// The head dimensions with a compiled kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
 
-/// The first compiled kernel for `dtype` and `head_dim`. The default API runs the dispatch
-/// table's choice ([`crate::dispatch_kernel`]), which falls back to this one only where the
-/// table has no entry; the untuned table holds this kernel everywhere.
+/// The kernel for each element type and head dim where the dispatch table has no entry: the
+/// configurations that were the fastest over the most shapes before the tuner (BENCHMARKS.md).
+/// The build assembles cubins for them, as for every kernel the dispatch table names.
+const FALLBACK_KERNELS: [&ForwardKernel; 4] = [
+    kernel_named("flash_fwd_f16_d64_m64_n64_w4_s3"),
+    kernel_named("flash_fwd_f16_d128_m64_n64_w4_s2"),
+    kernel_named("flash_fwd_bf16_d64_m64_n64_w4_s3"),
+    kernel_named("flash_fwd_bf16_d128_m64_n64_w4_s2"),
+];
+
+/// The fallback kernel for `dtype` and `head_dim`. The default API runs the dispatch table's
+/// choice ([`crate::dispatch_kernel`]), which falls back to this one only where the table has
+/// no entry; the untuned table holds this kernel everywhere.
 pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
-    FORWARD_KERNELS
-        .iter()
+    FALLBACK_KERNELS
+        .into_iter()
         .find(|kernel| kernel.dtype == dtype && kernel.tile.head_dim == head_dim)
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,
@@ -287,19 +365,24 @@ impl LoadedKernels {
                 Err(error) => PtxReason::CubinRejected(error),
             },
         };
-        let ptx = entry_ptx(kernel.entry).ok_or_else(|| Error::UnknownKernel {
-            name: kernel.entry.to_owned(),
-        })?;
-        let module = Module::from_ptx(&ptx, &[]).map_err(Error::ModuleLoad)?;
+        let module = Module::from_ptx(ptx_of(kernel), &[]).map_err(Error::ModuleLoad)?;
         Ok((module, KernelSource::Ptx(reason)))
     }
 }
 
-/// The PTX of one entry of [`PTX`] as a module of its own: everything before the first entry
-/// (version, target, the shared-memory declaration, the panic handler) plus that entry's body.
-/// The build script assembles these same modules into [`CUBINS`].
+/// The PTX module of the exposed kernel `entry`, which holds that entry alone: the shard's
+/// preamble (version, target, the shared-memory declaration) plus the entry's body. The build
+/// assembles these same modules into [`CUBINS`]. `None` where no exposed kernel is `entry`.
 pub fn entry_ptx(entry: &str) -> Option<String> {
-    entry_module(PTX, entry)
+    kernel_by_name(entry).ok().map(ptx_of)
+}
+
+/// The PTX of `kernel`, inflated: under a millisecond for one module, against 0.1-0.4 s for
+/// the driver to JIT-compile it.
+fn ptx_of(kernel: &ForwardKernel) -> String {
+    let bytes = miniz_oxide::inflate::decompress_to_vec(FORWARD_KERNELS[kernel.index].deflated_ptx)
+        .expect("build.rs deflated this module");
+    String::from_utf8(bytes).expect("PTX is ASCII")
 }
 
 fn driver_version() -> Result<i32, Error> {
@@ -324,4 +407,26 @@ fn allow_dynamic_shared_memory(function: &Function<'_>, bytes: usize) -> Result<
             code: failure as u32,
         }),
     }
+}
+
+/// Runs the ptxas gate with `ptxas` over every entry that passes the compile-time gates (the
+/// modules in [`BUILD_PTX_DIR`], so only on the machine that built the crate), in entry order:
+/// the ptxas version and one record per entry, as `host/ptxas-gate.tsv` holds them. Results are
+/// cached next to the modules, keyed by module text, ptxas version and architecture.
+pub fn measure_ptxas_gate(ptxas: &Path) -> Result<(String, Vec<GateRecord>), String> {
+    let dir = Path::new(BUILD_PTX_DIR);
+    let mut modules = Vec::new();
+    flash_attn_params::for_each_gated_config(|dtype, tile| {
+        let entry = EntryName(dtype, tile).to_string();
+        let path = dir.join(format!("{entry}.ptx"));
+        modules.push((entry, path));
+    });
+    if let Some((_, missing)) = modules.iter().find(|(_, path)| !path.is_file()) {
+        return Err(format!(
+            "{} is missing: the gate needs the PTX modules of the build on this machine",
+            missing.display()
+        ));
+    }
+    let records = gate_records(ptxas, &modules, Some(&dir.with_file_name("ptxas-cache")))?;
+    Ok((ptxas_version(ptxas)?, records))
 }

@@ -23,7 +23,6 @@ mod error;
 mod kernels;
 mod launch;
 mod problem;
-mod ptx_tools;
 pub mod ptxas;
 pub mod reference;
 mod rng;
@@ -34,8 +33,10 @@ use cust::context::CurrentContext;
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    kernel_named, Dtype, ForwardKernel, ForwardParams, QSource, SmemLayout, TensorStrides,
-    TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    for_each_candidate, for_each_gated_config, Dtype, EntryName, ForwardParams, QSource,
+    SmemLayout, TensorStrides, TileConfig, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
+    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS,
+    SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -45,8 +46,9 @@ pub use dispatch::{
 pub use element::{round_to, Element};
 pub use error::Error;
 pub use kernels::{
-    default_kernel, entry_ptx, kernel_by_name, Cubin, KernelSource, LoadOptions, PtxReason, CUBINS,
-    CUBINS_NOT_BUILT, PTX, SUPPORTED_HEAD_DIMS,
+    default_kernel, entry_ptx, kernel_by_name, kernel_named, measure_ptxas_gate, Cubin,
+    ForwardKernel, KernelSource, LoadOptions, PtxReason, BUILD_PTX_DIR, CUBINS, CUBINS_NOT_BUILT,
+    FORWARD_KERNELS, PTXAS_GATE, PTXAS_GATE_VERSION, SUPPORTED_HEAD_DIMS,
 };
 pub use problem::{supports, AttentionShape, ForwardOptions, ForwardStrides, Layout};
 

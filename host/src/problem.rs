@@ -2,12 +2,10 @@
 //!
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
-use flash_attn_params::{
-    Dtype, ForwardKernel, ForwardParams, TensorStrides, CHUNK_ELEMS, FORWARD_KERNELS,
-};
+use flash_attn_params::{Dtype, ForwardParams, TensorStrides, CHUNK_ELEMS};
 
 use crate::dispatch::dispatch_kernel;
-use crate::Error;
+use crate::{Error, ForwardKernel, FORWARD_KERNELS};
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
 /// K and V `[batch, heads_kv, seq_len_kv, head_dim]`, in the order given by [`Layout`] or

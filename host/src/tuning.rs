@@ -13,7 +13,7 @@ mod stats;
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flash_attn_params::{Dtype, ForwardKernel};
+use flash_attn_params::Dtype;
 
 pub use parse::measurements_from_json;
 pub use report::{
@@ -30,7 +30,7 @@ use crate::kernels::{default_kernel, SUPPORTED_HEAD_DIMS};
 use crate::reference::{ErrorStats, QueryRow};
 use crate::rng::SplitMix64;
 use crate::timing::LaunchTimes;
-use crate::AttentionShape;
+use crate::{AttentionShape, ForwardKernel};
 
 /// The significance level of the confirmation stage's rank test.
 pub const CONFIRMATION_ALPHA: f64 = 0.05;

@@ -7,10 +7,11 @@
 //! - [`element`]: fp16 and bf16, each with its MMA and packing instructions.
 //! - [`forward`]: the main loop, generic over the element type and the tile configuration.
 //!
-//! Every configuration in [`flash_attn_params::for_each_forward_kernel!`] becomes one PTX entry.
+//! Every configuration in [`flash_attn_params::for_each_kernel_entry_of_shard!`] becomes one PTX
+//! entry, through [`forward_entries!`], in one of the shard crates under `shards/`: cargo compiles
+//! them in parallel, where one crate would run LLVM over every entry on one core.
 #![no_std]
 #![feature(
-    abi_ptx,
     asm_experimental_arch,
     stdarch_nvptx,
     gpu_intrinsics,
@@ -29,31 +30,39 @@ pub mod ptx;
 pub mod smem;
 pub mod softmax;
 
-use flash_attn_params::{ForwardParams, QSource};
+// For the entries that `forward_entries!` expands in the shard crates.
+#[doc(hidden)]
+pub use flash_attn_params::{ForwardParams, QSource};
 
 /// The shared-memory tile type of a `SmemLayout` variant.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! shared_tile {
-    (Swizzled, $head_dim:literal) => { smem::SwizzledTile<$head_dim> };
-    (Padded, $head_dim:literal) => { smem::PaddedTile<$head_dim> };
+    (Swizzled, $head_dim:literal) => { $crate::smem::SwizzledTile<$head_dim> };
+    (Padded, $head_dim:literal) => { $crate::smem::PaddedTile<$head_dim> };
 }
 
-macro_rules! forward_kernels {
+/// Defines one PTX entry per configuration it is given, in the format of
+/// [`flash_attn_params::for_each_kernel_entry_of_shard!`]; each shard crate under `shards/`
+/// passes it its part of the list.
+#[macro_export]
+macro_rules! forward_entries {
     ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
         /// A forward kernel entry point; see [`forward::forward`] for the launch contract.
         ///
         /// # Safety
         /// As for [`forward::forward`].
         #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $entry(params: ForwardParams) {
-            forward::forward::<
-                element::$dtype, shared_tile!($layout, $head_dim),
-                $block_m, $block_n, $warps, $stages, $head_dim, { matches!(QSource::$q_source, QSource::Registers) },
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
+            $crate::forward::forward::<
+                $crate::element::$dtype, $crate::shared_tile!($layout, $head_dim),
+                $block_m, $block_n, $warps, $stages, $head_dim,
+                { matches!($crate::QSource::$q_source, $crate::QSource::Registers) },
                 { $block_m / (16 * $warps) }, { $block_n / 16 }, { $head_dim / 16 },
             >(&params);
         }
     )*};
 }
-flash_attn_params::for_each_forward_kernel!(forward_kernels);
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

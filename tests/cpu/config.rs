@@ -1,12 +1,20 @@
+use flash_attn::ptxas::{record_failures, GateRecord};
 use flash_attn::QSource::{Registers, SharedMemory};
 use flash_attn::SmemLayout::{Padded, Swizzled};
 use flash_attn::{
-    default_kernel, Dtype, TileConfig, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
-    SUPPORTED_HEAD_DIMS,
+    default_kernel, for_each_candidate, Dtype, EntryName, TileConfig, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, FORWARD_KERNELS, PTXAS_GATE,
+    SM89_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
 };
 
 #[test]
 fn entry_names_spell_out_their_tile_configuration() {
+    assert!(
+        FORWARD_KERNELS.len() > 200,
+        "{} exposed",
+        FORWARD_KERNELS.len()
+    );
     for kernel in FORWARD_KERNELS {
         let tile = kernel.tile;
         let dtype = match kernel.dtype {
@@ -130,22 +138,61 @@ fn one_stage_is_accepted_and_five_are_not() {
 }
 
 #[test]
-fn the_compiled_list_covers_every_value_of_every_tile_parameter() {
-    let covered = |property: &dyn Fn(&TileConfig) -> bool| {
-        FORWARD_KERNELS.iter().any(|kernel| property(&kernel.tile))
-    };
-    for block_m in [64, 128] {
-        assert!(covered(&|t| t.block_m == block_m), "block_m {block_m}");
+fn the_space_spans_every_value_the_issue_asks_for() {
+    assert_eq!(CANDIDATE_BLOCK_M, [64, 128]);
+    assert_eq!(CANDIDATE_BLOCK_N, [32, 64, 128]);
+    assert_eq!(CANDIDATE_WARPS, [4, 8]);
+    assert_eq!(CANDIDATE_STAGES, [1, 2, 3]);
+    assert_eq!(CANDIDATE_LAYOUTS, [Swizzled, Padded]);
+    assert_eq!(CANDIDATE_Q_SOURCES, [Registers, SharedMemory]);
+    assert_eq!(CANDIDATE_HEAD_DIMS, SUPPORTED_HEAD_DIMS);
+    assert_eq!(CANDIDATE_DTYPES, [Dtype::F16, Dtype::Bf16]);
+}
+
+/// Every candidate is accounted for: rejected by a compile-time gate with the limit it breaks,
+/// or compiled, gated by ptxas and then exposed or rejected with the failures of its record.
+/// Exposure is decided by the build; this re-derives it from the same record.
+#[test]
+fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
+    let (mut candidates, mut gated) = (0, 0);
+    for_each_candidate(|dtype, candidate, verdict| {
+        candidates += 1;
+        let Ok(tile) = verdict else { return };
+        gated += 1;
+        assert_eq!(tile, candidate);
+        let entry = EntryName(dtype, tile).to_string();
+        let (_, resources) = PTXAS_GATE
+            .iter()
+            .find(|(name, _)| *name == entry)
+            .unwrap_or_else(|| panic!("{entry} has no record in host/ptxas-gate.tsv"));
+        let record = GateRecord {
+            entry: entry.clone(),
+            resources: *resources,
+        };
+        let failures = record_failures(&tile, &record);
+        let exposed = FORWARD_KERNELS.iter().find(|kernel| kernel.entry == entry);
+        match exposed {
+            Some(kernel) => {
+                assert!(
+                    failures.is_empty(),
+                    "{entry} is exposed but fails {failures:?}"
+                );
+                assert_eq!((kernel.dtype, kernel.tile), (dtype, tile));
+            }
+            None => assert!(
+                !failures.is_empty(),
+                "{entry} passes the gate but is not exposed"
+            ),
+        }
+    });
+    assert_eq!(candidates, 2 * 2 * 2 * 3 * 2 * 3 * 2 * 2);
+    assert_eq!(
+        PTXAS_GATE.len(),
+        gated,
+        "one gate record per compiled entry"
+    );
+    // The exposed kernels are in entry order, each at its index.
+    for (index, kernel) in FORWARD_KERNELS.iter().enumerate() {
+        assert_eq!(kernel.index(), index);
     }
-    for block_n in [32, 64, 128] {
-        assert!(covered(&|t| t.block_n == block_n), "block_n {block_n}");
-    }
-    for warps in [4, 8] {
-        assert!(covered(&|t| t.warps == warps), "warps {warps}");
-    }
-    for stages in [1, 2, 3] {
-        assert!(covered(&|t| t.stages == stages), "stages {stages}");
-    }
-    assert!(covered(&|t| t.layout == Padded));
-    assert!(covered(&|t| t.q_source == SharedMemory));
 }

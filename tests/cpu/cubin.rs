@@ -4,7 +4,10 @@
 //! `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it, with `PTXAS`, for the build too).
 
 use flash_attn::ptxas::ARCHITECTURES;
-use flash_attn::{LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS};
+use flash_attn::{
+    default_kernel, dispatch_table, ForwardKernel, LoadOptions, PtxReason, CUBINS,
+    CUBINS_NOT_BUILT, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
+};
 
 /// `(major, minor)` from an architecture name: `"sm_90"` -> `(9, 0)`.
 fn compute_capability(arch: &str) -> (i32, i32) {
@@ -29,17 +32,40 @@ fn cubins_were_built() -> bool {
     false
 }
 
+/// The kernels the default API can run: every one the dispatch table names, and the fallbacks.
+fn default_api_kernels() -> Vec<&'static ForwardKernel> {
+    let mut kernels: Vec<&ForwardKernel> =
+        dispatch_table().iter().map(|entry| entry.kernel).collect();
+    for dtype in [flash_attn::Dtype::F16, flash_attn::Dtype::Bf16] {
+        for &head_dim in SUPPORTED_HEAD_DIMS {
+            kernels.push(default_kernel(dtype, head_dim).unwrap());
+        }
+    }
+    kernels.sort_by_key(|kernel| kernel.index());
+    kernels.dedup();
+    kernels
+}
+
+/// Cubins exist for every kernel the default API can run (all exposed kernels with
+/// `FLASH_ATTN_CUBINS=all` at build time), one per architecture, each an image of its entry.
 #[test]
-fn the_build_embedded_a_cubin_per_entry_and_architecture() {
+fn the_build_embedded_a_cubin_per_default_kernel_and_architecture() {
     if !cubins_were_built() {
         return;
     }
+    let assembled: Vec<&ForwardKernel> = FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| CUBINS.iter().any(|cubin| cubin.entry == kernel.entry))
+        .collect();
     assert_eq!(
         CUBINS.len(),
-        FORWARD_KERNELS.len() * ARCHITECTURES.len(),
+        assembled.len() * ARCHITECTURES.len(),
         "one cubin per (entry, architecture)"
     );
-    for kernel in FORWARD_KERNELS {
+    for kernel in default_api_kernels() {
+        assert!(assembled.contains(&kernel), "no cubin for {}", kernel.entry);
+    }
+    for kernel in assembled {
         for arch in &ARCHITECTURES {
             let matching: Vec<_> = CUBINS
                 .iter()
@@ -73,8 +99,8 @@ fn the_build_embedded_a_cubin_per_entry_and_architecture() {
             );
             // No other entry is in it (one module per entry); names that are part of this
             // one's (`..._s3` of `..._s3_pad`) cannot be told apart this way.
-            for other in FORWARD_KERNELS
-                .iter()
+            for other in default_api_kernels()
+                .into_iter()
                 .filter(|other| !kernel.entry.contains(other.entry))
             {
                 assert!(
@@ -115,6 +141,13 @@ fn loading_picks_the_cubin_of_the_exact_compute_capability() {
             assert_eq!(
                 default.cubin_for(kernel.entry, (9, 0)).err(),
                 Some(PtxReason::NotBuilt)
+            );
+            continue;
+        }
+        if !CUBINS.iter().any(|cubin| cubin.entry == kernel.entry) {
+            assert_eq!(
+                default.cubin_for(kernel.entry, (9, 0)).err(),
+                Some(PtxReason::NotAssembled)
             );
             continue;
         }

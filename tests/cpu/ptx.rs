@@ -1,17 +1,48 @@
-use flash_attn::{entry_ptx, ForwardParams, FORWARD_KERNELS, PTX};
+//! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
+
+use flash_attn::{
+    entry_ptx, for_each_gated_config, EntryName, ForwardParams, BUILD_PTX_DIR, FORWARD_KERNELS,
+};
 
 #[test]
-fn ptx_targets_sm89() {
-    assert!(
-        PTX.contains("\n.target sm_89\n"),
-        "PTX does not target sm_89"
-    );
-    assert!(PTX.contains("\n.address_size 64\n"));
+fn every_module_targets_sm89_and_holds_its_entry_alone_taking_forward_params_by_value() {
+    let size = std::mem::size_of::<ForwardParams>();
+    for kernel in FORWARD_KERNELS {
+        let ptx = entry_ptx(kernel.entry).unwrap();
+        assert!(ptx.contains("\n.target sm_89\n"), "{}", kernel.entry);
+        assert!(ptx.contains("\n.address_size 64\n"), "{}", kernel.entry);
+        assert!(ptx.starts_with("//") && ptx.contains(".version"));
+        assert_eq!(
+            ptx.matches(".visible .entry").count(),
+            1,
+            "{}",
+            kernel.entry
+        );
+        let signature = format!(
+            ".visible .entry {entry}(\n\t.param .align 8 .b8 {entry}_param_0[{size}]\n)",
+            entry = kernel.entry
+        );
+        assert!(ptx.contains(&signature), "no entry {signature:?}");
+        assert!(ptx.trim_end().ends_with('}'), "{}", kernel.entry);
+        // A bounds check or panic path that survived optimisation would show up as an
+        // unresolved call into core, which the driver rejects at load time.
+        assert!(
+            !ptx.contains(".extern .func"),
+            "{} calls an external function",
+            kernel.entry
+        );
+        assert!(
+            !ptx.contains("call.uni"),
+            "{} still calls a function",
+            kernel.entry
+        );
+    }
+    assert_eq!(entry_ptx("flash_fwd_no_such_kernel"), None);
 }
 
 #[test]
-fn ptx_uses_the_tensor_core_and_async_copy_instructions() {
-    for instruction in [
+fn the_kernels_use_the_tensor_core_and_async_copy_instructions() {
+    let mut missing: Vec<&str> = vec![
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         "cvt.rn.bf16x2.f32",
@@ -22,62 +53,26 @@ fn ptx_uses_the_tensor_core_and_async_copy_instructions() {
         "cp.async.wait_group",
         "ex2.approx.ftz.f32",
         "st.global.v4.b32",
-    ] {
-        assert!(PTX.contains(instruction), "PTX lacks {instruction}");
-    }
-}
-
-#[test]
-fn every_listed_kernel_is_an_entry_taking_forward_params_by_value() {
-    let size = std::mem::size_of::<ForwardParams>();
-    for kernel in FORWARD_KERNELS {
-        let signature = format!(
-            ".visible .entry {entry}(\n\t.param .align 8 .b8 {entry}_param_0[{size}]\n)",
-            entry = kernel.entry
-        );
-        assert!(
-            PTX.contains(&signature),
-            "no entry {signature:?} in the PTX"
-        );
-    }
-    assert_eq!(
-        PTX.matches(".visible .entry").count(),
-        FORWARD_KERNELS.len()
-    );
-}
-
-#[test]
-fn ptx_calls_no_external_function() {
-    // A bounds check or panic path that survived optimisation would show up as an unresolved
-    // call into core, which the driver rejects at load time.
-    assert!(
-        !PTX.contains(".extern .func"),
-        "the PTX calls an external function"
-    );
-    assert!(!PTX.contains("call.uni"), "the PTX still calls a function");
-}
-
-#[test]
-fn every_entry_splits_into_a_module_of_its_own() {
+    ];
     for kernel in FORWARD_KERNELS {
         let ptx = entry_ptx(kernel.entry).unwrap();
-        assert!(ptx.starts_with("//") && ptx.contains(".version") && ptx.contains(".target"));
-        assert_eq!(
-            ptx.matches(".visible .entry").count(),
-            1,
-            "{}",
-            kernel.entry
-        );
-        assert!(ptx.contains(&format!(".visible .entry {}(", kernel.entry)));
-        assert!(ptx.trim_end().ends_with('}'));
-        // Every entry's instructions are in its module: the modules together hold all of them.
-        let body_start = ptx.find(".visible .entry").unwrap();
-        assert!(PTX.contains(&ptx[body_start..]));
+        missing.retain(|instruction| !ptx.contains(instruction));
     }
-    // No entry is left out: the module has exactly the listed entries.
-    assert_eq!(
-        PTX.matches(".visible .entry").count(),
-        FORWARD_KERNELS.len()
-    );
-    assert_eq!(entry_ptx("flash_fwd_no_such_kernel"), None);
+    assert!(missing.is_empty(), "no kernel uses {missing:?}");
+}
+
+/// The build compiled one module per configuration that passes the compile-time gates, exposed
+/// or not (the ptxas gate reads them), and no other.
+#[test]
+fn the_build_left_a_module_for_every_gated_configuration_and_no_other() {
+    let mut expected = Vec::new();
+    for_each_gated_config(|dtype, tile| expected.push(format!("{}.ptx", EntryName(dtype, tile))));
+    expected.sort();
+    let mut found: Vec<String> = std::fs::read_dir(BUILD_PTX_DIR)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".ptx"))
+        .collect();
+    found.sort();
+    assert_eq!(found, expected);
 }

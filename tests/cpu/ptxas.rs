@@ -1,85 +1,173 @@
-//! Assembles the PTX with `ptxas -v` for sm_89 and sm_90 wherever ptxas is found, and checks
-//! every kernel's resources: no spills, no stack, registers and shared memory within limits.
-//!
-//! ptxas is looked up in `$PTXAS`, then on `PATH`, then under `/usr/local/cuda/bin`. Without
-//! it the test says so and passes, unless `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it).
+//! The ptxas gate. The committed `host/ptxas-gate.tsv` decides which entries are exposed; here
+//! ptxas re-derives it wherever ptxas is found, so a stale file fails. ptxas is looked up in
+//! `$PTXAS`, then on `PATH`, then under `/usr/local/cuda/bin`. Without it the check says so and
+//! passes, unless `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it).
 
 use flash_attn::ptxas::{
-    assemble, blocks_per_sm, find_ptxas, parse_report, ARCHITECTURES, MAX_REGISTERS_PER_THREAD,
+    blocks_per_sm, find_ptxas, format_gate_file, gate_failures, parse_gate_file, parse_report,
+    record_failures, GateRecord, Resources, ARCHITECTURES,
 };
 use flash_attn::QSource::Registers;
 use flash_attn::SmemLayout::Swizzled;
-use flash_attn::{TileConfig, FORWARD_KERNELS};
+use flash_attn::{measure_ptxas_gate, TileConfig, FORWARD_KERNELS, PTXAS_GATE, PTXAS_GATE_VERSION};
 
 #[test]
-fn every_kernel_assembles_without_spills_within_limits() {
+fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
     let Some(ptxas) = find_ptxas() else {
         assert!(
             std::env::var_os("FLASH_ATTN_REQUIRE_PTXAS").is_none(),
             "FLASH_ATTN_REQUIRE_PTXAS is set but no ptxas was found (set PTXAS or PATH)"
         );
-        eprintln!("skipping the ptxas checks: no ptxas found (set PTXAS=/path/to/ptxas)");
+        eprintln!("skipping the ptxas gate check: no ptxas found (set PTXAS=/path/to/ptxas)");
         return;
     };
-    let mut failures = Vec::new();
-    for arch in &ARCHITECTURES {
-        let kernels = assemble(&ptxas, arch).unwrap();
-        assert_eq!(
-            kernels.len(),
-            FORWARD_KERNELS.len(),
-            "kernels in the {} report",
-            arch.name
-        );
-        for kernel in FORWARD_KERNELS {
-            let (_, used) = kernels
-                .iter()
-                .find(|(name, _)| name == kernel.entry)
-                .unwrap_or_else(|| {
-                    panic!("{} missing from the {} report", kernel.entry, arch.name)
-                });
-            let tile = kernel.tile;
-            let (blocks, _) = blocks_per_sm(&tile, used.registers, arch);
-            println!(
-                "{:<40} {}: {:>3} registers, {:>3} B stack, {:>6} B shared, {} threads, {} blocks/SM",
-                kernel.entry,
-                arch.name,
-                used.registers,
-                used.stack_frame,
-                tile.smem_bytes(),
-                tile.threads(),
-                blocks
-            );
-            let mut check = |ok: bool, what: String| {
-                if !ok {
-                    failures.push(format!("{} on {}: {what}", kernel.entry, arch.name));
-                }
-            };
-            check(
-                used.spill_stores == 0 && used.spill_loads == 0,
-                format!("spills {used:?}"),
-            );
-            check(
-                used.stack_frame == 0,
-                format!("{} B stack frame", used.stack_frame),
-            );
-            check(
-                used.registers <= MAX_REGISTERS_PER_THREAD,
-                format!("{} registers", used.registers),
-            );
-            check(
-                blocks >= 1,
-                format!("not one block fits an SM ({} registers)", used.registers),
-            );
-            check(
-                tile.smem_bytes() <= arch.max_smem_per_block,
-                format!("{} B shared memory", tile.smem_bytes()),
-            );
+    let (version, measured) = measure_ptxas_gate(&ptxas).unwrap();
+    let committed: Vec<GateRecord> = PTXAS_GATE
+        .iter()
+        .map(|(entry, resources)| GateRecord {
+            entry: (*entry).to_owned(),
+            resources: *resources,
+        })
+        .collect();
+    let regenerate = "regenerate it with `cargo run -p flash-attn --bin flash-attn-configs -- \
+                      --write-gate host/ptxas-gate.tsv` and rebuild";
+    let entries = |records: &[GateRecord]| -> Vec<String> {
+        records.iter().map(|record| record.entry.clone()).collect()
+    };
+    assert_eq!(
+        entries(&committed),
+        entries(&measured),
+        "host/ptxas-gate.tsv lists other entries: {regenerate}"
+    );
+    let mut stale = Vec::new();
+    for (old, new) in committed.iter().zip(&measured) {
+        let kernel_tile = tile_of(&new.entry);
+        let verdict_changed = record_failures(&kernel_tile, old).is_empty()
+            != record_failures(&kernel_tile, new).is_empty();
+        // Another ptxas may allocate registers differently: then only the verdicts must agree.
+        if verdict_changed || (version == PTXAS_GATE_VERSION && old != new) {
+            stale.push(format!(
+                "{}: committed {:?}, measured {:?}",
+                new.entry, old.resources, new.resources
+            ));
         }
     }
     assert!(
-        failures.is_empty(),
-        "ptxas resource checks failed:\n{}",
-        failures.join("\n")
+        stale.is_empty(),
+        "host/ptxas-gate.tsv (from {PTXAS_GATE_VERSION}) is stale against {version}: {regenerate}\n{}",
+        stale.join("\n")
+    );
+}
+
+/// The tile of a gated entry, found by name in the space.
+fn tile_of(entry: &str) -> TileConfig {
+    let mut found = None;
+    flash_attn::for_each_gated_config(|dtype, tile| {
+        if flash_attn::EntryName(dtype, tile).to_string() == entry {
+            found = Some(tile);
+        }
+    });
+    found.unwrap_or_else(|| panic!("{entry} is not a gated configuration"))
+}
+
+#[test]
+fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_both_architectures() {
+    for kernel in FORWARD_KERNELS {
+        let (_, resources) = PTXAS_GATE
+            .iter()
+            .find(|(entry, _)| *entry == kernel.entry)
+            .unwrap();
+        for (arch, used) in ARCHITECTURES.iter().zip(resources) {
+            assert_eq!(
+                (used.spill_stores, used.spill_loads, used.stack_frame),
+                (0, 0, 0),
+                "{} on {}",
+                kernel.entry,
+                arch.name
+            );
+            assert!(
+                used.registers <= 255 && used.registers > 0,
+                "{}",
+                kernel.entry
+            );
+            assert!(blocks_per_sm(&kernel.tile, used.registers, arch).0 >= 1);
+        }
+    }
+}
+
+#[test]
+fn the_gate_rejects_spills_stack_frames_and_register_overruns() {
+    let tile = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers);
+    let [ada, hopper] = &ARCHITECTURES;
+    let clean = Resources {
+        registers: 168,
+        ..Resources::default()
+    };
+    assert!(gate_failures(&tile, hopper, &clean).is_empty());
+    let spilled = Resources {
+        spill_stores: 8,
+        spill_loads: 12,
+        stack_frame: 24,
+        ..clean
+    };
+    assert_eq!(
+        gate_failures(&tile, ada, &spilled),
+        ["spills on sm_89 (8 B stores, 12 B loads)"]
+    );
+    let stacked = Resources {
+        stack_frame: 16,
+        ..clean
+    };
+    assert_eq!(
+        gate_failures(&tile, hopper, &stacked),
+        ["a 16 B stack frame on sm_90"]
+    );
+    let overrun = Resources {
+        registers: 256,
+        ..clean
+    };
+    assert_eq!(
+        gate_failures(&tile, hopper, &overrun),
+        ["256 registers on sm_90"]
+    );
+}
+
+#[test]
+fn the_gate_file_round_trips() {
+    let records = vec![
+        GateRecord {
+            entry: "flash_fwd_f16_d64_m64_n64_w4_s3".to_owned(),
+            resources: [
+                Resources {
+                    registers: 166,
+                    stack_frame: 0,
+                    spill_stores: 0,
+                    spill_loads: 0,
+                },
+                Resources {
+                    registers: 167,
+                    stack_frame: 8,
+                    spill_stores: 4,
+                    spill_loads: 12,
+                },
+            ],
+        },
+        GateRecord {
+            entry: "flash_fwd_bf16_d128_m128_n32_w4_s2_qsmem".to_owned(),
+            resources: [Resources {
+                registers: 255,
+                ..Resources::default()
+            }; 2],
+        },
+    ];
+    let text = format_gate_file("Cuda compilation tools, release 12.9, V12.9.86", &records);
+    let (version, parsed) = parse_gate_file(&text).unwrap();
+    assert_eq!(version, "Cuda compilation tools, release 12.9, V12.9.86");
+    assert_eq!(parsed, records);
+    assert!(parse_gate_file("ptxas\tv\nflash_fwd_x\t1\t2\n").is_err());
+    assert!(
+        parse_gate_file("flash_fwd_x\t1\t0\t0\t0\t1\t0\t0\t0\n").is_err(),
+        "no version line"
     );
 }
 

@@ -1,43 +1,69 @@
-//! Lists the tile-configuration space of the forward kernel: for each candidate, whether the
-//! compile-time gates accept it (and if not, the limit it breaks), whether it is compiled, and,
-//! for compiled ones when `ptxas` is found, registers, spills and theoretical occupancy on
-//! sm_89 and sm_90.
+//! Lists the tile-configuration space of the forward kernel and both of its gates: for each
+//! candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
+//! for each accepted one, its registers, spills and theoretical occupancy on sm_89 and sm_90
+//! from the ptxas gate (`host/ptxas-gate.tsv`, embedded at build time, so no ptxas is needed),
+//! and whether the crate exposes it or why the ptxas gate rejects it.
 //!
-//! `flash-attn-configs` (set `PTXAS=/path/to/ptxas` for the resource columns).
+//! ```text
+//! flash-attn-configs                      # the table
+//! flash-attn-configs --write-gate FILE    # re-measure the ptxas gate (needs ptxas) into FILE
+//! ```
+
+use std::process::ExitCode;
 
 use flash_attn::ptxas::{
-    assemble, blocks_per_sm, find_ptxas, Architecture, Resources, ARCHITECTURES,
+    blocks_per_sm, find_ptxas, format_gate_file, record_failures, Architecture, GateRecord,
+    Resources, ARCHITECTURES,
 };
-use flash_attn::{Dtype, QSource, SmemLayout, TileConfig, FORWARD_KERNELS};
+use flash_attn::{
+    for_each_candidate, measure_ptxas_gate, EntryName, QSource, TileConfig, FORWARD_KERNELS,
+    PTXAS_GATE, PTXAS_GATE_VERSION,
+};
 
-/// The candidate values of each tile parameter.
-const BLOCK_M: [usize; 2] = [64, 128];
-const BLOCK_N: [usize; 3] = [32, 64, 128];
-const WARPS: [usize; 2] = [4, 8];
-const STAGES: [usize; 3] = [1, 2, 3];
-const HEAD_DIMS: [usize; 2] = [64, 128];
-const LAYOUTS: [SmemLayout; 2] = [SmemLayout::Swizzled, SmemLayout::Padded];
-const Q_SOURCES: [QSource; 2] = [QSource::Registers, QSource::SharedMemory];
+const USAGE: &str = "usage: flash-attn-configs [--write-gate FILE]
+  (no argument)      list every candidate configuration, its gates and its resources
+  --write-gate FILE  assemble every entry with ptxas ($PTXAS, PATH or /usr/local/cuda/bin) for
+                     sm_89 and sm_90 and write the gate file (host/ptxas-gate.tsv); rebuild to
+                     apply it";
 
-fn main() {
-    let reports: Vec<Option<Vec<(String, Resources)>>> = match find_ptxas() {
-        Some(ptxas) => ARCHITECTURES
-            .iter()
-            .map(|arch| match assemble(&ptxas, arch) {
-                Ok(report) => Some(report),
-                Err(error) => {
-                    eprintln!("{error}");
-                    None
-                }
-            })
-            .collect(),
-        None => {
-            eprintln!("no ptxas found (set PTXAS): register and occupancy columns are left empty");
-            vec![None, None]
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => {
+            list();
+            ExitCode::SUCCESS
         }
-    };
+        [flag, path] if flag == "--write-gate" => match write_gate(path) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("flash-attn-configs: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn write_gate(path: &str) -> Result<(), String> {
+    let ptxas = find_ptxas().ok_or("no ptxas found: set PTXAS=/path/to/ptxas")?;
+    let start = std::time::Instant::now();
+    let (version, records) = measure_ptxas_gate(&ptxas)?;
+    std::fs::write(path, format_gate_file(&version, &records))
+        .map_err(|error| format!("cannot write {path}: {error}"))?;
+    eprintln!(
+        "wrote {} records ({version}) to {path} in {:.0} s; rebuild to expose what it accepts",
+        records.len(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn list() {
     println!(
-        "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {:>8}  {:<9} {:<26} {:<26}  reason",
+        "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {:>8}  {:<8} {:<24} {:<24}  entry, or why rejected",
         "dtype",
         "D",
         "BM",
@@ -51,94 +77,80 @@ fn main() {
         "sm_89 regs/spill/blocks",
         "sm_90 regs/spill/blocks"
     );
-    let (mut accepted, mut rejected, mut compiled) = (0, 0, 0);
-    for dtype in [Dtype::F16, Dtype::Bf16] {
-        for head_dim in HEAD_DIMS {
-            for block_m in BLOCK_M {
-                for block_n in BLOCK_N {
-                    for warps in WARPS {
-                        for stages in STAGES {
-                            for layout in LAYOUTS {
-                                for q_source in Q_SOURCES {
-                                    let verdict = TileConfig::check(
-                                        block_m, block_n, warps, stages, head_dim, layout, q_source,
-                                    );
-                                    let kernel = FORWARD_KERNELS.iter().find(|k| {
-                                        k.dtype == dtype && verdict.is_ok_and(|tile| tile == k.tile)
-                                    });
-                                    let smem = verdict.map_or(String::from("-"), |t| {
-                                        format!("{:.0}", t.smem_bytes() as f64 / 1024.0)
-                                    });
-                                    let (status, reason) = match (verdict, kernel) {
-                                        (Err(limit), _) => {
-                                            rejected += 1;
-                                            ("rejected", limit.to_owned())
-                                        }
-                                        (Ok(_), Some(kernel)) => {
-                                            accepted += 1;
-                                            compiled += 1;
-                                            ("compiled", kernel.entry.to_owned())
-                                        }
-                                        (Ok(_), None) => {
-                                            accepted += 1;
-                                            (
-                                                "valid",
-                                                "passes the gates; not in the compiled list"
-                                                    .to_owned(),
-                                            )
-                                        }
-                                    };
-                                    let columns: Vec<String> = ARCHITECTURES
-                                        .iter()
-                                        .zip(&reports)
-                                        .map(|(arch, report)| resources(kernel, report, arch))
-                                        .collect();
-                                    println!(
-                                        "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {:>8}  {:<9} {:<26} {:<26}  {}",
-                                        format!("{dtype:?}"), head_dim, block_m, block_n, warps,
-                                        stages, format!("{layout:?}"),
-                                        match q_source {
-                                            QSource::Registers => "registers",
-                                            QSource::SharedMemory => "shared",
-                                        },
-                                        smem, status, columns[0], columns[1], reason
-                                    );
-                                }
-                            }
-                        }
-                    }
+    let (mut candidates, mut compile_rejected, mut ptxas_rejected, mut ungated) = (0, 0, 0, 0);
+    for_each_candidate(|dtype, candidate, verdict| {
+        candidates += 1;
+        let none = || "-".to_owned();
+        let (smem, columns, status, reason) =
+            match verdict {
+                Err(limit) => {
+                    compile_rejected += 1;
+                    (none(), [none(), none()], "rejected", limit.to_owned())
                 }
-            }
-        }
-    }
+                Ok(tile) => {
+                    let entry = EntryName(dtype, tile).to_string();
+                    let record = PTXAS_GATE.iter().find(|(name, _)| *name == entry).map(
+                        |(name, resources)| GateRecord {
+                            entry: (*name).to_owned(),
+                            resources: *resources,
+                        },
+                    );
+                    let columns = match &record {
+                        Some(record) => [0, 1].map(|arch| {
+                            resources(&tile, &record.resources[arch], &ARCHITECTURES[arch])
+                        }),
+                        None => [none(), none()],
+                    };
+                    let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
+                    let (status, reason) = match (&record, exposed) {
+                        (_, true) => ("exposed", entry),
+                        (Some(record), false) => {
+                            ptxas_rejected += 1;
+                            ("ptxas", record_failures(&tile, record).join("; "))
+                        }
+                        (None, false) => {
+                            ungated += 1;
+                            ("ungated", format!("{entry}: not in host/ptxas-gate.tsv"))
+                        }
+                    };
+                    let smem = format!("{:.0}", tile.smem_bytes() as f64 / 1024.0);
+                    (smem, columns, status, reason)
+                }
+            };
+        println!(
+            "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {smem:>8}  {status:<8} {:<24} {:<24}  {reason}",
+            format!("{dtype:?}"),
+            candidate.head_dim,
+            candidate.block_m,
+            candidate.block_n,
+            candidate.warps,
+            candidate.stages,
+            format!("{:?}", candidate.layout),
+            match candidate.q_source {
+                QSource::Registers => "registers",
+                QSource::SharedMemory => "shared",
+            },
+            columns[0],
+            columns[1]
+        );
+    });
     println!(
-        "{accepted} configurations pass the gates ({compiled} compiled), {rejected} rejected. \
-         Compiled ones are checked by ptxas in `cargo test` (no spills, registers, one block \
-         fits) and run by the GPU tests; valid ones that are not compiled are left out for build, \
-         JIT and GPU test time (see `for_each_forward_kernel!`)."
+        "{candidates} candidates: {compile_rejected} rejected by the compile-time gates, {} \
+         compiled into PTX entries; of those, {ptxas_rejected} rejected by the ptxas gate \
+         ({PTXAS_GATE_VERSION}), {ungated} not gated, {} exposed (FORWARD_KERNELS).",
+        candidates - compile_rejected,
+        FORWARD_KERNELS.len()
     );
 }
 
-/// `registers/spill bytes/blocks per SM (limiting resource)` of a compiled kernel on `arch`.
-fn resources(
-    kernel: Option<&flash_attn::ForwardKernel>,
-    report: &Option<Vec<(String, Resources)>>,
-    arch: &Architecture,
-) -> String {
-    let found = kernel.zip(report.as_ref()).and_then(|(kernel, report)| {
-        report
-            .iter()
-            .find(|(name, _)| name == kernel.entry)
-            .map(|(_, used)| (kernel, used))
-    });
-    match found {
-        Some((kernel, used)) => {
-            let (blocks, limit) = blocks_per_sm(&kernel.tile, used.registers, arch);
-            format!(
-                "{}/{}/{} ({})",
-                used.registers, used.spill_stores, blocks, limit
-            )
-        }
-        None => "-".to_owned(),
-    }
+/// `registers/spill bytes/blocks per SM (limiting resource)` of a gated entry on `arch`.
+fn resources(tile: &TileConfig, used: &Resources, arch: &Architecture) -> String {
+    let (blocks, limit) = blocks_per_sm(tile, used.registers, arch);
+    format!(
+        "{}/{}/{} ({})",
+        used.registers,
+        used.spill_stores + used.spill_loads,
+        blocks,
+        limit
+    )
 }
