@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the GPU bundle: the GPU test and benchmark executables, the timing, load-time and tuning tools, the PTX, the
+# Builds the GPU bundle: the GPU test and benchmark executables, the timing, load-time and tuning tools, the
 # peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
@@ -40,8 +40,6 @@ cp "$load_time" "$bundle/flash-attn-load-time"
 cp "$tune" "$bundle/flash-attn-tune"
 strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" \
     "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune"
-cp target/release/build/flash-attn-*/out/flash_attn_kernels.ptx "$bundle/" 2>/dev/null \
-    || cp "$(ls -t target/*/build/flash-attn-*/out/flash_attn_kernels.ptx | head -n 1)" "$bundle/"
 cp scripts/run-bundle.sh "$bundle/run.sh"
 cp scripts/peer_compare.py scripts/regression_check.py "$bundle/"
 if [ -f results/baseline.json ]; then cp results/baseline.json "$bundle/baseline.json"; fi

@@ -8,7 +8,7 @@
 use flash_attn_params::Dtype;
 
 use crate::dispatch_table::DISPATCH_TABLE;
-use crate::kernels::default_kernel;
+use crate::kernels::{default_kernel, SUPPORTED_HEAD_DIMS};
 use crate::{AttentionShape, Error, ForwardKernel};
 
 /// A range of key lengths (`seq_len_kv`) that shares one dispatch entry. The bounds follow the
@@ -176,6 +176,22 @@ pub struct DispatchEntry {
 /// writes it.
 pub fn dispatch_table() -> &'static [DispatchEntry] {
     DISPATCH_TABLE
+}
+
+/// Every kernel the default API can run, in [`crate::FORWARD_KERNELS`] order: those the
+/// compiled dispatch table names and the fallbacks ([`default_kernel`]). The build assembles
+/// cubins for these.
+pub fn default_api_kernels() -> Vec<&'static ForwardKernel> {
+    let mut kernels: Vec<&'static ForwardKernel> =
+        DISPATCH_TABLE.iter().map(|entry| entry.kernel).collect();
+    for dtype in [Dtype::F16, Dtype::Bf16] {
+        for &head_dim in SUPPORTED_HEAD_DIMS {
+            kernels.extend(default_kernel(dtype, head_dim));
+        }
+    }
+    kernels.sort_by_key(|kernel| kernel.index());
+    kernels.dedup();
+    kernels
 }
 
 /// The entry of `table` for `shape` on a device of `sm_count` multiprocessors: the one keyed

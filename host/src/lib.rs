@@ -40,8 +40,8 @@ pub use flash_attn_params::{
 };
 
 pub use dispatch::{
-    dispatch_entry, dispatch_kernel, dispatch_table, DispatchEntry, GridSize, SeqBucket,
-    GRID_TILE_ROWS, NOT_TUNED, SMALL_GRID_TILES_PER_SM,
+    default_api_kernels, dispatch_entry, dispatch_kernel, dispatch_table, DispatchEntry, GridSize,
+    SeqBucket, GRID_TILE_ROWS, NOT_TUNED, SMALL_GRID_TILES_PER_SM,
 };
 pub use element::{round_to, Element};
 pub use error::Error;

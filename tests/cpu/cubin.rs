@@ -5,8 +5,8 @@
 
 use flash_attn::ptxas::ARCHITECTURES;
 use flash_attn::{
-    default_kernel, dispatch_table, ForwardKernel, LoadOptions, PtxReason, CUBINS,
-    CUBINS_NOT_BUILT, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
+    default_api_kernels, ForwardKernel, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT,
+    FORWARD_KERNELS,
 };
 
 /// `(major, minor)` from an architecture name: `"sm_90"` -> `(9, 0)`.
@@ -30,20 +30,6 @@ fn cubins_were_built() -> bool {
     );
     eprintln!("skipping the cubin checks: the build embedded none ({reason})");
     false
-}
-
-/// The kernels the default API can run: every one the dispatch table names, and the fallbacks.
-fn default_api_kernels() -> Vec<&'static ForwardKernel> {
-    let mut kernels: Vec<&ForwardKernel> =
-        dispatch_table().iter().map(|entry| entry.kernel).collect();
-    for dtype in [flash_attn::Dtype::F16, flash_attn::Dtype::Bf16] {
-        for &head_dim in SUPPORTED_HEAD_DIMS {
-            kernels.push(default_kernel(dtype, head_dim).unwrap());
-        }
-    }
-    kernels.sort_by_key(|kernel| kernel.index());
-    kernels.dedup();
-    kernels
 }
 
 /// Cubins exist for every kernel the default API can run (all exposed kernels with

@@ -4,7 +4,9 @@ use flash_attn::reference::{
     attention, error_stats, random_normal, relayout, within_tolerance, ErrorStats, Precision,
     ReferenceOutput,
 };
-use flash_attn::{AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout};
+use flash_attn::{
+    AttentionShape, Element, Error, FlashAttention, ForwardKernel, ForwardOptions, Layout,
+};
 
 /// The GPU, or `None` (after one line saying why) where there is none.
 pub fn gpu() -> Option<FlashAttention> {
@@ -15,6 +17,22 @@ pub fn gpu() -> Option<FlashAttention> {
             None
         }
         Err(error) => panic!("could not set up the GPU: {error}"),
+    }
+}
+
+/// Whether the tests that run every kernel run `kernel` in this process: all of them, unless
+/// `FLASH_ATTN_KERNEL_SHARD=i/n` (0 <= i < n) keeps only those whose index is `i` modulo `n`,
+/// so that n processes (compute-sanitizer runs, say) can split the kernels between them.
+pub fn in_kernel_shard(kernel: &ForwardKernel) -> bool {
+    let Ok(shard) = std::env::var("FLASH_ATTN_KERNEL_SHARD") else {
+        return true;
+    };
+    let parsed = shard
+        .split_once('/')
+        .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)));
+    match parsed {
+        Some((i, n)) if i < n => kernel.index() % n == i,
+        _ => panic!("FLASH_ATTN_KERNEL_SHARD={shard:?}: expected i/n with 0 <= i < n"),
     }
 }
 

@@ -1,10 +1,12 @@
 //! What a process pays before its first launch: CUDA initialisation with the device checks and
-//! the context, then the loading of each kernel's module, defaults first, and for each whether
+//! the context, then the loading of each kernel's module (the default API's, or with `--all`
+//! every exposed one), fallback defaults first, and for each whether
 //! it came from a cubin built ahead of time or from the driver's JIT of its PTX.
 //!
 //! ```text
 //! flash-attn-load-time          # as the library loads: the cubin for the device where built
 //! flash-attn-load-time --ptx    # every kernel JIT-compiled from PTX (LoadOptions::force_ptx)
+//! flash-attn-load-time --all    # every exposed kernel, not only the default API's
 //! ```
 //!
 //! `CUDA_CACHE_DISABLE=1` gives the cold figures: otherwise the driver reuses JIT output cached
@@ -14,12 +16,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use flash_attn::{
-    default_kernel, Dtype, Error, FlashAttention, LoadOptions, CUBINS, CUBINS_NOT_BUILT,
-    FORWARD_KERNELS,
+    default_api_kernels, default_kernel, Dtype, Error, FlashAttention, ForwardKernel, LoadOptions,
+    CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS,
 };
 
-const USAGE: &str = "usage: flash-attn-load-time [--ptx]\n  \
-    --ptx  JIT-compile every kernel from PTX even where a cubin for the device was built";
+const USAGE: &str = "usage: flash-attn-load-time [--ptx] [--all]\n  \
+    --ptx  JIT-compile every kernel from PTX even where a cubin for the device was built\n  \
+    --all  load every exposed kernel (default: the kernels the default API can run)";
 
 fn milliseconds_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
@@ -27,9 +30,11 @@ fn milliseconds_since(start: Instant) -> f64 {
 
 fn main() -> ExitCode {
     let mut options = LoadOptions::default();
+    let mut all = false;
     for argument in std::env::args().skip(1) {
         match argument.as_str() {
             "--ptx" => options.force_ptx = true,
+            "--all" => all = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -40,7 +45,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    match measure(&options) {
+    match measure(&options, all) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -49,7 +54,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn measure(options: &LoadOptions) -> Result<(), Error> {
+fn measure(options: &LoadOptions, all: bool) -> Result<(), Error> {
     let cache = std::env::var("CUDA_CACHE_DISABLE").unwrap_or_default();
     println!(
         "JIT cache {}",
@@ -85,10 +90,15 @@ fn measure(options: &LoadOptions) -> Result<(), Error> {
             defaults.push(default_kernel(dtype, *head_dim)?);
         }
     }
-    let others = FORWARD_KERNELS
-        .iter()
+    let others: Vec<&ForwardKernel> = if all {
+        FORWARD_KERNELS.iter().collect()
+    } else {
+        default_api_kernels()
+    };
+    let others = others
+        .into_iter()
         .filter(|kernel| !defaults.iter().any(|default| default.entry == kernel.entry));
-    let mut total = 0.0;
+    let (mut total, mut loaded) = (0.0, 0);
     for (kernel, role) in defaults
         .iter()
         .copied()
@@ -99,14 +109,19 @@ fn measure(options: &LoadOptions) -> Result<(), Error> {
         let source = gpu.preload(kernel)?;
         let load = milliseconds_since(start);
         total += load;
+        loaded += 1;
         println!(
             "{load:>8.1} ms  module load of {} {role:<7}  from {source}",
             kernel.entry
         );
     }
     println!(
-        "{total:>8.1} ms  all {} kernels, one module each",
-        FORWARD_KERNELS.len()
+        "{total:>8.1} ms  {loaded} kernels ({}), one module each",
+        if all {
+            "every exposed one"
+        } else {
+            "the default API's"
+        }
     );
     Ok(())
 }
