@@ -342,7 +342,7 @@ struct BuiltCubin {
 }
 
 /// Writes `kernel_table.rs`, which `src/kernels.rs` includes: `FORWARD_KERNELS` (the exposed
-/// entries, each with its deflated PTX module), the gate records of every entry, and where the
+/// entries) and their deflated PTX modules, the gate records of every entry, and where the
 /// modules of all entries are on the build machine.
 fn write_kernel_table(
     out_dir: &Path,
@@ -356,6 +356,7 @@ fn write_kernel_table(
          /// and the ptxas gate (`host/ptxas-gate.tsv`), in entry order.\n\
          pub const FORWARD_KERNELS: &[ForwardKernel] = &[\n",
     );
+    let mut deflated_modules = String::new();
     for (index, module) in exposed.iter().enumerate() {
         let tile = &module.tile;
         let ptx = std::fs::read(&module.path).expect("the module was just written");
@@ -363,8 +364,14 @@ fn write_kernel_table(
         std::fs::write(&deflated, miniz_oxide::deflate::compress_to_vec(&ptx, 6))
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", deflated.display()));
         writeln!(
+            deflated_modules,
+            "    include_bytes!({:?}),",
+            utf8(&deflated)
+        )
+        .unwrap();
+        writeln!(
             table,
-            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: TileConfig::new({}, {}, {}, {}, {}, SmemLayout::{:?}, QSource::{:?}), index: {index}, deflated_ptx: include_bytes!({:?}) }},",
+            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: TileConfig::new({}, {}, {}, {}, {}, SmemLayout::{:?}, QSource::{:?}), index: {index} }},",
             module.entry,
             module.dtype,
             tile.block_m,
@@ -374,11 +381,19 @@ fn write_kernel_table(
             tile.head_dim,
             tile.layout,
             tile.q_source,
-            utf8(&deflated)
         )
         .unwrap();
     }
     table.push_str("];\n\n");
+    // A static, not in the `const` list: a const's data is emitted again in every codegen unit
+    // that uses it: as a field of the list, the modules made flash-attn-load-time 15.5 MB, not 6.
+    writeln!(
+        table,
+        "/// The deflated PTX module of each of [`FORWARD_KERNELS`], by index.\n\
+         static DEFLATED_PTX: [&[u8]; {}] = [\n{deflated_modules}];\n",
+        exposed.len()
+    )
+    .unwrap();
     writeln!(
         table,
         "/// The ptxas that measured [`PTXAS_GATE`] (`ptxas --version`'s last line).\n\
@@ -435,7 +450,7 @@ fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
         "/// The kernels assembled ahead of time, for each architecture: by default those the\n\
          /// default API can run (`FLASH_ATTN_CUBINS=all` at build time: every exposed one);\n\
          /// empty where the build found no ptxas ([`CUBINS_NOT_BUILT`] says why).\n\
-         pub const CUBINS: &[Cubin] = &[\n",
+         pub static CUBINS: &[Cubin] = &[\n",
     );
     for cubin in cubins.iter().flatten() {
         let number: i32 = cubin.arch["sm_".len()..].parse().expect("an sm_XY name");

@@ -29,8 +29,6 @@ pub struct ForwardKernel {
     pub dtype: Dtype,
     pub tile: TileConfig,
     index: usize,
-    /// The entry's single-entry PTX module, deflated by the build ([`entry_ptx`] inflates it).
-    deflated_ptx: &'static [u8],
 }
 
 impl ForwardKernel {
@@ -41,7 +39,7 @@ impl ForwardKernel {
     }
 }
 
-// `FORWARD_KERNELS`, `PTXAS_GATE`, `PTXAS_GATE_VERSION` and `BUILD_PTX_DIR`, written by
+// `FORWARD_KERNELS`, `DEFLATED_PTX`, `PTXAS_GATE`, `PTXAS_GATE_VERSION` and `BUILD_PTX_DIR`, written by
 // build.rs from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
 include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
 
@@ -380,7 +378,7 @@ pub fn entry_ptx(entry: &str) -> Option<String> {
 /// The PTX of `kernel`, inflated: under a millisecond for one module, against 0.1-0.4 s for
 /// the driver to JIT-compile it.
 fn ptx_of(kernel: &ForwardKernel) -> String {
-    let bytes = miniz_oxide::inflate::decompress_to_vec(FORWARD_KERNELS[kernel.index].deflated_ptx)
+    let bytes = miniz_oxide::inflate::decompress_to_vec(DEFLATED_PTX[kernel.index])
         .expect("build.rs deflated this module");
     String::from_utf8(bytes).expect("PTX is ASCII")
 }
