@@ -8,7 +8,7 @@
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
 #   tests, sanitizer: run side by side, after one process has filled the JIT cache;
-#   tune:  the autotuner (not part of "all": its four output files plus the others would pass
+#   tune:  the autotuner (not part of "all": its five output files plus the others would pass
 #          the 8 files a device call returns); copy $OUT/dispatch_table.rs over
 #          host/src/dispatch_table.rs and commit it;
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
@@ -77,7 +77,7 @@ sanitize() {
         timeout 560 compute-sanitizer --tool "$tool" --error-exitcode 1 ./gpu-tests --test-threads=1 --exact "$filter" > "sanitizer-$name.log" 2>&1
         echo "exit $? after $((SECONDS - start)) s" >> "sanitizer-$name.log"
     ) &
-    sanitizer_jobs+=("$name:$tool:$filter:$shard")
+    sanitizer_jobs+=("$name|$tool|$filter|$shard")
 }
 if wants sanitizer; then
     for tool in memcheck racecheck synccheck initcheck; do
@@ -112,7 +112,7 @@ if wants sanitizer; then
     sanitizer_log="$out/sanitizer.log"
     : > "$sanitizer_log"
     for job in "${sanitizer_jobs[@]}"; do
-        IFS=: read -r name tool filter shard <<< "$job"
+        IFS='|' read -r name tool filter shard <<< "$job"
         {
             echo "=== compute-sanitizer --tool $tool $filter${shard:+ (kernel shard $shard)}"
             cat "sanitizer-$name.log"
@@ -127,9 +127,10 @@ if wants bench; then
     ./forward-bench --bench 2>&1 | tee "$out/bench.log" | grep -E "forward_|time:|thrpt:"
 fi
 
-# 4. Our timings (every kernel), then the peer comparison on the same shapes.
+# 4. Our timings (the kernel the default API dispatches to), then the peer comparison on the
+#    same shapes.
 if wants peers; then
-    ./flash-attn-timing --all-kernels --json "$out/ours.json" 2>&1 | tee "$out/timing.log"
+    ./flash-attn-timing --json "$out/ours.json" 2>&1 | tee "$out/timing.log"
     python3 peer_compare.py --ours "$out/ours.json" --out "$out/peers.json" > "$out/peers.log" 2>&1
     cat "$out/peers.log" >> "$out/timing.log"
     rm "$out/peers.log"
@@ -144,7 +145,7 @@ fi
 
 # 5. Run-to-run noise: a second pass of our timings, checked against the first.
 if wants noise && [ -f "$out/ours.json" ]; then
-    ./flash-attn-timing --all-kernels --json repeat.json > /dev/null 2>&1
+    ./flash-attn-timing --json repeat.json > /dev/null 2>&1
     python3 regression_check.py --baseline "$out/ours.json" --current repeat.json > noise.txt 2>&1
     note "noise check, second timing pass against the first (exit $?):"
     cat noise.txt >> "$out/timing.log"

@@ -221,7 +221,7 @@ pub fn dispatch_entry<'t>(
 }
 
 /// The kernel the default API runs for `shape` on a device of `sm_count` multiprocessors: that
-/// of the compiled table's [`dispatch_entry`], or where the table has none, the first compiled
+/// of the compiled table's [`dispatch_entry`], or where the table has none, the fallback
 /// kernel of the element type and head dim ([`default_kernel`]), or its
 /// [`Error::UnsupportedHeadDim`].
 ///

@@ -56,7 +56,7 @@ pub enum Error {
     OverlappingOutput { strides: TensorStrides },
     /// The softmax scale is not a finite positive number.
     InvalidSoftmaxScale { scale: f32 },
-    /// Not one of the compiled kernels (`FORWARD_KERNELS`): no kernel has this name, or the
+    /// Not one of the exposed kernels (`FORWARD_KERNELS`): no kernel has this name, or the
     /// kernel given is a copy of a compiled one with its fields changed.
     UnknownKernel { name: String },
     /// A CUDA call failed.
@@ -118,7 +118,7 @@ impl fmt::Display for Error {
                 write!(f, "softmax scale {scale} is not a finite positive number")
             }
             Error::UnknownKernel { name } => {
-                write!(f, "{name:?} is not one of the compiled kernels (FORWARD_KERNELS)")
+                write!(f, "{name:?} is not one of the exposed kernels (FORWARD_KERNELS)")
             }
             Error::Cuda(error) => write!(f, "CUDA error: {error}"),
             Error::DriverCall { call, code } => write!(f, "{call} failed with CUresult {code}"),

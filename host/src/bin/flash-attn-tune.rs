@@ -1,6 +1,6 @@
-//! The autotuner: validates and times every compiled configuration on a sweep of shapes,
-//! re-times each group's winner against its runner-up, and writes the dispatch table that the
-//! default API uses.
+//! The autotuner: validates and screens every exposed configuration on a sweep of shapes, times
+//! the best of each group in full, re-times each group's winner against its runner-up, and
+//! writes the dispatch table that the default API uses.
 //!
 //! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]`, or, without a GPU,
 //! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
@@ -10,17 +10,19 @@
 //! the device's multiprocessor count), each configuration of that element type and head dim is
 //! first validated (fresh random inputs, output poisoned with NaN, every output element finite,
 //! sampled rows against the f64 reference within the GPU tests' tolerance) and, if correct,
-//! timed with CUDA events (warm-up, then repeats of back-to-back launches; median and 95%
-//! bootstrap interval). Per dispatch group (head dim, element type, masking, key-length bucket,
-//! grid size) the configuration with the lowest mean time relative to the fastest wins; winner
-//! and runner-up are re-timed interleaved on the group's first shape, and the win counts only if
-//! a Mann-Whitney test rejects at 5%.
+//! screened: timed with CUDA events over a few repeats. Per dispatch group (head dim, element
+//! type, masking, key-length bucket, grid size) the best `FINALISTS` of the screening are timed
+//! again in full (warm-up, then repeats of back-to-back launches; median and 95% bootstrap
+//! interval), and the one with the lowest mean time relative to the fastest wins; winner and
+//! runner-up are re-timed interleaved on the group's first shape, and the win counts only if a
+//! Mann-Whitney test rejects at 5%.
 //!
-//! Writes `tuning.json`, `tuning.svg`, `table.txt` and `dispatch_table.rs` to DIR (default
+//! Writes `tuning.json` (the finalists), `screening.json` (every configuration), `tuning.svg`
+//! (the finalists' times), `table.txt` (both rankings) and `dispatch_table.rs` to DIR (default
 //! `target/tuning`); with `--write-table`, also the table's source file there (normally
 //! `host/src/dispatch_table.rs`). Exits 1 if any configuration failed validation.
 //!
-//! `--reset-table PATH` writes the untuned table (every entry the first compiled kernel of its
+//! `--reset-table PATH` writes the untuned table (every entry the fallback kernel of its
 //! element type and head dim) and exits: for after a change to the kernel list, until the
 //! tuner runs on a GPU again.
 //!
@@ -72,21 +74,30 @@ const VALIDATION_ROWS: usize = 64;
 /// resolution (~0.5 us) and the launch gaps, and short enough for a sweep of minutes.
 const REPEAT_FLOP: f64 = 2e11;
 
-/// Repeats of the sweep's timing and of each side of a confirmation.
+/// Repeats of the screening of every configuration, of the finalists' timing and of each side
+/// of a confirmation.
 #[derive(Clone, Copy)]
 struct Repeats {
+    screen: usize,
     sweep: usize,
     confirmation: usize,
 }
 
 const FULL: Repeats = Repeats {
+    screen: 3,
     sweep: 25,
     confirmation: 40,
 };
 const QUICK: Repeats = Repeats {
+    screen: 2,
     sweep: 6,
     confirmation: 10,
 };
+
+/// Configurations per group that the screening sends on to the full timing. With 266 kernels
+/// the full timing of all of them would take ~10 minutes on an H100; in the screening of
+/// 2026-11-22 the group winners of the full timing ranked within the first few.
+const FINALISTS: usize = 6;
 
 struct Args {
     out: PathBuf,
@@ -464,6 +475,44 @@ fn sweep_shape<T: Element>(
     Ok(())
 }
 
+/// Times each finalist of a group on `shape` with the full repeats, on fresh inputs (the
+/// screening validated them), and records it with the screening's validation.
+#[allow(clippy::too_many_arguments)]
+fn time_finalists<T: Element>(
+    gpu: &FlashAttention,
+    shape: AttentionShape,
+    causal: bool,
+    finalists: &[&'static ForwardKernel],
+    screening: &[Measurement],
+    (repeats, seed): (usize, u64),
+    progress: &mut Progress,
+    measurements: &mut Vec<Measurement>,
+) -> Result<(), Error> {
+    let mut problem = DeviceProblem::upload(shape, &HostInputs::<T>::random(&shape, seed))?;
+    for &kernel in finalists {
+        let screened = screening
+            .iter()
+            .find(|m| m.kernel == kernel && m.shape == shape && m.causal == causal)
+            .expect("a finalist was screened on every shape of its group");
+        progress.show(&format!(
+            "final {} B,H,S={},{},{}",
+            kernel.entry, shape.batch, shape.heads_q, shape.seq_len_q
+        ));
+        let options = ForwardOptions {
+            causal,
+            kernel: Some(kernel),
+            ..Default::default()
+        };
+        let timing = Timing::new(problem.time(gpu, &options, true, repeats)?);
+        measurements.push(Measurement {
+            timing,
+            ..screened.clone()
+        });
+        progress.advance();
+    }
+    Ok(())
+}
+
 /// Re-times `winner` and `runner_up` on fresh inputs of `shape`: both warmed up, then one
 /// repeat of each in turn, so that drift in clocks or temperature falls on both alike.
 fn confirm<T: Element>(
@@ -557,25 +606,83 @@ fn run(args: &Args) -> Result<usize, String> {
         })
         .sum();
     let mut progress = Progress::new(runs);
-    let mut measurements = Vec::with_capacity(runs);
+    let mut screening = Vec::with_capacity(runs);
     let mut problem_seed = seed;
     for family in &families {
         for shape in sweep_shapes(family.head_dim, gpu.sm_count()) {
             problem_seed = problem_seed.wrapping_add(1);
-            let settings = (repeats.sweep, problem_seed);
+            let settings = (repeats.screen, problem_seed);
             match family.dtype {
-                Dtype::F16 => sweep_shape::<f16>(
+                Dtype::F16 => {
+                    sweep_shape::<f16>(&gpu, family, shape, settings, &mut progress, &mut screening)
+                }
+                Dtype::Bf16 => sweep_shape::<bf16>(
                     &gpu,
                     family,
                     shape,
                     settings,
                     &mut progress,
+                    &mut screening,
+                ),
+            }
+            .map_err(gpu_error)?;
+        }
+    }
+    progress.finish();
+    report.add(&format!(
+        "\n=== Screening: every configuration validated, then its median us per launch over {} \
+         repeats ===\n",
+        repeats.screen
+    ));
+    report.add(&ranked_tables(&screening));
+
+    // The finalists: each group's best FINALISTS of the screening, timed in full on each of
+    // the group's shapes. Configurations that failed validation stay in the measurements, so
+    // that the report lists them and the exit status counts them.
+    let finals: Vec<(GroupKey, Vec<AttentionShape>, Vec<&'static ForwardKernel>)> =
+        groups(&screening)
+            .iter()
+            .map(|group| {
+                let finalists = group
+                    .ranking()
+                    .iter()
+                    .take(FINALISTS)
+                    .map(|ranked| ranked.kernel)
+                    .collect();
+                (group.key, group.shapes.clone(), finalists)
+            })
+            .collect();
+    let final_runs = finals
+        .iter()
+        .map(|(_, shapes, finalists)| shapes.len() * finalists.len())
+        .sum();
+    let mut progress = Progress::new(final_runs);
+    let mut measurements: Vec<Measurement> = screening
+        .iter()
+        .filter(|m| matches!(m.validation, Validation::Failed(_)))
+        .cloned()
+        .collect();
+    for (key, shapes, finalists) in &finals {
+        for &shape in shapes {
+            problem_seed = problem_seed.wrapping_add(1);
+            let settings = (repeats.sweep, problem_seed);
+            match key.dtype {
+                Dtype::F16 => time_finalists::<f16>(
+                    &gpu,
+                    shape,
+                    key.causal,
+                    finalists,
+                    &screening,
+                    settings,
+                    &mut progress,
                     &mut measurements,
                 ),
-                Dtype::Bf16 => sweep_shape::<bf16>(
+                Dtype::Bf16 => time_finalists::<bf16>(
                     &gpu,
-                    family,
                     shape,
+                    key.causal,
+                    finalists,
+                    &screening,
                     settings,
                     &mut progress,
                     &mut measurements,
@@ -587,7 +694,8 @@ fn run(args: &Args) -> Result<usize, String> {
     progress.finish();
 
     report.add(&format!(
-        "\n=== Sweep: median us per launch over {} repeats ===\n",
+        "\n=== Finalists (the best {FINALISTS} of each group's screening): median us per launch \
+         over {} repeats ===\n",
         repeats.sweep
     ));
     report.add(&ranked_tables(&measurements));
@@ -680,11 +788,17 @@ fn run(args: &Args) -> Result<usize, String> {
         table: &table,
     };
     write_file(&args.out.join("tuning.json"), &to_json(&run))?;
+    let screening_run = TuningRun {
+        measurements: &screening,
+        confirmations: &[],
+        ..run
+    };
+    write_file(&args.out.join("screening.json"), &to_json(&screening_run))?;
     write_file(&args.out.join("tuning.svg"), &to_svg(&measurements))?;
     write_file(&args.out.join("table.txt"), &report.text)?;
     write_file(&args.out.join("dispatch_table.rs"), &source)?;
     println!(
-        "\nwrote tuning.json, tuning.svg, table.txt and dispatch_table.rs to {}",
+        "\nwrote tuning.json, screening.json, tuning.svg, table.txt and dispatch_table.rs to {}",
         args.out.display()
     );
     if let Some(path) = &args.write_table {
