@@ -251,6 +251,7 @@ fn cubin_entries<'m>(manifest_dir: &Path, exposed: &[&'m EntryModule]) -> Vec<&'
     let mut named = HashSet::new();
     for source in ["src/dispatch_table.rs", "src/kernels.rs"] {
         let path = manifest_dir.join(source);
+        println!("cargo:rerun-if-changed={}", path.display());
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
         for rest in text.split("kernel_named(\"").skip(1) {
