@@ -1,4 +1,4 @@
-//! Which compiled kernel runs when the caller names none: the tuned dispatch table, keyed by
+//! Which exposed kernel runs when the caller names none: the tuned dispatch table, keyed by
 //! head dim, element type, causal masking, a bucket of the key length and the size of the grid
 //! relative to the device.
 //!
@@ -78,7 +78,7 @@ impl SeqBucket {
 }
 
 /// Query rows per tile when [`GridSize`] counts a problem's tiles: the smallest `block_m` of the
-/// compiled kernels, so that the count does not depend on the kernel it helps to choose.
+/// exposed kernels, so that the count does not depend on the kernel it helps to choose.
 pub const GRID_TILE_ROWS: usize = 64;
 
 /// The most 64-row query tiles per multiprocessor for which a grid is [`GridSize::Small`].

@@ -21,7 +21,7 @@ pub enum Error {
     },
     /// Loading the PTX module failed.
     ModuleLoad(CudaError),
-    /// `head_dim` has no compiled kernel.
+    /// `head_dim` has no exposed kernel.
     UnsupportedHeadDim {
         head_dim: usize,
         supported: &'static [usize],

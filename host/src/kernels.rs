@@ -1,4 +1,4 @@
-//! The registry of compiled kernels and the loading of their modules: the cubin assembled at
+//! The registry of exposed kernels and the loading of their modules: the cubin assembled at
 //! build time for the device's architecture where there is one, else the entry's PTX.
 
 use std::ffi::c_int;
@@ -193,7 +193,7 @@ impl fmt::Display for KernelSource {
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
 const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
 
-/// The head dimensions with a compiled kernel, for every element type.
+/// The head dimensions with an exposed kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
 
 /// The kernel for each element type and head dim where the dispatch table has no entry: the
@@ -219,7 +219,7 @@ pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardK
         })
 }
 
-/// Looks a compiled kernel up by its PTX entry name.
+/// Looks an exposed kernel up by its PTX entry name.
 pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
     FORWARD_KERNELS
         .iter()
@@ -335,7 +335,7 @@ impl LoadedKernels {
         if let Some(entry) = slot.get() {
             return Ok(entry);
         }
-        // The compiled kernel itself, whatever a caller's copy of it says.
+        // The exposed kernel itself, whatever a caller's copy of it says.
         let kernel = &FORWARD_KERNELS[index];
         let (module, source) = self.load_module(kernel)?;
         let function = module.get_function(kernel.entry)?;

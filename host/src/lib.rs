@@ -1,8 +1,8 @@
 //! A FlashAttention forward pass written in pure Rust.
 //!
 //! The kernels are `#![no_std]` Rust compiled to PTX for sm_89 (the `kernels-gpu` crate); this
-//! crate embeds that PTX (and, where the build found `ptxas`, each kernel assembled into cubins
-//! for sm_89 and sm_90), loads it through `cust`, validates every call and launches it.
+//! crate embeds that PTX, one deflated module per kernel (and, where the build found `ptxas`,
+//! the default API's kernels assembled into cubins for sm_89 and sm_90), loads it through `cust`, validates every call and launches it.
 //!
 //! ```no_run
 //! use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};

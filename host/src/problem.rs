@@ -122,7 +122,7 @@ pub struct ForwardOptions {
     pub layout: Layout,
     /// Explicit strides per tensor, overriding `layout`.
     pub strides: Option<ForwardStrides>,
-    /// The compiled kernel to run (an entry of `FORWARD_KERNELS`). `None` means the tuned
+    /// The exposed kernel to run (an entry of `FORWARD_KERNELS`). `None` means the tuned
     /// dispatch table's kernel for the element type, head dim, masking, key length and grid
     /// size ([`crate::dispatch_kernel`]).
     pub kernel: Option<&'static ForwardKernel>,

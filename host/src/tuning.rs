@@ -545,8 +545,8 @@ pub struct Decision {
 /// order: the run's decision (dated `measured_on`) where it made one, else the `current`
 /// table's tuned entry. Every other entry is marked [`NOT_TUNED`] and holds what
 /// [`crate::dispatch_kernel`] would fall back to without it: the kernel of the same key with
-/// the other grid size where that one is tuned, else the first compiled kernel of the element
-/// type and head dim. With no decisions and an empty table this is the untuned table.
+/// the other grid size where that one is tuned, else the fallback kernel of the element type
+/// and head dim. With no decisions and an empty table this is the untuned table.
 pub fn updated_table(
     current: &[DispatchEntry],
     decisions: &[Decision],
@@ -601,7 +601,7 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
     if untuned > 0 && untuned == entries.len() {
         source.push_str(
             "//!\n\
-             //! NOT TUNED YET: no entry has been measured. Each is the first compiled kernel of its\n\
+             //! NOT TUNED YET: no entry has been measured. Each is the fallback kernel of its\n\
              //! element type and head dim (what `default_kernel` returns), whatever the masking,\n\
              //! the key length and the grid size.\n",
         );
@@ -610,7 +610,7 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
             source,
             "//!\n//! {untuned} entries are not tuned yet (`measured_on: \"{NOT_TUNED}\"`): \
              each holds the kernel\n//! of its key with the other grid size where that one is \
-             tuned, else the first compiled kernel\n//! of its element type and head dim."
+             tuned, else the fallback kernel\n//! of its element type and head dim."
         );
     }
     source.push_str(

@@ -1,4 +1,4 @@
-//! Times compiled kernels with CUDA events around back-to-back launches and writes the
+//! Times exposed kernels with CUDA events around back-to-back launches and writes the
 //! figures as JSON for `scripts/peer_compare.py`.
 //!
 //! `flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D]`: the
