@@ -12,9 +12,11 @@
 //! a device of exactly those compute capabilities loads the cubin and skips the driver's JIT.
 //! Without ptxas the cubin table is empty and every kernel is JIT-compiled from its PTX.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
 use std::env;
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -125,16 +127,40 @@ fn main() {
         "built the {KERNEL_SHARDS} kernel shards in {:.1} s",
         start.elapsed().as_secs_f64()
     );
+    // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and cargo,
+    // missing that output, rebuilt every shard (45 s) at each run of this script. The `.s` is
+    // that PTX.
+    for shard in 0..KERNEL_SHARDS {
+        let deps = kernel_target_dir.join(NVPTX_TARGET).join("release/deps");
+        let asm = deps.join(format!("flash_attn_kernels_shard_{shard}.s"));
+        let linked = deps.join(format!("flash_attn_kernels_shard_{shard}.ptx"));
+        std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
+            panic!(
+                "cannot copy {} to {}: {error}",
+                asm.display(),
+                linked.display()
+            )
+        });
+    }
 
+    let start = Instant::now();
     let modules = split_entries(&kernel_target_dir, &out_dir);
     let gate_path = manifest_dir.join("ptxas-gate.tsv");
     println!("cargo:rerun-if-changed={}", gate_path.display());
     let gate = read_gate(&gate_path);
     let exposed = exposed_kernels(&modules, &gate);
     let wanted_cubins = cubin_entries(&manifest_dir, &exposed);
-    let cubins = build_cubins(&out_dir, &wanted_cubins);
+    let cubins = build_cubins(
+        &out_dir,
+        &kernel_target_dir.join("cubin-cache"),
+        &wanted_cubins,
+    );
     write_kernel_table(&out_dir, &modules, &gate, &exposed);
     write_cubin_table(&out_dir.join("cubins.rs"), &cubins);
+    eprintln!(
+        "split, deflated, assembled and listed in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
 }
 
 /// A configuration that passes the compile-time gates: its entry, element type and tile, and
@@ -166,9 +192,7 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
                 path.display()
             )
         });
-        for entry in entry_names(&ptx) {
-            let module = entry_module(&ptx, entry)
-                .unwrap_or_else(|| panic!("entry {entry} does not split out of the PTX"));
+        for (entry, module) in entry_modules(&ptx) {
             let module_path = modules_dir.join(format!("{entry}.ptx"));
             std::fs::write(&module_path, module)
                 .unwrap_or_else(|error| panic!("cannot write {}: {error}", module_path.display()));
@@ -268,7 +292,11 @@ fn cubin_entries<'m>(manifest_dir: &Path, exposed: &[&'m EntryModule]) -> Vec<&'
 /// `OUT_DIR/cubins/`, in parallel, and returns `(entry, arch, image path)` for each, or why
 /// none were built (no ptxas, with a warning). Panics if ptxas rejects an entry: a kernel that
 /// does not assemble is a bug.
-fn build_cubins(out_dir: &Path, modules: &[&EntryModule]) -> Result<Vec<BuiltCubin>, String> {
+fn build_cubins(
+    out_dir: &Path,
+    cache: &Path,
+    modules: &[&EntryModule],
+) -> Result<Vec<BuiltCubin>, String> {
     // ptxas comes from $PTXAS, PATH or /usr/local/cuda/bin. Only PTXAS is watched: PATH
     // differs between shells, IDEs and rustup's proxies, and every rerun of this script costs
     // the ptxas step again (seconds), so a ptxas that appears on PATH later is picked up at
@@ -307,9 +335,29 @@ fn build_cubins(out_dir: &Path, modules: &[&EntryModule]) -> Result<Vec<BuiltCub
             })
         })
         .collect();
+    // A module ptxas already assembled (same text, same ptxas, same architecture) is taken from
+    // the cache in the kernel target directory: a rerun of this script that changes no kernel
+    // (a new dispatch table, a touched file) then costs no ptxas time.
+    let version = ptxas::ptxas_version(&ptxas).unwrap_or_else(|error| panic!("{error}"));
+    std::fs::create_dir_all(cache)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", cache.display()));
     let start = Instant::now();
     let failures: Vec<String> = ptxas::run_in_parallel(&jobs, |job| {
-        ptxas::assemble_module(&ptxas, job.arch, &job.module, &job.image)
+        let text = std::fs::read(&job.module).map_err(|error| error.to_string())?;
+        let mut hasher = DefaultHasher::new();
+        (&text, &version, job.arch).hash(&mut hasher);
+        let cached = cache.join(format!(
+            "{}.{}.{:016x}.cubin",
+            job.entry,
+            job.arch,
+            hasher.finish()
+        ));
+        if std::fs::copy(&cached, &job.image).is_ok() {
+            return Ok(());
+        }
+        ptxas::assemble_module(&ptxas, job.arch, &job.module, &job.image)?;
+        std::fs::copy(&job.image, &cached).map_err(|error| error.to_string())?;
+        Ok(())
     })
     .into_iter()
     .filter_map(Result::err)
@@ -326,7 +374,7 @@ fn build_cubins(out_dir: &Path, modules: &[&EntryModule]) -> Result<Vec<BuiltCub
     }
     // Lands in the build script's `stderr` file under target/: the cost of this step.
     eprintln!(
-        "assembled {} cubins with {} in {:.1} s",
+        "assembled {} cubins (or took them from the cache) with {} in {:.1} s",
         jobs.len(),
         ptxas.display(),
         start.elapsed().as_secs_f64()
@@ -357,17 +405,21 @@ fn write_kernel_table(
          /// and the ptxas gate (`host/ptxas-gate.tsv`), in entry order.\n\
          pub const FORWARD_KERNELS: &[ForwardKernel] = &[\n",
     );
-    let mut deflated_modules = String::new();
-    for (index, module) in exposed.iter().enumerate() {
-        let tile = &module.tile;
+    // One module per core at a time: 266 modules, 38 MB.
+    let deflated_paths = ptxas::run_in_parallel(exposed, |module| {
         let ptx = std::fs::read(&module.path).expect("the module was just written");
         let deflated = module.path.with_extension("ptx.deflate");
         std::fs::write(&deflated, miniz_oxide::deflate::compress_to_vec(&ptx, 6))
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", deflated.display()));
+        deflated
+    });
+    let mut deflated_modules = String::new();
+    for (index, (module, deflated)) in exposed.iter().zip(&deflated_paths).enumerate() {
+        let tile = &module.tile;
         writeln!(
             deflated_modules,
             "    include_bytes!({:?}),",
-            utf8(&deflated)
+            utf8(deflated)
         )
         .unwrap();
         writeln!(
@@ -472,23 +524,33 @@ fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
         .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
 }
 
-/// The names of the `.visible .entry` functions of `ptx`, in order.
-pub fn entry_names(ptx: &str) -> Vec<&str> {
-    ptx.split(".visible .entry ")
-        .skip(1)
-        .filter_map(|rest| rest.split('(').next())
-        .collect()
-}
-
-/// The PTX of one entry of `ptx` as a module of its own: everything before the first entry
-/// (version, target, the shared-memory declaration, the panic handler) plus that entry's body.
-/// `None` where `ptx` has no entry of that name.
-pub fn entry_module(ptx: &str, entry: &str) -> Option<String> {
-    let preamble = &ptx[..ptx.find(".visible .entry")?];
-    let start = ptx.find(&format!(".visible .entry {entry}("))?;
-    // An entry's body ends at the first closing brace at the start of a line.
-    let end = start + ptx[start..].find("\n}\n")? + 3;
-    Some(format!("{preamble}{}", &ptx[start..end]))
+/// Every entry of `ptx` as a module of its own, in order: `(name, module)`, where the module is
+/// everything before the first entry (version, target, the shared-memory declaration) plus that
+/// entry's body. One pass over the text: a shard's PTX is 11 MB.
+fn entry_modules(ptx: &str) -> Vec<(&str, String)> {
+    const ENTRY: &str = ".visible .entry ";
+    let Some(first) = ptx.find(ENTRY) else {
+        return Vec::new();
+    };
+    let preamble = &ptx[..first];
+    let mut modules = Vec::new();
+    let mut rest = first;
+    while let Some(offset) = ptx[rest..].find(ENTRY) {
+        let start = rest + offset;
+        let name_start = start + ENTRY.len();
+        let name_end = name_start
+            + ptx[name_start..]
+                .find('(')
+                .expect("an entry has parameters");
+        // An entry's body ends at the first closing brace at the start of a line.
+        let end = start + ptx[start..].find("\n}\n").expect("an entry has a body") + 3;
+        modules.push((
+            &ptx[name_start..name_end],
+            format!("{preamble}{}", &ptx[start..end]),
+        ));
+        rest = end;
+    }
+    modules
 }
 
 fn utf8(path: &Path) -> &str {
