@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use flash_attn_params::{for_each_gated_config, Dtype, EntryName, TileConfig, KERNEL_SHARDS};
+use flash_attn_params::{
+    for_each_gated_config, Dtype, EntryName, TileArgs, TileConfig, KERNEL_SHARDS,
+};
 
 // Shared with the crate (std only): the ptxas lookup and runner, and the gate's rule.
 #[path = "src/ptxas.rs"]
@@ -415,7 +417,6 @@ fn write_kernel_table(
     });
     let mut deflated_modules = String::new();
     for (index, (module, deflated)) in exposed.iter().zip(&deflated_paths).enumerate() {
-        let tile = &module.tile;
         writeln!(
             deflated_modules,
             "    include_bytes!({:?}),",
@@ -424,16 +425,10 @@ fn write_kernel_table(
         .unwrap();
         writeln!(
             table,
-            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: TileConfig::new({}, {}, {}, {}, {}, SmemLayout::{:?}, QSource::{:?}), index: {index} }},",
+            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: tile!({}), index: {index} }},",
             module.entry,
             module.dtype,
-            tile.block_m,
-            tile.block_n,
-            tile.warps,
-            tile.stages,
-            tile.head_dim,
-            tile.layout,
-            tile.q_source,
+            TileArgs(module.tile)
         )
         .unwrap();
     }

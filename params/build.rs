@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[allow(dead_code)]
 mod tile;
 
-use tile::{for_each_gated_config, EntryName, KERNEL_SHARDS};
+use tile::{for_each_gated_config, EntryName, TileArgs, KERNEL_SHARDS};
 
 fn main() {
     println!("cargo:rerun-if-changed=src/tile.rs");
@@ -18,16 +18,9 @@ fn main() {
     for_each_gated_config(|dtype, tile| {
         writeln!(
             shards[index % KERNEL_SHARDS],
-            "            ({}, {:?}, {}, {}, {}, {}, {}, {:?}, {:?}),",
+            "            ({}, {dtype:?}, {}),",
             EntryName(dtype, tile),
-            dtype,
-            tile.block_m,
-            tile.block_n,
-            tile.warps,
-            tile.stages,
-            tile.head_dim,
-            tile.layout,
-            tile.q_source
+            TileArgs(tile)
         )
         .unwrap();
         index += 1;

@@ -39,6 +39,21 @@ impl ForwardKernel {
     }
 }
 
+/// The tile configuration of a generated list's entry (`TileArgs`' format).
+macro_rules! tile {
+    ($block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident) => {
+        TileConfig::new(
+            $block_m,
+            $block_n,
+            $warps,
+            $stages,
+            $head_dim,
+            SmemLayout::$layout,
+            QSource::$q_source,
+        )
+    };
+}
+
 // `FORWARD_KERNELS`, `DEFLATED_PTX`, `PTXAS_GATE`, `PTXAS_GATE_VERSION` and `BUILD_PTX_DIR`, written by
 // build.rs from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
 include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));

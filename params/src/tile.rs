@@ -287,6 +287,28 @@ pub fn for_each_gated_config(mut visit: impl FnMut(Dtype, TileConfig)) {
     });
 }
 
+/// A configuration's parameters as the generated lists write them:
+/// `block_m, block_n, warps, stages, head_dim, Layout, QSource` (the last two by variant name).
+#[derive(Clone, Copy, Debug)]
+pub struct TileArgs(pub TileConfig);
+
+impl fmt::Display for TileArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let TileArgs(tile) = self;
+        write!(
+            f,
+            "{}, {}, {}, {}, {}, {:?}, {:?}",
+            tile.block_m,
+            tile.block_n,
+            tile.warps,
+            tile.stages,
+            tile.head_dim,
+            tile.layout,
+            tile.q_source
+        )
+    }
+}
+
 /// The PTX entry name of a configuration, which spells it out:
 /// `flash_fwd_{f16|bf16}_d{head_dim}_m{block_m}_n{block_n}_w{warps}_s{stages}`, then `_pad`
 /// for [`SmemLayout::Padded`] and `_qsmem` for [`QSource::SharedMemory`]. Formats with
