@@ -373,6 +373,7 @@ const PLOT_WIDTH: f64 = 560.0;
 const PLOT_TOP: f64 = 40.0;
 const PLOT_HEIGHT: f64 = 170.0;
 const LEGEND_LEFT: f64 = PLOT_LEFT + PLOT_WIDTH + 30.0;
+const LEGEND_LINE: f64 = 16.0;
 
 /// A plot of each configuration's median time relative to the fastest configuration at each
 /// shape: one panel per element type, head dim and masking, shapes along x, one dot per
@@ -391,14 +392,27 @@ pub fn to_svg(measurements: &[Measurement]) -> String {
             None => families.push(vec![m]),
         }
     }
-    let height = PANEL_HEIGHT * families.len().max(1) as f64;
+    // A panel grows with its legend (one line per configuration), so that the legend of the
+    // screening's 88 configurations does not run into the next panel.
+    let heights: Vec<f64> = families
+        .iter()
+        .map(|family| {
+            let mut configs: Vec<&str> = family.iter().map(|m| m.kernel.entry).collect();
+            configs.sort_unstable();
+            configs.dedup();
+            PANEL_HEIGHT.max(PLOT_TOP + LEGEND_LINE * configs.len() as f64 + 20.0)
+        })
+        .collect();
+    let height = heights.iter().sum::<f64>().max(PANEL_HEIGHT);
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
          viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"11\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     );
-    for (index, family) in families.iter().enumerate() {
-        panel(&mut svg, measurements, family, index as f64 * PANEL_HEIGHT);
+    let mut top = 0.0;
+    for (family, panel_height) in families.iter().zip(&heights) {
+        panel(&mut svg, measurements, family, top);
+        top += panel_height;
     }
     svg.push_str("</svg>\n");
     svg
@@ -509,7 +523,7 @@ fn panel(svg: &mut String, all: &[Measurement], family: &[&Measurement], top: f6
                 shape_label(shape)
             );
         }
-        let legend_y = plot_top + 6.0 + 16.0 * c as f64;
+        let legend_y = plot_top + 6.0 + LEGEND_LINE * c as f64;
         let note = if failed > 0 {
             format!(" - FAILED at {failed} of {} shapes", shapes.len())
         } else {
