@@ -12,11 +12,9 @@
 //! a device of exactly those compute capabilities loads the cubin and skips the driver's JIT.
 //! Without ptxas the cubin table is empty and every kernel is JIT-compiled from its PTX.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
 use std::env;
 use std::fmt::Write as _;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -291,8 +289,8 @@ fn cubin_entries<'m>(manifest_dir: &Path, exposed: &[&'m EntryModule]) -> Vec<&'
         .collect()
 }
 /// Assembles `modules` into cubins for each of [`ptxas::ARCHITECTURES`] under
-/// `OUT_DIR/cubins/`, in parallel, and returns `(entry, arch, image path)` for each, or why
-/// none were built (no ptxas, with a warning). Panics if ptxas rejects an entry: a kernel that
+/// `OUT_DIR/cubins/`, in parallel, and returns one [`BuiltCubin`] for each, or why none were
+/// built (no ptxas, with a warning). Panics if ptxas rejects an entry: a kernel that
 /// does not assemble is a bug.
 fn build_cubins(
     out_dir: &Path,
@@ -337,8 +335,8 @@ fn build_cubins(
             })
         })
         .collect();
-    // A module ptxas already assembled (same text, same ptxas, same architecture) is taken from
-    // the cache in the kernel target directory: a rerun of this script that changes no kernel
+    // A module ptxas already assembled (same text, same ptxas, same architecture:
+    // `ptxas::cache_file_name`) is taken from the cache in the kernel target directory: a rerun of this script that changes no kernel
     // (a new dispatch table, a touched file) then costs no ptxas time.
     let version = ptxas::ptxas_version(&ptxas).unwrap_or_else(|error| panic!("{error}"));
     std::fs::create_dir_all(cache)
@@ -346,13 +344,8 @@ fn build_cubins(
     let start = Instant::now();
     let failures: Vec<String> = ptxas::run_in_parallel(&jobs, |job| {
         let text = std::fs::read(&job.module).map_err(|error| error.to_string())?;
-        let mut hasher = DefaultHasher::new();
-        (&text, &version, job.arch).hash(&mut hasher);
-        let cached = cache.join(format!(
-            "{}.{}.{:016x}.cubin",
-            job.entry,
-            job.arch,
-            hasher.finish()
+        let cached = cache.join(ptxas::cache_file_name(
+            &job.entry, job.arch, &text, &version,
         ));
         if std::fs::copy(&cached, &job.image).is_ok() {
             return Ok(());

@@ -71,8 +71,7 @@ sanitizer_jobs=()
 sanitize() {
     local name=$1 tool=$2 filter=$3 shard=${4:-}
     (
-        export FLASH_ATTN_KERNEL_SHARD=$shard
-        [ -n "$shard" ] || unset FLASH_ATTN_KERNEL_SHARD
+        if [ -n "$shard" ]; then export FLASH_ATTN_KERNEL_SHARD=$shard; fi
         start=$SECONDS
         timeout 560 compute-sanitizer --tool "$tool" --error-exitcode 1 ./gpu-tests --test-threads=1 --exact "$filter" > "sanitizer-$name.log" 2>&1
         echo "exit $? after $((SECONDS - start)) s" >> "sanitizer-$name.log"

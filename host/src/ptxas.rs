@@ -320,34 +320,38 @@ pub fn run_in_parallel<T: Sync, R: Send>(items: &[T], job: impl Fn(&T) -> R + Sy
         .collect()
 }
 
-/// The gate records of the single-entry modules `modules` (`(entry, module path)`), assembled
-/// for each of [`ARCHITECTURES`] in parallel. With a `cache` folder, a module already assembled
-/// by the same ptxas is not assembled again (the key hashes the module text, the ptxas
-/// version and the architecture).
+/// The file name under which a cache keeps what ptxas made of the single-entry module `text`
+/// of `entry` for `arch`: the hash covers the module text, the ptxas version and the
+/// architecture, so a changed kernel or another ptxas misses the cache.
+pub fn cache_file_name(entry: &str, arch: &str, text: &[u8], ptxas_version: &str) -> String {
+    let mut hasher = DefaultHasher::new();
+    (text, ptxas_version, arch).hash(&mut hasher);
+    format!("{entry}.{arch}.{:016x}", hasher.finish())
+}
+
+/// The ptxas version and the gate records of the single-entry modules `modules`
+/// (`(entry, module path)`), assembled for each of [`ARCHITECTURES`] in parallel. A module
+/// already assembled by the same ptxas is read from the `cache` folder instead
+/// ([`cache_file_name`]).
 pub fn gate_records(
     ptxas: &Path,
     modules: &[(String, PathBuf)],
-    cache: Option<&Path>,
-) -> Result<Vec<GateRecord>, String> {
+    cache: &Path,
+) -> Result<(String, Vec<GateRecord>), String> {
     let version = ptxas_version(ptxas)?;
     let scratch = std::env::temp_dir().join(format!("flash-attn-gate-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|error| error.to_string())?;
-    if let Some(cache) = cache {
-        std::fs::create_dir_all(cache).map_err(|error| error.to_string())?;
-    }
+    std::fs::create_dir_all(cache).map_err(|error| error.to_string())?;
     let jobs: Vec<(usize, usize)> = (0..modules.len())
         .flat_map(|module| (0..ARCHITECTURES.len()).map(move |arch| (module, arch)))
         .collect();
     let results = run_in_parallel(&jobs, |&(module, arch)| -> Result<Resources, String> {
         let (entry, path) = &modules[module];
         let arch = ARCHITECTURES[arch].name;
-        let text = std::fs::read_to_string(path)
+        let text = std::fs::read(path)
             .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-        let mut hasher = DefaultHasher::new();
-        (&text, &version, arch).hash(&mut hasher);
-        let cached =
-            cache.map(|cache| cache.join(format!("{entry}.{arch}.{:016x}", hasher.finish())));
-        if let Some(Ok(line)) = cached.as_ref().map(std::fs::read_to_string) {
+        let cached = cache.join(cache_file_name(entry, arch, &text, &version));
+        if let Ok(line) = std::fs::read_to_string(&cached) {
             let numbers: Vec<usize> = line
                 .split_whitespace()
                 .filter_map(|n| n.parse().ok())
@@ -367,13 +371,11 @@ pub fn gate_records(
             path,
             &scratch.join(format!("{entry}.{arch}.cubin")),
         )?;
-        if let Some(cached) = cached {
-            let line = format!(
-                "{} {} {} {}",
-                used.registers, used.stack_frame, used.spill_stores, used.spill_loads
-            );
-            std::fs::write(cached, line).map_err(|error| error.to_string())?;
-        }
+        let line = format!(
+            "{} {} {} {}",
+            used.registers, used.stack_frame, used.spill_stores, used.spill_loads
+        );
+        std::fs::write(cached, line).map_err(|error| error.to_string())?;
         Ok(used)
     });
     std::fs::remove_dir_all(&scratch).ok();
@@ -389,5 +391,5 @@ pub fn gate_records(
             resources,
         });
     }
-    Ok(records)
+    Ok((version, records))
 }
