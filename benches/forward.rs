@@ -21,10 +21,17 @@ fn bench_shape<T: Element>(
     shape: AttentionShape,
     causal: bool,
 ) {
-    let input =
-        |seed| DeviceBuffer::from_slice(&random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed));
+    let input = |seed| {
+        DeviceBuffer::from_slice(&random_normal::<T>(
+            shape.q_elements().unwrap(),
+            0.5,
+            1.0,
+            seed,
+        ))
+    };
     let (q, k, v) = (input(1).unwrap(), input(2).unwrap(), input(3).unwrap());
-    let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()]).unwrap();
+    let mut output =
+        DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements().unwrap()]).unwrap();
     let options = ForwardOptions {
         causal,
         ..ForwardOptions::default()

@@ -38,6 +38,24 @@ pub enum Error {
         value: usize,
         limit: usize,
     },
+    /// A size, extent or offset of `tensor` does not fit: its element count passes `usize`, or
+    /// an offset the kernel would form passes [`crate::MAX_TENSOR_BYTES`]. `dimension` names
+    /// the dimension whose term is the largest (or at which the count overflowed).
+    TensorTooLarge {
+        tensor: &'static str,
+        dimension: &'static str,
+    },
+    /// The kernel named in the options is compiled for another head dim.
+    KernelHeadDimMismatch {
+        kernel: &'static str,
+        kernel_head_dim: usize,
+        head_dim: usize,
+    },
+    /// The host could not allocate a buffer of this many elements (`forward_host`'s output).
+    HostAllocation {
+        tensor: &'static str,
+        elements: usize,
+    },
     /// A buffer is shorter than the shape and strides need.
     BufferTooSmall {
         tensor: &'static str,
@@ -99,6 +117,17 @@ impl fmt::Display for Error {
             }
             Error::ProblemTooLarge { dimension, value, limit } => {
                 write!(f, "{dimension} = {value} exceeds the launch limit of {limit}")
+            }
+            Error::TensorTooLarge { tensor, dimension } => write!(
+                f,
+                "{tensor} is too large: along its {dimension} dimension its element count passes usize or an offset passes 2^63 - 1 bytes"
+            ),
+            Error::KernelHeadDimMismatch { kernel, kernel_head_dim, head_dim } => write!(
+                f,
+                "kernel {kernel} is compiled for head dim {kernel_head_dim}, but the problem has head dim {head_dim}"
+            ),
+            Error::HostAllocation { tensor, elements } => {
+                write!(f, "could not allocate {elements} elements of host memory for {tensor}")
             }
             Error::BufferTooSmall { tensor, required, actual } => write!(
                 f,

@@ -30,7 +30,7 @@ pub mod timing;
 pub mod tuning;
 
 use cust::context::CurrentContext;
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
+use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
     for_each_candidate, for_each_gated_config, Dtype, EntryName, ForwardParams, QSource,
@@ -50,7 +50,10 @@ pub use kernels::{
     ForwardKernel, KernelSource, LoadOptions, PtxReason, BUILD_PTX_DIR, CUBINS, CUBINS_NOT_BUILT,
     FORWARD_KERNELS, PTXAS_GATE, PTXAS_GATE_VERSION, SUPPORTED_HEAD_DIMS,
 };
-pub use problem::{supports, AttentionShape, ForwardOptions, ForwardStrides, Layout};
+pub use problem::{
+    plan, supports, AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan,
+    Layout, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+};
 
 /// Device addresses for [`FlashAttention::forward_raw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,28 +150,14 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
-        let required = problem::required_lengths(&options.resolved_strides(&shape), &shape);
-        let actual = [q.len(), k.len(), v.len(), output.len()];
-        for ((tensor, required), actual) in required.into_iter().zip(actual) {
-            if (actual as u64) < required {
-                return Err(Error::BufferTooSmall {
-                    tensor,
-                    required,
-                    actual,
-                });
-            }
-        }
-        let lse = match lse {
-            Some(lse) if lse.len() < shape.lse_elements() => {
-                return Err(Error::BufferTooSmall {
-                    tensor: "lse",
-                    required: shape.lse_elements() as u64,
-                    actual: lse.len(),
-                })
-            }
-            Some(lse) => Some(lse.as_device_ptr().as_raw()),
-            None => None,
-        };
+        plan.check_buffers(&BufferLengths {
+            q: q.len(),
+            k: k.len(),
+            v: v.len(),
+            o: output.len(),
+            lse: lse.as_ref().map(|lse| lse.len()),
+        })?;
+        let lse = lse.map(|lse| lse.as_device_ptr().as_raw());
         let tensors = RawTensors {
             q: q.as_device_ptr().as_raw(),
             k: k.as_device_ptr().as_raw(),
@@ -176,7 +165,8 @@ impl FlashAttention {
             o: output.as_device_ptr().as_raw(),
             lse,
         };
-        // SAFETY: the buffers hold every element the shape and strides reach (checked above)
+        // SAFETY: the buffers hold every element the shape and strides reach (checked above, with
+        // overflow-checked extents)
         // and live at least as long as this call's borrows; `output` (and `lse`) are borrowed
         // mutably, so they cannot alias the inputs, and `plan` rejected overlapping output
         // strides. Work enqueued here may outlive the borrows: cust frees device memory with
@@ -246,8 +236,15 @@ impl FlashAttention {
         launch::launch_forward(stream, function, &plan.kernel.tile, plan.grid, plan.params)
     }
 
-    /// Copies dense host tensors to the GPU, runs [`Self::forward`], waits and copies the
-    /// output (laid out as the options say) back.
+    /// Copies host tensors to the GPU, runs [`Self::forward`] and copies the output back, laid
+    /// out as the options say (elements that output strides skip are 0). `q`, `k` and `v` are
+    /// checked against the shape and strides like device buffers.
+    ///
+    /// Every step is enqueued on [`Self::stream`], in order: the uploads
+    /// (`cuMemcpyHtoDAsync`), the zeroing of the output, the kernel and the download; then the
+    /// call waits for that stream, on success and on error alike. Nothing relies on the legacy
+    /// default stream, which this instance's non-blocking stream does not wait for (and a
+    /// synchronous `cuMemcpyHtoD` from pageable memory may return before its data lands).
     pub fn forward_host<T: Element>(
         &self,
         q: &[T],
@@ -256,21 +253,66 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<Vec<T>, Error> {
-        problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
+        let plan = problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
+        let required = plan.required();
+        plan.check_buffers(&BufferLengths {
+            q: q.len(),
+            k: k.len(),
+            v: v.len(),
+            o: required.o,
+            lse: None,
+        })?;
+        let mut host = Vec::new();
+        host.try_reserve_exact(required.o)
+            .map_err(|_| Error::HostAllocation {
+                tensor: "o",
+                elements: required.o,
+            })?;
+        host.resize(required.o, T::from_f64(0.0));
+        let (q, k, v) = (&q[..required.q], &k[..required.k], &v[..required.v]);
         CurrentContext::set_current(&self.kernels.context)?;
-        let [.., (_, output_len)] =
-            problem::required_lengths(&options.resolved_strides(&shape), &shape);
-        let (q, k, v) = (
-            DeviceBuffer::from_slice(q)?,
-            DeviceBuffer::from_slice(k)?,
-            DeviceBuffer::from_slice(v)?,
-        );
-        // Zeroed, not uninitialised: rows that output strides skip are copied back too.
-        let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); output_len as usize])?;
-        self.forward(&q, &k, &v, &mut output, None, shape, options)?;
-        self.synchronize()?;
-        let mut host = vec![T::from_f64(0.0); output_len as usize];
-        output.copy_to(&mut host[..])?;
+        // SAFETY: plain device allocations of `DeviceCopy` elements; each is fully written on
+        // the stream (the uploads, the zeroing) before the kernel, which is ordered after them,
+        // reads it.
+        let (mut q_device, mut k_device, mut v_device, mut output) = unsafe {
+            (
+                DeviceBuffer::<T>::uninitialized(q.len())?,
+                DeviceBuffer::<T>::uninitialized(k.len())?,
+                DeviceBuffer::<T>::uninitialized(v.len())?,
+                DeviceBuffer::<T>::uninitialized(required.o)?,
+            )
+        };
+        let stream = &self.stream;
+        let mut enqueue = || -> Result<(), Error> {
+            // SAFETY: the host slices and `host` outlive the copies: the stream is synchronised
+            // below before any of them can go, whatever this closure returns. Lengths match.
+            unsafe {
+                q_device.async_copy_from(q, stream)?;
+                k_device.async_copy_from(k, stream)?;
+                v_device.async_copy_from(v, stream)?;
+                let mut output_bytes = DeviceSlice::<u8>::from_raw_parts_mut(
+                    output.as_device_ptr().cast(),
+                    std::mem::size_of_val(&host[..]),
+                );
+                output_bytes.set_8_async(0, stream)?;
+            }
+            self.forward(
+                &q_device,
+                &k_device,
+                &v_device,
+                &mut output,
+                None,
+                shape,
+                options,
+            )?;
+            // SAFETY: as above.
+            unsafe { output.async_copy_to(&mut host[..], stream)? };
+            Ok(())
+        };
+        let enqueued = enqueue();
+        let finished = self.synchronize();
+        enqueued?;
+        finished?;
         Ok(host)
     }
 }

@@ -34,19 +34,45 @@ impl AttentionShape {
         }
     }
 
-    /// Elements of Q (and O) when densely packed.
-    pub fn q_elements(&self) -> usize {
-        self.batch * self.heads_q * self.seq_len_q * self.head_dim
+    /// Elements of Q (and O) when densely packed, or [`Error::TensorTooLarge`] where that
+    /// count does not fit in `usize`.
+    pub fn q_elements(&self) -> Result<usize, Error> {
+        dense_elements(
+            "q",
+            &[
+                ("batch", self.batch),
+                ("heads_q", self.heads_q),
+                ("seq_len_q", self.seq_len_q),
+                ("head_dim", self.head_dim),
+            ],
+        )
     }
 
-    /// Elements of K (and of V) when densely packed.
-    pub fn kv_elements(&self) -> usize {
-        self.batch * self.heads_kv * self.seq_len_kv * self.head_dim
+    /// Elements of K (and of V) when densely packed, or [`Error::TensorTooLarge`] where that
+    /// count does not fit in `usize`.
+    pub fn kv_elements(&self) -> Result<usize, Error> {
+        dense_elements(
+            "k",
+            &[
+                ("batch", self.batch),
+                ("heads_kv", self.heads_kv),
+                ("seq_len_kv", self.seq_len_kv),
+                ("head_dim", self.head_dim),
+            ],
+        )
     }
 
-    /// Elements of the logsumexp output `[batch, heads_q, seq_len_q]`.
-    pub fn lse_elements(&self) -> usize {
-        self.batch * self.heads_q * self.seq_len_q
+    /// Elements of the logsumexp output `[batch, heads_q, seq_len_q]`, or
+    /// [`Error::TensorTooLarge`] where that count does not fit in `usize`.
+    pub fn lse_elements(&self) -> Result<usize, Error> {
+        dense_elements(
+            "lse",
+            &[
+                ("batch", self.batch),
+                ("heads_q", self.heads_q),
+                ("seq_len_q", self.seq_len_q),
+            ],
+        )
     }
 
     /// Floating-point operations of one forward pass, `4 · B · H · Sq · Sk · D`, halved for causal.
@@ -80,21 +106,23 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// Element strides of a dense tensor of `heads` x `seq_len` x `head_dim` per batch.
-    pub fn strides(self, heads: usize, seq_len: usize, head_dim: usize) -> TensorStrides {
+    /// Element strides of a dense tensor of `heads` x `seq_len` x `head_dim` per batch, or
+    /// `None` where a stride does not fit in `u64`.
+    pub fn strides(self, heads: usize, seq_len: usize, head_dim: usize) -> Option<TensorStrides> {
         let (heads, seq_len, head_dim) = (heads as u64, seq_len as u64, head_dim as u64);
-        match self {
-            Layout::Bhsd => TensorStrides {
-                batch: heads * seq_len * head_dim,
-                head: seq_len * head_dim,
-                seq: head_dim,
-            },
-            Layout::Bshd => TensorStrides {
-                batch: seq_len * heads * head_dim,
-                head: head_dim,
-                seq: heads * head_dim,
-            },
-        }
+        let row = match self {
+            Layout::Bhsd => head_dim,
+            Layout::Bshd => heads.checked_mul(head_dim)?,
+        };
+        let head = match self {
+            Layout::Bhsd => seq_len.checked_mul(head_dim)?,
+            Layout::Bshd => head_dim,
+        };
+        Some(TensorStrides {
+            batch: heads.checked_mul(seq_len)?.checked_mul(head_dim)?,
+            head,
+            seq: row,
+        })
     }
 }
 
@@ -129,37 +157,127 @@ pub struct ForwardOptions {
 }
 
 impl ForwardOptions {
-    /// The strides of Q, K, V and O that these options mean for `shape`.
-    pub fn resolved_strides(&self, shape: &AttentionShape) -> ForwardStrides {
-        self.strides.unwrap_or_else(|| {
-            let q = self
-                .layout
-                .strides(shape.heads_q, shape.seq_len_q, shape.head_dim);
-            let kv = self
-                .layout
-                .strides(shape.heads_kv, shape.seq_len_kv, shape.head_dim);
-            ForwardStrides {
-                q,
-                k: kv,
-                v: kv,
-                o: q,
-            }
+    /// The strides of Q, K, V and O that these options mean for `shape`, or
+    /// [`Error::TensorTooLarge`] where a dense stride does not fit in `u64`.
+    pub fn resolved_strides(&self, shape: &AttentionShape) -> Result<ForwardStrides, Error> {
+        if let Some(strides) = self.strides {
+            return Ok(strides);
+        }
+        let dense = |tensor, heads, seq_len| {
+            self.layout
+                .strides(heads, seq_len, shape.head_dim)
+                .ok_or(Error::TensorTooLarge {
+                    tensor,
+                    dimension: "batch",
+                })
+        };
+        let q = dense("q", shape.heads_q, shape.seq_len_q)?;
+        let kv = dense("k", shape.heads_kv, shape.seq_len_kv)?;
+        Ok(ForwardStrides {
+            q,
+            k: kv,
+            v: kv,
+            o: q,
         })
     }
+}
+
+/// The element count of a dense tensor of these dimensions, naming the first dimension whose
+/// product with those before it passes `usize`.
+fn dense_elements(
+    tensor: &'static str,
+    dimensions: &[(&'static str, usize)],
+) -> Result<usize, Error> {
+    dimensions
+        .iter()
+        .try_fold(1usize, |product, &(dimension, size)| {
+            product
+                .checked_mul(size)
+                .ok_or(Error::TensorTooLarge { tensor, dimension })
+        })
 }
 
 /// Largest grid y (query heads) and z (batch) of one launch.
 const MAX_GRID_YZ: usize = 65_535;
 /// The kernel does its row arithmetic in 32 bits, masking in i32 on `seq_len_q + seq_len_kv`:
 /// 2^30 keeps that sum inside i32 (and a 2^30-token attention is far beyond any single launch).
-const MAX_SEQ_LEN: usize = 1 << 30;
+pub const MAX_SEQ_LEN: usize = 1 << 30;
+/// The largest byte offset from a tensor's base that the kernel may compute, for any row of any
+/// tile it launches, padding rows past the sequence end included (it never dereferences those):
+/// `isize::MAX`, the bound of Rust pointer arithmetic, so that no 64-bit offset can wrap.
+pub const MAX_TENSOR_BYTES: u64 = isize::MAX as u64;
 
-/// A validated problem: the kernel, its parameters (pointers still 0) and the grid.
+/// The minimum lengths, in elements, of the buffers of one call, or the lengths it was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferLengths {
+    pub q: usize,
+    pub k: usize,
+    pub v: usize,
+    pub o: usize,
+    /// The logsumexp output, `[batch, heads_q, seq_len_q]` f32; `None`: none is written.
+    pub lse: Option<usize>,
+}
+
+/// A validated problem: the kernel, its parameters (pointers still 0), the grid, and the buffer
+/// lengths it needs. [`plan`] makes one without a GPU; [`crate::FlashAttention::forward`]
+/// launches exactly this after [`LaunchPlan::check_buffers`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct LaunchPlan {
+pub struct LaunchPlan {
     pub(crate) kernel: &'static ForwardKernel,
     pub(crate) params: ForwardParams,
     pub(crate) grid: (u32, u32, u32),
+    required: BufferLengths,
+}
+
+impl LaunchPlan {
+    /// The kernel that runs.
+    pub fn kernel(&self) -> &'static ForwardKernel {
+        self.kernel
+    }
+
+    /// The kernel's argument, with the five pointers still 0.
+    pub fn params(&self) -> &ForwardParams {
+        &self.params
+    }
+
+    /// The launch grid: (query tiles, query heads, batch).
+    pub fn grid(&self) -> (u32, u32, u32) {
+        self.grid
+    }
+
+    /// The fewest elements each buffer must hold (`lse` always given: it is needed only when
+    /// the caller asks for the logsumexp).
+    pub fn required(&self) -> BufferLengths {
+        self.required
+    }
+
+    /// Whether buffers of these lengths hold everything the kernel reads or writes:
+    /// [`Error::BufferTooSmall`] names the first that does not.
+    pub fn check_buffers(&self, actual: &BufferLengths) -> Result<(), Error> {
+        let required = self.required;
+        let lse = actual
+            .lse
+            .map(|actual| ("lse", required.lse.unwrap_or(0), actual));
+        [
+            ("q", required.q, actual.q),
+            ("k", required.k, actual.k),
+            ("v", required.v, actual.v),
+            ("o", required.o, actual.o),
+        ]
+        .into_iter()
+        .chain(lse)
+        .try_for_each(|(tensor, required, actual)| {
+            if actual < required {
+                Err(Error::BufferTooSmall {
+                    tensor,
+                    required: required as u64,
+                    actual,
+                })
+            } else {
+                Ok(())
+            }
+        })
+    }
 }
 
 /// Whether a problem of element type `dtype` is supported, checked without a GPU or buffers:
@@ -175,7 +293,11 @@ pub fn supports(
     plan(dtype, shape, options, sm_count).map(|plan| plan.kernel)
 }
 
-pub(crate) fn plan(
+/// Validates a problem and plans its launch without a GPU: everything
+/// [`crate::FlashAttention::forward`] checks except the buffers, whose required lengths the plan
+/// holds ([`LaunchPlan::check_buffers`]). Every size, extent and offset is computed with checked
+/// or 128-bit arithmetic: a problem that does not fit is an error, never a wrap or a panic.
+pub fn plan(
     dtype: Dtype,
     shape: &AttentionShape,
     options: &ForwardOptions,
@@ -217,9 +339,10 @@ pub(crate) fn plan(
         });
     }
     if kernel.tile.head_dim != shape.head_dim {
-        return Err(Error::UnsupportedHeadDim {
+        return Err(Error::KernelHeadDimMismatch {
+            kernel: kernel.entry,
+            kernel_head_dim: kernel.tile.head_dim,
             head_dim: shape.head_dim,
-            supported: crate::kernels::SUPPORTED_HEAD_DIMS,
         });
     }
     for (dimension, value, limit) in [
@@ -239,10 +362,12 @@ pub(crate) fn plan(
     let scale = options
         .softmax_scale
         .unwrap_or(shape.default_softmax_scale());
-    if !(scale.is_finite() && scale > 0.0) {
+    let scale_log2 = scale * std::f32::consts::LOG2_E;
+    // A finite scale above f32::MAX / log2(e) would become an infinite exponent scale.
+    if !(scale.is_finite() && scale > 0.0 && scale_log2.is_finite()) {
         return Err(Error::InvalidSoftmaxScale { scale });
     }
-    let strides = options.resolved_strides(shape);
+    let strides = options.resolved_strides(shape)?;
     for (tensor, tensor_strides) in [
         ("q", strides.q),
         ("k", strides.k),
@@ -272,6 +397,38 @@ pub(crate) fn plan(
     ) {
         return Err(Error::OverlappingOutput { strides: strides.o });
     }
+    // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here, so these
+    // casts are exact.
+    let query_tiles = shape.seq_len_q.div_ceil(kernel.tile.block_m);
+    let key_tiles = shape.seq_len_kv.div_ceil(kernel.tile.block_n);
+    let dtype_bytes = 2;
+    let q_rows = Rows {
+        batch: shape.batch,
+        heads: shape.heads_q,
+        seq_len: shape.seq_len_q,
+        padded_seq_len: query_tiles * kernel.tile.block_m,
+        head_dim: shape.head_dim,
+    };
+    let kv_rows = Rows {
+        heads: shape.heads_kv,
+        seq_len: shape.seq_len_kv,
+        padded_seq_len: key_tiles * kernel.tile.block_n,
+        ..q_rows
+    };
+    let lse_elements = shape.lse_elements()?;
+    if lse_elements as u128 * 4 > MAX_TENSOR_BYTES as u128 {
+        return Err(Error::TensorTooLarge {
+            tensor: "lse",
+            dimension: "batch",
+        });
+    }
+    let required = BufferLengths {
+        q: q_rows.extent("q", &strides.q, dtype_bytes)?,
+        k: kv_rows.extent("k", &strides.k, dtype_bytes)?,
+        v: kv_rows.extent("v", &strides.v, dtype_bytes)?,
+        o: q_rows.extent("o", &strides.o, dtype_bytes)?,
+        lse: Some(lse_elements),
+    };
     let params = ForwardParams {
         q: 0,
         k: 0,
@@ -286,64 +443,67 @@ pub(crate) fn plan(
         seq_len_kv: shape.seq_len_kv as u32,
         heads_q: shape.heads_q as u32,
         kv_group_size: (shape.heads_q / shape.heads_kv) as u32,
-        scale_log2: scale * std::f32::consts::LOG2_E,
+        scale_log2,
         causal: options.causal as u32,
     };
-    let grid = (
-        shape.seq_len_q.div_ceil(kernel.tile.block_m) as u32,
-        shape.heads_q as u32,
-        shape.batch as u32,
-    );
     Ok(LaunchPlan {
         kernel,
         params,
-        grid,
+        grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
+        required,
     })
 }
 
-/// One past the largest element offset a tensor with these strides and sizes touches.
-fn extent(
-    strides: &TensorStrides,
+/// The rows of one tensor that a launch covers: `seq_len` that exist, `padded_seq_len` that its
+/// tiles span (the kernel forms addresses of the padding rows but never dereferences them).
+#[derive(Clone, Copy)]
+struct Rows {
     batch: usize,
     heads: usize,
     seq_len: usize,
+    padded_seq_len: usize,
     head_dim: usize,
-) -> u64 {
-    (batch as u64 - 1) * strides.batch
-        + (heads as u64 - 1) * strides.head
-        + (seq_len as u64 - 1) * strides.seq
-        + head_dim as u64
 }
 
-/// The elements each of q, k, v and o must hold for `shape` with `strides`, in that order.
-pub(crate) fn required_lengths(
-    strides: &ForwardStrides,
-    shape: &AttentionShape,
-) -> [(&'static str, u64); 4] {
-    let s = shape;
-    [
-        (
-            "q",
-            extent(&strides.q, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
-        ),
-        (
-            "k",
-            extent(&strides.k, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
-        ),
-        (
-            "v",
-            extent(&strides.v, s.batch, s.heads_kv, s.seq_len_kv, s.head_dim),
-        ),
-        (
-            "o",
-            extent(&strides.o, s.batch, s.heads_q, s.seq_len_q, s.head_dim),
-        ),
-    ]
+impl Rows {
+    /// One past the largest element offset of a row that exists: the elements a buffer must
+    /// hold. Fails with [`Error::TensorTooLarge`] where any offset the kernel forms, padding rows
+    /// included, passes [`MAX_TENSOR_BYTES`]; it names the dimension with the largest term. In
+    /// u128: with each factor below 2^64, no product or sum here can wrap.
+    fn extent(
+        &self,
+        tensor: &'static str,
+        strides: &TensorStrides,
+        element_bytes: u128,
+    ) -> Result<usize, Error> {
+        let term = |size: usize, stride: u64| (size as u128 - 1) * stride as u128;
+        let terms = [
+            ("batch", term(self.batch, strides.batch)),
+            ("head", term(self.heads, strides.head)),
+            ("seq", term(self.padded_seq_len, strides.seq)),
+        ];
+        let padded_extent: u128 =
+            terms.iter().map(|&(_, term)| term).sum::<u128>() + self.head_dim as u128;
+        if padded_extent * element_bytes > MAX_TENSOR_BYTES as u128 {
+            let (dimension, _) = terms
+                .into_iter()
+                .max_by_key(|&(_, term)| term)
+                .unwrap_or(("seq", 0));
+            return Err(Error::TensorTooLarge { tensor, dimension });
+        }
+        // At most the padded extent, which fits (checked above).
+        Ok(
+            (padded_extent - (self.padded_seq_len - self.seq_len) as u128 * strides.seq as u128)
+                as usize,
+        )
+    }
 }
 
 /// Whether two distinct (batch, head, row) rows of an output with these strides share an
 /// element. Dimensions of size 1 never step, so their strides don't matter; the others, sorted
-/// by stride, must each step past everything the smaller ones span.
+/// by stride, must each step past everything the smaller ones span. The test is sufficient,
+/// not necessary: it may reject an exotic interleaving whose rows happen to be disjoint. In
+/// u128, where `stride * (size - 1)` sums of three dimensions cannot wrap.
 fn overlaps(
     strides: &TensorStrides,
     batch: usize,
@@ -352,12 +512,12 @@ fn overlaps(
     head_dim: usize,
 ) -> bool {
     let mut dimensions = [
-        (strides.batch, batch as u64),
-        (strides.head, heads as u64),
-        (strides.seq, seq_len as u64),
+        (strides.batch as u128, batch as u128),
+        (strides.head as u128, heads as u128),
+        (strides.seq as u128, seq_len as u128),
     ];
     dimensions.sort_unstable();
-    let mut span = head_dim as u64;
+    let mut span = head_dim as u128;
     for (stride, size) in dimensions.into_iter().filter(|&(_, size)| size > 1) {
         if stride < span {
             return true;

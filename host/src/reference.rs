@@ -93,7 +93,7 @@ pub fn attention<T: Element>(
 ) -> ReferenceOutput {
     assert_dense_inputs(q, k, v, &shape);
     let d = shape.head_dim;
-    let rows = shape.lse_elements();
+    let rows = shape.lse_elements().expect("a shape the CPU can hold");
     // Converted once: a 16-bit to f64 conversion per multiply-add would dominate the run time.
     let (q, k, v) = (&to_f64(q), &to_f64(k), &to_f64(v));
     let mut output = vec![0.0; rows * d];
@@ -178,10 +178,10 @@ pub fn attention_rows<T: Element>(
 }
 
 fn assert_dense_inputs<T>(q: &[T], k: &[T], v: &[T], shape: &AttentionShape) {
+    let (q_elements, kv_elements) = (shape.q_elements(), shape.kv_elements());
     assert!(
-        q.len() >= shape.q_elements()
-            && k.len() >= shape.kv_elements()
-            && v.len() >= shape.kv_elements(),
+        q_elements.is_ok_and(|elements| q.len() >= elements)
+            && kv_elements.is_ok_and(|elements| k.len() >= elements && v.len() >= elements),
         "inputs shorter than the dense {shape:?} needs"
     );
 }
@@ -315,10 +315,12 @@ pub fn relayout<T: Copy>(
     from: Layout,
     to: Layout,
 ) -> Vec<T> {
-    let (source, target) = (
-        from.strides(heads, seq_len, head_dim),
-        to.strides(heads, seq_len, head_dim),
-    );
+    let strides = |layout: Layout| {
+        layout
+            .strides(heads, seq_len, head_dim)
+            .expect("a tensor the CPU holds has strides that fit in u64")
+    };
+    let (source, target) = (strides(from), strides(to));
     let mut result = data[..batch * heads * seq_len * head_dim].to_vec();
     for b in 0..batch as u64 {
         for h in 0..heads as u64 {

@@ -652,7 +652,9 @@ pub fn render_dispatch_table(entries: &[DispatchEntry]) -> String {
 /// of the first (batch, head), which under causal masking sees a single key, the last row of
 /// the last, which sees every key, and the rest drawn uniformly, deterministic for a `seed`.
 pub fn sample_rows(shape: &AttentionShape, count: usize, seed: u64) -> Vec<QueryRow> {
-    let total = shape.lse_elements();
+    let total = shape
+        .lse_elements()
+        .expect("sampled shapes have already been allocated, so their sizes fit");
     if total <= count {
         return (0..total)
             .map(|index| QueryRow::from_index(shape, index))

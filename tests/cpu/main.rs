@@ -10,6 +10,7 @@ mod problem;
 mod ptx;
 mod ptxas;
 mod reference;
+mod safety;
 mod tuning;
 
 /// Multiprocessors of the H100 (SXM) the committed dispatch table was tuned on: the device these

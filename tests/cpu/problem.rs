@@ -155,10 +155,21 @@ fn a_kernel_of_another_dtype_or_head_dim_is_rejected() {
         kernel: Some(d128),
         ..Default::default()
     };
-    assert!(matches!(
-        check(SHAPE, options),
-        Err(Error::UnsupportedHeadDim { head_dim: 64, .. })
-    ));
+    let error = check(SHAPE, options).unwrap_err();
+    assert_eq!(
+        error,
+        Error::KernelHeadDimMismatch {
+            kernel: d128.entry,
+            kernel_head_dim: 128,
+            head_dim: 64
+        }
+    );
+    // The message says what does not match, not which head dims exist.
+    let message = error.to_string();
+    assert!(
+        message.contains("compiled for head dim 128") && message.contains("head dim 64"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -225,7 +236,7 @@ fn an_invalid_softmax_scale_is_rejected() {
 }
 
 fn with_strides(q: TensorStrides, o: TensorStrides) -> ForwardOptions {
-    let kv = Layout::Bhsd.strides(2, 300, 64);
+    let kv = Layout::Bhsd.strides(2, 300, 64).unwrap();
     ForwardOptions {
         strides: Some(ForwardStrides { q, k: kv, v: kv, o }),
         ..Default::default()
@@ -234,7 +245,7 @@ fn with_strides(q: TensorStrides, o: TensorStrides) -> ForwardOptions {
 
 #[test]
 fn strides_that_misalign_rows_are_rejected() {
-    let dense = Layout::Bhsd.strides(8, 77, 64);
+    let dense = Layout::Bhsd.strides(8, 77, 64).unwrap();
     let odd = TensorStrides { seq: 68, ..dense };
     assert_eq!(
         check(SHAPE, with_strides(odd, dense)),
@@ -248,7 +259,7 @@ fn strides_that_misalign_rows_are_rejected() {
 
 #[test]
 fn output_strides_that_overlap_rows_are_rejected() {
-    let dense = Layout::Bhsd.strides(8, 77, 64);
+    let dense = Layout::Bhsd.strides(8, 77, 64).unwrap();
     // Rows 32 elements apart overlap 64-element rows; heads 0 apart write the same rows.
     for o in [
         TensorStrides { seq: 32, ..dense },
@@ -272,7 +283,7 @@ fn output_strides_that_overlap_rows_are_rejected() {
 #[test]
 fn layouts_give_the_strides_of_their_dimension_order() {
     assert_eq!(
-        Layout::Bhsd.strides(8, 77, 64),
+        Layout::Bhsd.strides(8, 77, 64).unwrap(),
         TensorStrides {
             batch: 8 * 77 * 64,
             head: 77 * 64,
@@ -280,7 +291,7 @@ fn layouts_give_the_strides_of_their_dimension_order() {
         }
     );
     assert_eq!(
-        Layout::Bshd.strides(8, 77, 64),
+        Layout::Bshd.strides(8, 77, 64).unwrap(),
         TensorStrides {
             batch: 77 * 8 * 64,
             head: 64,

@@ -106,9 +106,9 @@ fn grouped_query_heads_share_their_kv_head() {
         seq_len_kv: 13,
         head_dim: 8,
     };
-    let q = random_normal::<f16>(gqa.q_elements(), 0.5, 1.0, 1);
-    let k = random_normal::<f16>(gqa.kv_elements(), 0.5, 1.0, 2);
-    let v = random_normal::<f16>(gqa.kv_elements(), 0.5, 1.0, 3);
+    let q = random_normal::<f16>(gqa.q_elements().unwrap(), 0.5, 1.0, 1);
+    let k = random_normal::<f16>(gqa.kv_elements().unwrap(), 0.5, 1.0, 2);
+    let v = random_normal::<f16>(gqa.kv_elements().unwrap(), 0.5, 1.0, 3);
     let head_len = 13 * 8;
     let repeat = |x: &[f16]| -> Vec<f16> {
         x.chunks(head_len)
@@ -134,9 +134,9 @@ fn grouped_query_heads_share_their_kv_head() {
 #[test]
 fn plain_precision_stays_close_to_f64_but_not_equal() {
     let shape = shape(128, 128, 64);
-    let q = random_normal::<f16>(shape.q_elements(), 0.5, 1.0, 11);
-    let k = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, 12);
-    let v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, 13);
+    let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, 11);
+    let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 12);
+    let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 13);
     let exact = attention(&q, &k, &v, shape, 0.125, false, Precision::F64);
     for (dtype, bound) in [(Dtype::F16, 1e-2), (Dtype::Bf16, 5e-2)] {
         let plain = attention(&q, &k, &v, shape, 0.125, false, Precision::Plain(dtype));

@@ -478,9 +478,9 @@ fn reference_rows_equal_the_full_reference() {
             seq_len_kv,
             head_dim: 16,
         };
-        let q = random_normal::<f16>(shape.q_elements(), 0.5, 1.0, 1);
-        let k = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, 2);
-        let v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, 3);
+        let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, 1);
+        let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 2);
+        let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 3);
         let rows = [
             QueryRow {
                 batch: 0,
@@ -532,8 +532,10 @@ fn sampled_rows_include_both_ends_and_stay_in_the_shape() {
     let rows = sample_rows(&shape, 64, 9);
     assert_eq!(rows.len(), 64);
     assert_eq!(rows[0].index(&shape), 0);
-    assert_eq!(rows[1].index(&shape), shape.lse_elements() - 1);
-    assert!(rows.iter().all(|r| r.index(&shape) < shape.lse_elements()));
+    assert_eq!(rows[1].index(&shape), shape.lse_elements().unwrap() - 1);
+    assert!(rows
+        .iter()
+        .all(|r| r.index(&shape) < shape.lse_elements().unwrap()));
     assert_eq!(sample_rows(&shape, 64, 9), rows);
     assert_ne!(sample_rows(&shape, 64, 10), rows);
     // A problem with fewer rows is checked whole.

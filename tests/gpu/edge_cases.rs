@@ -16,9 +16,9 @@ fn scores_beyond_the_fp16_range_stay_finite_and_accurate() {
     // mixed model (scores in f32, probabilities and output in fp16), as a fused kernel computes.
     let shape = AttentionShape::new(2, 2, 192, 64);
     let seed = fresh_seed();
-    let q = random_normal::<f16>(shape.q_elements(), 20.0, 100.0, seed);
-    let k = random_normal::<f16>(shape.kv_elements(), 20.0, 100.0, seed ^ 1);
-    let v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, seed ^ 2);
+    let q = random_normal::<f16>(shape.q_elements().unwrap(), 20.0, 100.0, seed);
+    let k = random_normal::<f16>(shape.kv_elements().unwrap(), 20.0, 100.0, seed ^ 1);
+    let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 2);
     let values: Vec<f64> = v.iter().map(|x| x.to_f64()).collect();
     let v_spread = values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
         - values.iter().copied().fold(f64::INFINITY, f64::min);
@@ -139,9 +139,9 @@ fn check_propagation(tensor: char, index: usize, value: f64, causal: bool) {
         head_dim: 64,
     };
     let seed = fresh_seed();
-    let mut q = random_normal::<f16>(shape.q_elements(), 0.5, 1.0, seed);
-    let mut k = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, seed ^ 1);
-    let mut v = random_normal::<f16>(shape.kv_elements(), 0.5, 1.0, seed ^ 2);
+    let mut q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, seed);
+    let mut k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 1);
+    let mut v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 2);
     match tensor {
         'q' => q[index] = f16::from_f64(value),
         'k' => k[index] = f16::from_f64(value),
@@ -213,11 +213,11 @@ fn check_growing_maxima<T: Element>(gpu: &FlashAttention, kernel: &'static Forwa
         for causal in [false, true] {
             let seed = fresh_seed();
             let noise = |len, seed| random_normal::<T>(len, 0.0, 0.05, seed);
-            let q: Vec<T> = noise(shape.q_elements(), seed)
+            let q: Vec<T> = noise(shape.q_elements().unwrap(), seed)
                 .into_iter()
                 .map(|x| T::from_f64(1.0 + x.to_f64()))
                 .collect();
-            let k: Vec<T> = noise(shape.kv_elements(), seed ^ 1)
+            let k: Vec<T> = noise(shape.kv_elements().unwrap(), seed ^ 1)
                 .into_iter()
                 .enumerate()
                 .map(|(i, x)| {
@@ -225,7 +225,7 @@ fn check_growing_maxima<T: Element>(gpu: &FlashAttention, kernel: &'static Forwa
                     T::from_f64(slope * key as f64 / d as f64 + x.to_f64())
                 })
                 .collect();
-            let v = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 2);
+            let v = random_normal::<T>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 2);
             let problem = Problem::with_inputs(shape, causal, None, seed, q, k, v);
             problem.check(gpu, &problem.options(Layout::Bhsd, Some(kernel)));
         }

@@ -32,10 +32,10 @@ impl Buffers {
     fn new(shrink: [usize; 4]) -> Self {
         let [q, k, v, o] = shrink;
         Self {
-            q: buffer(SHAPE.q_elements() - q),
-            k: buffer(SHAPE.kv_elements() - k),
-            v: buffer(SHAPE.kv_elements() - v),
-            o: buffer(SHAPE.q_elements() - o),
+            q: buffer(SHAPE.q_elements().unwrap() - q),
+            k: buffer(SHAPE.kv_elements().unwrap() - k),
+            v: buffer(SHAPE.kv_elements().unwrap() - v),
+            o: buffer(SHAPE.q_elements().unwrap() - o),
         }
     }
 
@@ -62,7 +62,10 @@ impl Buffers {
 fn a_short_input_is_rejected() {
     let Some(gpu) = gpu() else { return };
     let error = Buffers::new([0, 8, 0, 0]).forward(&gpu, SHAPE, None);
-    let (required, actual) = (SHAPE.kv_elements() as u64, SHAPE.kv_elements() - 8);
+    let (required, actual) = (
+        SHAPE.kv_elements().unwrap() as u64,
+        SHAPE.kv_elements().unwrap() - 8,
+    );
     assert_eq!(
         error,
         Error::BufferTooSmall {
@@ -86,7 +89,7 @@ fn a_too_small_output_is_rejected() {
 #[test]
 fn a_too_small_logsumexp_is_rejected() {
     let Some(gpu) = gpu() else { return };
-    let mut lse = DeviceBuffer::from_slice(&vec![0f32; SHAPE.lse_elements() - 1]).unwrap();
+    let mut lse = DeviceBuffer::from_slice(&vec![0f32; SHAPE.lse_elements().unwrap() - 1]).unwrap();
     let error = Buffers::new([0; 4]).forward(&gpu, SHAPE, Some(&mut lse));
     assert!(
         matches!(error, Error::BufferTooSmall { tensor: "lse", .. }),
@@ -98,8 +101,8 @@ fn a_too_small_logsumexp_is_rejected() {
 fn a_misaligned_buffer_is_rejected() {
     let Some(gpu) = gpu() else { return };
     let buffers = Buffers::new([0; 4]);
-    let v_storage = buffer(SHAPE.kv_elements() + 1);
-    let mut output = buffer(SHAPE.q_elements());
+    let v_storage = buffer(SHAPE.kv_elements().unwrap() + 1);
+    let mut output = buffer(SHAPE.q_elements().unwrap());
     let error = gpu
         .forward(
             &buffers.q,

@@ -147,7 +147,8 @@ fn the_raw_entry_point_matches_the_safe_one() {
         DeviceBuffer::from_slice(&problem.k).unwrap(),
         DeviceBuffer::from_slice(&problem.v).unwrap(),
     );
-    let output = DeviceBuffer::from_slice(&vec![bf16::NAN; problem.shape.q_elements()]).unwrap();
+    let output =
+        DeviceBuffer::from_slice(&vec![bf16::NAN; problem.shape.q_elements().unwrap()]).unwrap();
     let tensors = RawTensors {
         q: q.as_device_ptr().as_raw(),
         k: k.as_device_ptr().as_raw(),
@@ -168,7 +169,7 @@ fn the_raw_entry_point_matches_the_safe_one() {
     }
     .unwrap();
     gpu.synchronize().unwrap();
-    let mut raw = vec![bf16::ZERO; problem.shape.q_elements()];
+    let mut raw = vec![bf16::ZERO; problem.shape.q_elements().unwrap()];
     output.copy_to(&mut raw[..]).unwrap();
     let safe = problem.run(&gpu, &options).unwrap();
     assert!(raw

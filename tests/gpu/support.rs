@@ -81,9 +81,9 @@ pub struct RunOutput {
 impl<T: Element> Problem<T> {
     pub fn new(shape: AttentionShape, causal: bool, softmax_scale: Option<f32>) -> Self {
         let seed = fresh_seed();
-        let q = random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed);
-        let k = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0x5555);
-        let v = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0xAAAA);
+        let q = random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed);
+        let k = random_normal::<T>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 0x5555);
+        let v = random_normal::<T>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 0xAAAA);
         Self::with_inputs(shape, causal, softmax_scale, seed, q, k, v)
     }
 
@@ -139,13 +139,13 @@ impl<T: Element> Problem<T> {
             DeviceBuffer::from_slice(&relayout(&self.k, kv_dims, Layout::Bhsd, layout))?,
             DeviceBuffer::from_slice(&relayout(&self.v, kv_dims, Layout::Bhsd, layout))?,
         );
-        let mut output = DeviceBuffer::from_slice(&poisoned::<T>(s.q_elements()))?;
-        let mut lse = DeviceBuffer::from_slice(&vec![f32::NAN; s.lse_elements()])?;
+        let mut output = DeviceBuffer::from_slice(&poisoned::<T>(s.q_elements().unwrap()))?;
+        let mut lse = DeviceBuffer::from_slice(&vec![f32::NAN; s.lse_elements().unwrap()])?;
         gpu.forward(&q, &k, &v, &mut output, Some(&mut lse), s, options)?;
         gpu.synchronize()?;
-        let mut host = poisoned::<T>(s.q_elements());
+        let mut host = poisoned::<T>(s.q_elements().unwrap());
         output.copy_to(&mut host[..])?;
-        let mut host_lse = vec![0f32; s.lse_elements()];
+        let mut host_lse = vec![0f32; s.lse_elements().unwrap()];
         lse.copy_to(&mut host_lse[..])?;
         Ok(RunOutput {
             output: relayout(&host, q_dims, layout, Layout::Bhsd)

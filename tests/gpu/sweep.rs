@@ -94,7 +94,7 @@ fn padded_strides_are_honoured() {
         head_dim: 64,
     };
     let problem = Problem::<f16>::new(shape, true, None);
-    let dense = |heads: usize, seq: usize| Layout::Bhsd.strides(heads, seq, 64);
+    let dense = |heads: usize, seq: usize| Layout::Bhsd.strides(heads, seq, 64).unwrap();
     let padded_seq = 64 + 8;
     let padded_head = (shape.seq_len_q + 3) as u64 * padded_seq;
     let o = TensorStrides {

@@ -74,10 +74,10 @@ fn measure<T: Element>(
     shape: AttentionShape,
     options: &ForwardOptions,
 ) -> Result<LaunchTimes, Error> {
-    let input =
-        |seed| DeviceBuffer::from_slice(&random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed));
+    let elements = shape.q_elements()?;
+    let input = |seed| DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed));
     let (q, k, v) = (input(11)?, input(12)?, input(13)?);
-    let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()])?;
+    let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); elements])?;
     // About a millisecond of work per repeat at 200 TFLOP/s.
     let launches =
         ((2e8 / shape.flops(options.causal) * 1e3) as usize).max(MIN_LAUNCHES_PER_REPEAT);

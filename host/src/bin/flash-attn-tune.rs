@@ -273,12 +273,16 @@ struct HostInputs<T> {
 
 impl<T: Element> HostInputs<T> {
     fn random(shape: &AttentionShape, seed: u64) -> Self {
+        // The tuner's own sweep shapes, far below usize.
+        let (q_elements, kv_elements) = (
+            shape.q_elements().expect("a sweep shape fits"),
+            shape.kv_elements().expect("a sweep shape fits"),
+        );
         // The three tensors in parallel: the largest problem's hold 10^8 elements together.
         std::thread::scope(|scope| {
-            let q = scope.spawn(|| random_normal::<T>(shape.q_elements(), 0.5, 1.0, seed));
-            let k =
-                scope.spawn(|| random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0x5555));
-            let v = random_normal::<T>(shape.kv_elements(), 0.5, 1.0, seed ^ 0xAAAA);
+            let q = scope.spawn(|| random_normal::<T>(q_elements, 0.5, 1.0, seed));
+            let k = scope.spawn(|| random_normal::<T>(kv_elements, 0.5, 1.0, seed ^ 0x5555));
+            let v = random_normal::<T>(kv_elements, 0.5, 1.0, seed ^ 0xAAAA);
             Self {
                 q: join(q),
                 k: join(k),
@@ -304,7 +308,7 @@ impl<T: Element> DeviceProblem<T> {
             q: DeviceBuffer::from_slice(&inputs.q)?,
             k: DeviceBuffer::from_slice(&inputs.k)?,
             v: DeviceBuffer::from_slice(&inputs.v)?,
-            output: DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()])?,
+            output: DeviceBuffer::from_slice(&vec![T::from_f64(0.0); inputs.q.len()])?,
         })
     }
 
@@ -436,7 +440,7 @@ fn sweep_shape<T: Element>(
 ) -> Result<(), Error> {
     let inputs = HostInputs::<T>::random(&shape, seed);
     let mut problem = DeviceProblem::upload(shape, &inputs)?;
-    let poison = vec![T::from_f64(f64::NAN); shape.q_elements()];
+    let poison = vec![T::from_f64(f64::NAN); inputs.q.len()];
     for causal in [false, true] {
         let reference = RowReference::new(&inputs, shape, causal, seed ^ causal as u64);
         for &kernel in &family.candidates {

@@ -1,0 +1,584 @@
+//! The safe API cannot be driven outside its buffers: property tests over random shapes,
+//! layouts, strides, kernels and buffer lengths, with values drawn near the u32 and u64 edges.
+//!
+//! For every case, [`plan`] and [`LaunchPlan::check_buffers`] (what `forward` runs before it
+//! launches) must not panic, and must either return a specific error or accept a launch in
+//! which, modelled here independently of the host code and in u128/i128:
+//! - every address any thread of the grid reads or writes lies inside its buffer;
+//! - every offset the kernel forms (padding rows included) fits its type: the 32-bit row and
+//!   i32 mask arithmetic, and 64-bit element offsets whose byte value stays below 2^63;
+//! - distinct output rows never share an element.
+//!
+//! The model follows `kernels-gpu/src/forward.rs`. Offsets grow with each index (strides are
+//! unsigned), so the blocks at the corners of the grid bound every block's addresses.
+
+use flash_attn::{
+    plan, AttentionShape, BufferLengths, Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan,
+    Layout, TensorStrides, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, TestRunner};
+
+/// Sizes near the edges that index arithmetic breaks at, and small ones that make launches.
+fn dimension() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        6 => 1usize..=9,
+        3 => 10usize..=300,
+        2 => prop::sample::select(vec![
+            63, 64, 65, 127, 128, 129, 4097, 65_535, 65_536, 1 << 20, (1 << 30) - 1, 1 << 30,
+            (1 << 30) + 1, (1 << 31) - 1, 1 << 31, u32::MAX as usize, 1 << 32, (1 << 32) + 1,
+            1 << 62, 1 << 63, usize::MAX - 1, usize::MAX,
+        ]),
+        1 => any::<usize>(),
+    ]
+}
+
+fn head_dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        8 => prop::sample::select(vec![64usize, 128]),
+        1 => prop::sample::select(vec![0usize, 8, 96, 1 << 32, usize::MAX]),
+    ]
+}
+
+/// Element strides: small multiples of 8, powers of two up to 2^63, the u32 and u64 edges, and
+/// anything at all (mostly misaligned).
+fn stride() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => (0u64..=2048).prop_map(|chunks| chunks * 8),
+        3 => (3u32..=63).prop_map(|power| 1u64 << power),
+        2 => prop::sample::select(vec![
+            u32::MAX as u64 - 7, u32::MAX as u64 + 1, (u32::MAX as u64 + 1) * 8,
+            (u64::MAX / 2) & !7, (u64::MAX / 3) & !7, u64::MAX & !7, u64::MAX,
+        ]),
+        1 => any::<u64>(),
+    ]
+}
+
+fn tensor_strides() -> impl Strategy<Value = TensorStrides> {
+    (stride(), stride(), stride()).prop_map(|(batch, head, seq)| TensorStrides { batch, head, seq })
+}
+
+/// What a buffer holds relative to what the plan requires.
+#[derive(Clone, Copy, Debug)]
+enum Length {
+    Exact,
+    OneShort,
+    Extra(usize),
+    Any(usize),
+}
+
+fn length() -> impl Strategy<Value = Length> {
+    prop_oneof![
+        24 => Just(Length::Exact),
+        1 => Just(Length::OneShort),
+        2 => (0usize..=1024).prop_map(Length::Extra),
+        1 => any::<usize>().prop_map(Length::Any),
+    ]
+}
+
+impl Length {
+    fn of(self, required: usize) -> usize {
+        match self {
+            Length::Exact => required,
+            Length::OneShort => required.saturating_sub(1),
+            Length::Extra(extra) => required.saturating_add(extra),
+            Length::Any(length) => length,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    dtype: Dtype,
+    shape: AttentionShape,
+    options: ForwardOptions,
+    sm_count: usize,
+    lengths: [Length; 4],
+    lse: Option<Length>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let shape = (
+        dimension(),
+        dimension(),
+        prop_oneof![3 => 1usize..=8, 1 => dimension()],
+        dimension(),
+        dimension(),
+        head_dim(),
+    )
+        .prop_map(
+            |(batch, heads_kv, group, seq_len_q, seq_len_kv, head_dim)| AttentionShape {
+                batch,
+                heads_q: heads_kv.saturating_mul(group),
+                heads_kv,
+                seq_len_q,
+                seq_len_kv,
+                head_dim,
+            },
+        );
+    let strides = prop::option::weighted(
+        0.5,
+        (
+            tensor_strides(),
+            tensor_strides(),
+            tensor_strides(),
+            tensor_strides(),
+        )
+            .prop_map(|(q, k, v, o)| ForwardStrides { q, k, v, o }),
+    );
+    let kernel = prop::option::weighted(0.2, 0..FORWARD_KERNELS.len());
+    let options = (any::<bool>(), any::<bool>(), strides, kernel).prop_map(
+        |(causal, bshd, strides, kernel)| ForwardOptions {
+            causal,
+            layout: if bshd { Layout::Bshd } else { Layout::Bhsd },
+            strides,
+            kernel: kernel.map(|index| &FORWARD_KERNELS[index]),
+            ..Default::default()
+        },
+    );
+    (
+        any::<bool>(),
+        shape,
+        options,
+        prop_oneof![1usize..=256, Just(0), Just(usize::MAX)],
+        [length(), length(), length(), length()],
+        prop::option::of(length()),
+    )
+        .prop_map(|(bf16, shape, options, sm_count, lengths, lse)| Case {
+            dtype: if bf16 { Dtype::Bf16 } else { Dtype::F16 },
+            shape,
+            options,
+            sm_count,
+            lengths,
+            lse,
+        })
+}
+
+/// The case's buffers, sized from the plan's requirements by the case's length policies.
+fn buffers(case: &Case, plan: &LaunchPlan) -> BufferLengths {
+    let required = plan.required();
+    let [q, k, v, o] = case.lengths;
+    BufferLengths {
+        q: q.of(required.q),
+        k: k.of(required.k),
+        v: v.of(required.v),
+        o: o.of(required.o),
+        lse: case.lse.map(|lse| lse.of(required.lse.unwrap_or(0))),
+    }
+}
+
+/// Runs what `forward` runs before launching: `Ok` is an accepted launch.
+fn validate(case: &Case) -> Result<(LaunchPlan, BufferLengths), Error> {
+    let plan = plan(case.dtype, &case.shape, &case.options, case.sm_count)?;
+    let buffers = buffers(case, &plan);
+    plan.check_buffers(&buffers)?;
+    Ok((plan, buffers))
+}
+
+/// The strides the case means, derived here from the layout in u128 (`None`: they pass u64).
+fn expected_strides(case: &Case) -> Option<ForwardStrides> {
+    if let Some(strides) = case.options.strides {
+        return Some(strides);
+    }
+    let s = &case.shape;
+    let dense = |heads: usize, seq_len: usize| {
+        let (h, s_, d) = (heads as u128, seq_len as u128, s.head_dim as u128);
+        let (batch, head, seq) = match case.options.layout {
+            Layout::Bhsd => (h * s_ * d, s_ * d, d),
+            Layout::Bshd => (s_ * h * d, d, h * d),
+        };
+        Some(TensorStrides {
+            batch: u64::try_from(batch).ok()?,
+            head: u64::try_from(head).ok()?,
+            seq: u64::try_from(seq).ok()?,
+        })
+    };
+    let q = dense(s.heads_q, s.seq_len_q)?;
+    let kv = dense(s.heads_kv, s.seq_len_kv)?;
+    Some(ForwardStrides {
+        q,
+        k: kv,
+        v: kv,
+        o: q,
+    })
+}
+
+/// An element offset the kernel forms as `batch * batch_stride + head * head_stride +
+/// row * seq_stride + column`, each product in 64 bits: asserts that nothing wraps and that the
+/// byte offset stays below 2^63, and returns it.
+fn kernel_offset(strides: &TensorStrides, batch: u32, head: u32, row: u64, column: u64) -> u128 {
+    let products = [
+        batch as u128 * strides.batch as u128,
+        head as u128 * strides.head as u128,
+        row as u128 * strides.seq as u128,
+    ];
+    for product in products {
+        assert!(
+            product <= u64::MAX as u128,
+            "a 64-bit product wraps: {product}"
+        );
+    }
+    let offset = products.iter().sum::<u128>() + column as u128;
+    assert!(
+        offset * 2 <= MAX_TENSOR_BYTES as u128,
+        "byte offset {} passes 2^63",
+        offset * 2
+    );
+    offset
+}
+
+/// A 32-bit value of the kernel's row arithmetic: asserts that it fits.
+fn u32_value(value: u128) -> u32 {
+    u32::try_from(value).unwrap_or_else(|_| panic!("u32 row arithmetic wraps: {value}"))
+}
+
+/// An i32 value of the kernel's mask arithmetic: asserts that it fits.
+fn i32_value(value: i128) -> i32 {
+    i32::try_from(value).unwrap_or_else(|_| panic!("i32 mask arithmetic wraps: {value}"))
+}
+
+/// Checks an accepted launch against the model of the kernel: see the module's doc.
+fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
+    let shape = &case.shape;
+    let tile = plan.kernel().tile;
+    let params = plan.params();
+    let strides = expected_strides(case).expect("accepted strides fit in u64");
+    assert_eq!(plan.kernel().dtype, case.dtype);
+    assert_eq!(tile.head_dim, shape.head_dim);
+    assert_eq!(
+        (
+            params.q_strides,
+            params.k_strides,
+            params.v_strides,
+            params.o_strides
+        ),
+        (strides.q, strides.k, strides.v, strides.o)
+    );
+    assert_eq!(params.seq_len_q as usize, shape.seq_len_q);
+    assert_eq!(params.seq_len_kv as usize, shape.seq_len_kv);
+    assert_eq!(params.heads_q as usize, shape.heads_q);
+    assert_eq!(
+        (params.kv_group_size as usize) * shape.heads_kv,
+        shape.heads_q
+    );
+    assert!(shape.seq_len_q <= MAX_SEQ_LEN && shape.seq_len_kv <= MAX_SEQ_LEN);
+    assert!(params.scale_log2.is_finite() && params.scale_log2 > 0.0);
+
+    let (block_m, block_n) = (tile.block_m as u128, tile.block_n as u128);
+    let grid = plan.grid();
+    assert_eq!(grid.0 as u128, (shape.seq_len_q as u128).div_ceil(block_m));
+    assert_eq!(
+        (grid.1 as usize, grid.2 as usize),
+        (shape.heads_q, shape.batch)
+    );
+    assert!(grid.0 <= i32::MAX as u32 && grid.1 <= 65_535 && grid.2 <= 65_535);
+
+    let (seq_q, seq_kv) = (shape.seq_len_q as u128, shape.seq_len_kv as u128);
+    let head_dim = shape.head_dim as u64;
+    let causal = case.options.causal;
+    for block_x in [0, grid.0 - 1] {
+        for head in [0, grid.1 - 1] {
+            for batch in [0, grid.2 - 1] {
+                let kv_head = head / params.kv_group_size;
+                // Query rows and the keys they need (forward.rs: first_query .. key_blocks).
+                let first_query = u32_value(block_x as u128 * block_m) as u128;
+                u32_value(first_query + block_m);
+                let last_query = (first_query + block_m).min(seq_q) - 1;
+                let key_end = if causal {
+                    (u32_value(last_query + 1 + seq_kv) as u128)
+                        .saturating_sub(seq_q)
+                        .min(seq_kv)
+                } else {
+                    seq_kv
+                };
+                let key_blocks = key_end.div_ceil(block_n);
+                if causal {
+                    u32_value(first_query + 1 + seq_kv);
+                }
+                // The masked loop's i32 arithmetic, at its extreme block and rows.
+                for block in [0, key_blocks.saturating_sub(1)] {
+                    let block_start = u32_value(block * block_n) as i128;
+                    let keys_left = i32_value(seq_kv as i128 - block_start);
+                    let diagonal = i32_value(first_query as i128 + seq_kv as i128) as i128
+                        - i32_value(seq_q as i128 + block_start) as i128;
+                    for row in [0, block_m as i128 - 1] {
+                        i32_value(keys_left.min(i32_value(row + diagonal + 1)) as i128);
+                    }
+                }
+
+                // Q: rows first_query .. last_query read (missing rows clamp to the last).
+                let q_end = kernel_offset(&strides.q, batch, head, last_query as u64, head_dim);
+                assert!(q_end <= buffers.q as u128, "q read past its buffer");
+                // K and V: whole blocks while they fit the sequence, clamped rows after.
+                let last_key = (key_blocks * block_n).min(seq_kv).max(1) - 1;
+                for (tensor, tensor_strides, length) in
+                    [("k", &strides.k, buffers.k), ("v", &strides.v, buffers.v)]
+                {
+                    let end =
+                        kernel_offset(tensor_strides, batch, kv_head, last_key as u64, head_dim);
+                    assert!(end <= length as u128, "{tensor} read past its buffer");
+                }
+                // O: rows below seq_len_q written; the pointer walks every row of the tile.
+                let o_end = kernel_offset(&strides.o, batch, head, last_query as u64, head_dim);
+                assert!(o_end <= buffers.o as u128, "o written past its buffer");
+                kernel_offset(
+                    &strides.o,
+                    batch,
+                    head,
+                    (first_query + block_m - 1) as u64,
+                    head_dim,
+                );
+                if let Some(lse_length) = buffers.lse {
+                    let slice = batch as u128 * shape.heads_q as u128 + head as u128;
+                    let end = slice * seq_q + last_query + 1;
+                    assert!(end <= lse_length as u128, "lse written past its buffer");
+                    assert!(end * 4 <= MAX_TENSOR_BYTES as u128);
+                }
+            }
+        }
+    }
+    check_output_rows_disjoint(shape, &strides.o);
+}
+
+/// Distinct output rows share no element: every pair when the output has at most 4096 rows,
+/// else a deterministic sample of pairs.
+fn check_output_rows_disjoint(shape: &AttentionShape, o: &TensorStrides) {
+    let dims = [
+        shape.batch as u128,
+        shape.heads_q as u128,
+        shape.seq_len_q as u128,
+    ];
+    let start = |[b, h, s]: [u128; 3]| b * o.batch as u128 + h * o.head as u128 + s * o.seq as u128;
+    let rows = dims.iter().product::<u128>();
+    let d = shape.head_dim as u128;
+    if rows <= 4096 {
+        let mut starts: Vec<u128> = (0..rows)
+            .map(|i| start([i / (dims[1] * dims[2]), i / dims[2] % dims[1], i % dims[2]]))
+            .collect();
+        starts.sort_unstable();
+        for pair in starts.windows(2) {
+            assert!(
+                pair[1] >= pair[0] + d,
+                "output rows alias at offset {}",
+                pair[1]
+            );
+        }
+    } else {
+        let mut state = rows as u64 ^ o.batch ^ o.head.rotate_left(21) ^ o.seq.rotate_left(42);
+        let mut next = |bound: u128| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as u128 % bound
+        };
+        for _ in 0..256 {
+            let a = [next(dims[0]), next(dims[1]), next(dims[2])];
+            let mut b = [next(dims[0]), next(dims[1]), next(dims[2])];
+            if a == b {
+                b[2] = (b[2] + 1) % dims[2];
+                if a == b {
+                    continue;
+                }
+            }
+            let (x, y) = (start(a), start(b));
+            assert!(
+                x + d <= y || y + d <= x,
+                "output rows {a:?} and {b:?} alias"
+            );
+        }
+    }
+}
+
+/// The errors validation may give: each names what is wrong. A CUDA or loading error here
+/// would mean validation reached the driver.
+fn is_specific(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::UnsupportedHeadDim { .. }
+            | Error::ZeroSizedDimension { .. }
+            | Error::InvalidGqaRatio { .. }
+            | Error::KernelDtypeMismatch { .. }
+            | Error::KernelHeadDimMismatch { .. }
+            | Error::ProblemTooLarge { .. }
+            | Error::TensorTooLarge { .. }
+            | Error::BufferTooSmall { .. }
+            | Error::MisalignedStride { .. }
+            | Error::OverlappingOutput { .. }
+            | Error::InvalidSoftmaxScale { .. }
+            | Error::UnknownKernel { .. }
+    )
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 6000, ..Config::default() })]
+
+    #[test]
+    fn validation_accepts_only_launches_that_stay_inside_their_buffers(case in case()) {
+        match validate(&case) {
+            Ok((plan, buffers)) => check_accepted(&case, &plan, &buffers),
+            Err(error) => prop_assert!(is_specific(&error), "{error:?}"),
+        }
+    }
+}
+
+/// The property above is only as strong as the cases that pass validation: the generator must
+/// produce accepted launches, rejected ones, and accepted ones with large offsets.
+#[test]
+fn the_generator_reaches_accepted_rejected_and_large_cases() {
+    let mut runner = TestRunner::deterministic();
+    let (mut accepted, mut rejected, mut large) = (0, 0, 0);
+    for _ in 0..4000 {
+        let case = case().new_tree(&mut runner).unwrap().current();
+        match validate(&case) {
+            Ok((plan, _)) => {
+                accepted += 1;
+                large += (plan.required().o as u64 > u32::MAX as u64) as usize;
+            }
+            Err(_) => rejected += 1,
+        }
+    }
+    eprintln!("{accepted} accepted ({large} past 2^32 elements), {rejected} rejected");
+    assert!(
+        accepted >= 200 && rejected >= 200 && large >= 20,
+        "{accepted} accepted ({large} past 2^32 elements), {rejected} rejected"
+    );
+}
+
+/// The overflows that once wrapped: each is now a specific error.
+#[test]
+fn extents_past_64_bits_are_errors_not_wraps() {
+    let shape = AttentionShape {
+        batch: 3,
+        ..AttentionShape::new(1, 2, 16, 64)
+    };
+    let dense = Layout::Bhsd.strides(2, 16, 64).unwrap();
+    // (batch - 1) * 2^63 is 2^64: it wrapped to 0, so tiny buffers passed and batches aliased.
+    let huge = TensorStrides {
+        batch: 1 << 63,
+        ..dense
+    };
+    for (tensor, strides) in [
+        (
+            "q",
+            ForwardStrides {
+                q: huge,
+                k: dense,
+                v: dense,
+                o: dense,
+            },
+        ),
+        (
+            "k",
+            ForwardStrides {
+                q: dense,
+                k: huge,
+                v: dense,
+                o: dense,
+            },
+        ),
+        (
+            "o",
+            ForwardStrides {
+                q: dense,
+                k: dense,
+                v: dense,
+                o: huge,
+            },
+        ),
+    ] {
+        let options = ForwardOptions {
+            strides: Some(strides),
+            ..Default::default()
+        };
+        assert_eq!(
+            plan(Dtype::F16, &shape, &options, 132).map(|plan| plan.required()),
+            Err(Error::TensorTooLarge {
+                tensor,
+                dimension: "batch"
+            })
+        );
+    }
+    // Dense strides whose product passes u64, and element counts that pass usize.
+    let wide = AttentionShape {
+        heads_q: 1 << 16,
+        heads_kv: 1 << 16,
+        seq_len_q: 1 << 30,
+        seq_len_kv: 1 << 30,
+        ..shape
+    };
+    let wider = AttentionShape {
+        head_dim: 1 << 40,
+        ..wide
+    };
+    assert_eq!(
+        ForwardOptions::default().resolved_strides(&wider),
+        Err(Error::TensorTooLarge {
+            tensor: "q",
+            dimension: "batch"
+        })
+    );
+    assert!(matches!(
+        wider.q_elements(),
+        Err(Error::TensorTooLarge { tensor: "q", .. })
+    ));
+    assert!(matches!(
+        AttentionShape {
+            batch: usize::MAX,
+            ..shape
+        }
+        .lse_elements(),
+        Err(Error::TensorTooLarge {
+            tensor: "lse",
+            dimension: "heads_q"
+        })
+    ));
+    // The padding rows of the last query tile count: a sequence stride that fits for the rows
+    // that exist but not for the tile's padding is rejected.
+    let one_row = AttentionShape {
+        seq_len_q: 1,
+        ..shape
+    };
+    // One row of 64 at this stride spans 2^63 bytes.
+    let seq_stride = 1 << 57;
+    let strides = ForwardStrides {
+        q: Layout::Bhsd.strides(2, 1, 64).unwrap(),
+        k: dense,
+        v: dense,
+        o: TensorStrides {
+            batch: 128,
+            head: 64,
+            seq: seq_stride,
+        },
+    };
+    let options = ForwardOptions {
+        strides: Some(strides),
+        ..Default::default()
+    };
+    assert_eq!(
+        plan(Dtype::F16, &one_row, &options, 132).map(|plan| plan.required()),
+        Err(Error::TensorTooLarge {
+            tensor: "o",
+            dimension: "seq"
+        })
+    );
+}
+
+/// A softmax scale that is finite but overflows once folded into log2 space.
+#[test]
+fn a_scale_that_overflows_in_log2_space_is_rejected() {
+    let options = ForwardOptions {
+        softmax_scale: Some(f32::MAX),
+        ..Default::default()
+    };
+    assert_eq!(
+        plan(
+            Dtype::F16,
+            &AttentionShape::new(1, 1, 16, 64),
+            &options,
+            132
+        )
+        .map(|plan| plan.grid()),
+        Err(Error::InvalidSoftmaxScale { scale: f32::MAX })
+    );
+}
