@@ -96,6 +96,18 @@ if wants sanitizer; then
         sanitize "$tool-sweep-fp16" "$tool" sweep::tails_and_causal_fp16
         sanitize "$tool-sweep-bf16" "$tool" sweep::tails_and_causal_bf16
     done
+    # The launches at the largest batch and query-head counts the host accepts, under every
+    # tool; memcheck and initcheck on 64-bit offsets past 2^32 elements; memcheck on the stream
+    # ordering and concurrency tests.
+    for tool in memcheck racecheck synccheck initcheck; do
+        sanitize "$tool-largest-batch" "$tool" safety::the_largest_batch_the_host_accepts_is_correct
+        sanitize "$tool-most-heads" "$tool" safety::the_most_query_heads_the_host_accepts_are_correct
+    done
+    for tool in memcheck initcheck; do
+        sanitize "$tool-far-offsets" "$tool" safety::offsets_past_two_to_the_32_elements_reach_the_right_rows
+    done
+    sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
+    sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls
 fi
 
 # 1. GPU tests against the f64 CPU reference (the test harness is nightly's, so it can report

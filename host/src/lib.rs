@@ -92,7 +92,13 @@ impl FlashAttention {
     /// JIT-compile from PTX even where the build embedded a cubin for the device.
     pub fn with_options(options: &LoadOptions) -> Result<Self, Error> {
         let kernels = kernels::LoadedKernels::load(options)?;
-        let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+        // A blocking stream (not NON_BLOCKING): it waits for work on the legacy default stream
+        // and that stream waits for it. cust's synchronous copies (`DeviceBuffer::from_slice`,
+        // `copy_from`, `copy_to`) run there, and a pageable `cuMemcpyHtoD` may return before its
+        // data lands: with a non-blocking stream, a kernel launched right after such an upload
+        // could read the old bytes, and a `copy_to` right after `forward` could read the output
+        // before the kernel wrote it.
+        let stream = Stream::new(StreamFlags::DEFAULT, None)?;
         Ok(Self { stream, kernels })
     }
 
@@ -112,7 +118,9 @@ impl FlashAttention {
         self.kernels.sm_count
     }
 
-    /// The stream every forward pass of this instance is enqueued on.
+    /// The stream every forward pass of this instance is enqueued on: a blocking stream, so
+    /// that work on the legacy default stream (cust's synchronous copies) and this instance's
+    /// kernels are ordered with each other.
     pub fn stream(&self) -> &Stream {
         &self.stream
     }
@@ -242,9 +250,9 @@ impl FlashAttention {
     ///
     /// Every step is enqueued on [`Self::stream`], in order: the uploads
     /// (`cuMemcpyHtoDAsync`), the zeroing of the output, the kernel and the download; then the
-    /// call waits for that stream, on success and on error alike. Nothing relies on the legacy
-    /// default stream, which this instance's non-blocking stream does not wait for (and a
-    /// synchronous `cuMemcpyHtoD` from pageable memory may return before its data lands).
+    /// call waits for that stream, on success and on error alike. The order is explicit: it
+    /// does not rest on the legacy default stream's implicit synchronisation (a synchronous
+    /// `cuMemcpyHtoD` from pageable memory may return before its data lands).
     pub fn forward_host<T: Element>(
         &self,
         q: &[T],

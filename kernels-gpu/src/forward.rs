@@ -474,7 +474,10 @@ pub unsafe fn forward<
     let (lane_row, chunk) = (warp_row + lane / row_chunks, lane % row_chunks);
     let o_row_stride = params.o_strides.seq as usize;
     let o_step = opaque_to_optimizer(rows_per_step * o_row_stride);
-    let mut o_pointer = (params.o as *mut u16).add(
+    // Rows past `seq_len_q` are never stored to, but their addresses are formed, and they may
+    // lie past the allocation: `wrapping_add`, not `add`. The host keeps every such offset below
+    // 2^63 bytes (`MAX_TENSOR_BYTES`), so the offset arithmetic itself cannot wrap.
+    let mut o_pointer = (params.o as *mut u16).wrapping_add(
         slice_offset(&params.o_strides, batch, head)
             + (first_query as usize + lane_row) * o_row_stride
             + chunk * CHUNK_ELEMS,

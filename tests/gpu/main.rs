@@ -4,5 +4,6 @@
 mod edge_cases;
 mod errors;
 mod forward;
+mod safety;
 mod support;
 mod sweep;
