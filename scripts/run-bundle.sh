@@ -15,6 +15,8 @@
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   noise: times our kernels a second time and runs the same check against the first pass,
 #          which measures the run-to-run noise the check has to see through.
+# SANITIZER_TIMEOUT (seconds, default 560) bounds each compute-sanitizer run, so that a slow
+# one cannot take the whole device call with it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/results}
@@ -73,7 +75,7 @@ sanitize() {
     (
         if [ -n "$shard" ]; then export FLASH_ATTN_KERNEL_SHARD=$shard; fi
         start=$SECONDS
-        timeout 560 compute-sanitizer --tool "$tool" --error-exitcode 1 ./gpu-tests --test-threads=1 --exact "$filter" > "sanitizer-$name.log" 2>&1
+        timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 ./gpu-tests --test-threads=1 --exact "$filter" > "sanitizer-$name.log" 2>&1
         echo "exit $? after $((SECONDS - start)) s" >> "sanitizer-$name.log"
     ) &
     sanitizer_jobs+=("$name|$tool|$filter|$shard")
