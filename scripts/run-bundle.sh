@@ -112,11 +112,10 @@ if wants sanitizer; then
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls
 fi
 
-# 1. GPU tests against the f64 CPU reference (the test harness is nightly's, so it can report
-#    each test's time).
+# 1. GPU tests against the f64 CPU reference.
 if wants tests; then
     start=$SECONDS
-    ./gpu-tests --test-threads=4 -Z unstable-options --report-time 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |test result"
+    ./gpu-tests --test-threads=4 2>&1 | tee "$out/gpu-tests.log" | grep -E "^test |test result"
     note "gpu tests ($((SECONDS - start)) s): $(grep 'test result' "$out/gpu-tests.log" | tail -n 1)"
 fi
 

@@ -8,9 +8,8 @@ use half::{bf16, f16};
 
 use crate::support::{fresh_seed, gpu, Problem, ABSOLUTE_TOLERANCE};
 
-#[test]
-fn scores_beyond_the_fp16_range_stay_finite_and_accurate() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn scores_beyond_the_fp16_range_stay_finite_and_accurate() {
+    let gpu = gpu();
     // |q|, |k| ~ 100: raw dot products reach ~1e5, past fp16's 65504, so a softmax that saw
     // them in fp16 would overflow, and so does the plain-fp16 model. The yardstick here is the
     // mixed model (scores in f32, probabilities and output in fp16), as a fused kernel computes.
@@ -91,9 +90,8 @@ fn largest_scaled_score(q: &[f16], k: &[f16], shape: AttentionShape, scale: f64)
     largest
 }
 
-#[test]
-fn rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp() {
+    let gpu = gpu();
     // Causal with Sq > Sk, bottom-right aligned: query i sees keys j <= i - (Sq - Sk), so the
     // first Sq - Sk = 140 rows see nothing.
     let shape = AttentionShape {
@@ -129,7 +127,7 @@ fn rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp() {
 /// Plants `value` at `index` of Q, K or V and checks that the outputs which are non-finite
 /// are exactly those the f64 reference makes non-finite.
 fn check_propagation(tensor: char, index: usize, value: f64, causal: bool) {
-    let Some(gpu) = gpu() else { return };
+    let gpu = gpu();
     let shape = AttentionShape {
         batch: 2,
         heads_q: 4,
@@ -166,35 +164,30 @@ fn check_propagation(tensor: char, index: usize, value: f64, causal: bool) {
     }
 }
 
-#[test]
-fn nan_in_a_query_affects_only_its_row() {
+pub(crate) fn nan_in_a_query_affects_only_its_row() {
     check_propagation('q', 37 * 64 + 5, f64::NAN, false);
     check_propagation('q', (3 * 96 + 50) * 64, f64::NAN, true);
 }
 
-#[test]
-fn infinity_in_a_query_affects_only_its_row() {
+pub(crate) fn infinity_in_a_query_affects_only_its_row() {
     check_propagation('q', 10 * 64 + 63, f64::INFINITY, true);
 }
 
-#[test]
-fn nan_in_a_key_affects_exactly_the_rows_that_see_it() {
+pub(crate) fn nan_in_a_key_affects_exactly_the_rows_that_see_it() {
     // Key 100 of K/V head 1 of batch 0: seen by query heads 2 and 3, by every row without
     // masking and, causally (bottom-right, Sk - Sq = 34), by rows i >= 66.
     check_propagation('k', (130 + 100) * 64 + 7, f64::NAN, false);
     check_propagation('k', (130 + 100) * 64 + 7, f64::NAN, true);
 }
 
-#[test]
-fn nan_in_a_value_affects_its_column_of_the_rows_that_see_it() {
+pub(crate) fn nan_in_a_value_affects_its_column_of_the_rows_that_see_it() {
     // Without masking every row of the group sees every key. (With causal masking a row whose
     // diagonal key block holds the NaN multiplies it by a zero probability, which IEEE makes
     // NaN; see the README.)
     check_propagation('v', (2 * 130 + 11) * 64 + 20, f64::NAN, false);
 }
 
-#[test]
-fn a_nan_in_k_past_a_query_diagonal_block_does_not_reach_it() {
+pub(crate) fn a_nan_in_k_past_a_query_diagonal_block_does_not_reach_it() {
     // Rows whose last visible key block ends before key 129 never load it.
     check_propagation('k', 129 * 64, f64::NAN, true);
 }
@@ -232,9 +225,8 @@ fn check_growing_maxima<T: Element>(gpu: &FlashAttention, kernel: &'static Forwa
     }
 }
 
-#[test]
-fn running_maxima_that_grow_at_every_key_block() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn running_maxima_that_grow_at_every_key_block() {
+    let gpu = gpu();
     for kernel in FORWARD_KERNELS {
         match kernel.dtype {
             Dtype::F16 => check_growing_maxima::<f16>(&gpu, kernel),

@@ -58,9 +58,8 @@ impl Buffers {
     }
 }
 
-#[test]
-fn a_short_input_is_rejected() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn a_short_input_is_rejected() {
+    let gpu = gpu();
     let error = Buffers::new([0, 8, 0, 0]).forward(&gpu, SHAPE, None);
     let (required, actual) = (
         SHAPE.kv_elements().unwrap() as u64,
@@ -76,9 +75,8 @@ fn a_short_input_is_rejected() {
     );
 }
 
-#[test]
-fn a_too_small_output_is_rejected() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn a_too_small_output_is_rejected() {
+    let gpu = gpu();
     let error = Buffers::new([0, 0, 0, 1]).forward(&gpu, SHAPE, None);
     assert!(
         matches!(error, Error::BufferTooSmall { tensor: "o", .. }),
@@ -86,9 +84,8 @@ fn a_too_small_output_is_rejected() {
     );
 }
 
-#[test]
-fn a_too_small_logsumexp_is_rejected() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn a_too_small_logsumexp_is_rejected() {
+    let gpu = gpu();
     let mut lse = DeviceBuffer::from_slice(&vec![0f32; SHAPE.lse_elements().unwrap() - 1]).unwrap();
     let error = Buffers::new([0; 4]).forward(&gpu, SHAPE, Some(&mut lse));
     assert!(
@@ -97,9 +94,8 @@ fn a_too_small_logsumexp_is_rejected() {
     );
 }
 
-#[test]
-fn a_misaligned_buffer_is_rejected() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn a_misaligned_buffer_is_rejected() {
+    let gpu = gpu();
     let buffers = Buffers::new([0; 4]);
     let v_storage = buffer(SHAPE.kv_elements().unwrap() + 1);
     let mut output = buffer(SHAPE.q_elements().unwrap());
@@ -120,9 +116,8 @@ fn a_misaligned_buffer_is_rejected() {
     );
 }
 
-#[test]
-fn problem_errors_surface_through_forward_too() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn problem_errors_surface_through_forward_too() {
+    let gpu = gpu();
     let error = Buffers::new([0; 4]).forward(
         &gpu,
         AttentionShape {
@@ -140,8 +135,7 @@ fn problem_errors_surface_through_forward_too() {
     );
 }
 
-#[test]
-fn without_a_gpu_construction_is_an_error_not_a_panic() {
+pub(crate) fn without_a_gpu_construction_is_an_error_not_a_panic() {
     // On a machine with a GPU this is a plain success; without one it must be `NoGpu`.
     match FlashAttention::new() {
         Ok(_) => {}

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use crate::support::{gpu, in_kernel_shard, Problem};
 
 fn check_every_kernel(shapes: &[AttentionShape]) {
-    let Some(gpu) = gpu() else { return };
+    let gpu = gpu();
     for &shape in shapes {
         for causal in [false, true] {
             let f16_problem = Problem::<f16>::new(shape, causal, None);
@@ -28,24 +28,21 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
     }
 }
 
-#[test]
-fn every_kernel_on_a_small_problem() {
+pub(crate) fn every_kernel_on_a_small_problem() {
     check_every_kernel(&[
         AttentionShape::new(1, 2, 256, 64),
         AttentionShape::new(1, 2, 200, 128),
     ]);
 }
 
-#[test]
-fn every_kernel_at_the_seed_shape() {
+pub(crate) fn every_kernel_at_the_seed_shape() {
     check_every_kernel(&[
         AttentionShape::new(4, 8, 512, 64),
         AttentionShape::new(4, 8, 512, 128),
     ]);
 }
 
-#[test]
-fn every_kernel_for_sequence_lengths_128_to_4096() {
+pub(crate) fn every_kernel_for_sequence_lengths_128_to_4096() {
     let shapes: Vec<_> = [
         (1, 3, 128),
         (2, 2, 192),
@@ -65,8 +62,7 @@ fn every_kernel_for_sequence_lengths_128_to_4096() {
     check_every_kernel(&shapes);
 }
 
-#[test]
-fn every_kernel_for_batch_and_head_variations() {
+pub(crate) fn every_kernel_for_batch_and_head_variations() {
     check_every_kernel(&[
         AttentionShape::new(1, 1, 512, 64),
         AttentionShape::new(3, 5, 256, 64),
@@ -75,27 +71,24 @@ fn every_kernel_for_batch_and_head_variations() {
     ]);
 }
 
-#[test]
-fn several_fresh_inputs_at_the_seed_shape() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn several_fresh_inputs_at_the_seed_shape() {
+    let gpu = gpu();
     for _ in 0..3 {
         let problem = Problem::<f16>::new(AttentionShape::new(4, 8, 512, 64), false, None);
         problem.check(&gpu, &problem.options(Layout::Bhsd, None));
     }
 }
 
-#[test]
-fn a_custom_softmax_scale_is_applied() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn a_custom_softmax_scale_is_applied() {
+    let gpu = gpu();
     for scale in [0.02, 0.5] {
         let problem = Problem::<f16>::new(AttentionShape::new(2, 2, 256, 64), false, Some(scale));
         problem.check(&gpu, &problem.options(Layout::Bhsd, None));
     }
 }
 
-#[test]
-fn a_thousand_runs_are_bitwise_identical() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn a_thousand_runs_are_bitwise_identical() {
+    let gpu = gpu();
     for causal in [false, true] {
         let problem = Problem::<f16>::new(AttentionShape::new(4, 8, 512, 64), causal, None);
         let options = problem.options(Layout::Bhsd, None);
@@ -117,9 +110,8 @@ fn a_thousand_runs_are_bitwise_identical() {
     }
 }
 
-#[test]
-fn forward_host_matches_the_device_path() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn forward_host_matches_the_device_path() {
+    let gpu = gpu();
     let problem = Problem::<f16>::new(AttentionShape::new(2, 4, 256, 64), false, None);
     let options = ForwardOptions {
         softmax_scale: Some(problem.softmax_scale),
@@ -135,11 +127,10 @@ fn forward_host_matches_the_device_path() {
         .all(|(a, b)| a.to_f64().to_bits() == b.to_bits()));
 }
 
-#[test]
-fn the_raw_entry_point_matches_the_safe_one() {
+pub(crate) fn the_raw_entry_point_matches_the_safe_one() {
     use cust::memory::{CopyDestination, DeviceBuffer};
     use flash_attn::RawTensors;
-    let Some(gpu) = gpu() else { return };
+    let gpu = gpu();
     let problem = Problem::<bf16>::new(AttentionShape::new(2, 4, 300, 128), true, None);
     let options = problem.options(Layout::Bhsd, None);
     let (q, k, v) = (
@@ -178,10 +169,9 @@ fn the_raw_entry_point_matches_the_safe_one() {
         .all(|(a, b)| a.to_f64().to_bits() == b.to_bits()));
 }
 
-#[test]
-fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
+pub(crate) fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
     use flash_attn::{KernelSource, LoadOptions, PtxReason, CUBINS};
-    let Some(gpu) = gpu() else { return };
+    let gpu = gpu();
     let forced = FlashAttention::with_options(&LoadOptions {
         force_ptx: true,
         ..Default::default()

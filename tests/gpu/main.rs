@@ -1,5 +1,11 @@
-//! Tests that run the kernels. Without a GPU each one prints a one-line skip message and
-//! passes, unless `FLASH_ATTN_REQUIRE_GPU` is set (the GPU bundle sets it).
+//! Tests that run the kernels, under a harness that decides at run time whether they can run
+//! (libtest-mimic): where `FlashAttention::new` finds no GPU, every test that needs one is
+//! reported as **ignored**, after one line saying why, so the summary counts what really ran.
+//! With `FLASH_ATTN_REQUIRE_GPU` set (the GPU bundle sets it) nothing is ignored, and a missing
+//! GPU fails every such test.
+//!
+//! Each test is a plain function named in [`gpu_trials`]; one left out is dead code, which the
+//! build's lints reject.
 
 mod edge_cases;
 mod errors;
@@ -7,3 +13,87 @@ mod forward;
 mod safety;
 mod support;
 mod sweep;
+
+use flash_attn::{Error, FlashAttention};
+use libtest_mimic::{Arguments, Trial};
+
+/// A trial per test function, named `module::function` as libtest would.
+macro_rules! trials {
+    ($($module:ident :: $test:ident),* $(,)?) => {
+        vec![$(Trial::test(concat!(stringify!($module), "::", stringify!($test)), || {
+            $module::$test();
+            Ok(())
+        })),*]
+    };
+}
+
+/// The tests that need a GPU.
+fn gpu_trials() -> Vec<Trial> {
+    trials![
+        edge_cases::scores_beyond_the_fp16_range_stay_finite_and_accurate,
+        edge_cases::rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp,
+        edge_cases::nan_in_a_query_affects_only_its_row,
+        edge_cases::infinity_in_a_query_affects_only_its_row,
+        edge_cases::nan_in_a_key_affects_exactly_the_rows_that_see_it,
+        edge_cases::nan_in_a_value_affects_its_column_of_the_rows_that_see_it,
+        edge_cases::a_nan_in_k_past_a_query_diagonal_block_does_not_reach_it,
+        edge_cases::running_maxima_that_grow_at_every_key_block,
+        errors::a_short_input_is_rejected,
+        errors::a_too_small_output_is_rejected,
+        errors::a_too_small_logsumexp_is_rejected,
+        errors::a_misaligned_buffer_is_rejected,
+        errors::problem_errors_surface_through_forward_too,
+        forward::every_kernel_on_a_small_problem,
+        forward::every_kernel_at_the_seed_shape,
+        forward::every_kernel_for_sequence_lengths_128_to_4096,
+        forward::every_kernel_for_batch_and_head_variations,
+        forward::several_fresh_inputs_at_the_seed_shape,
+        forward::a_custom_softmax_scale_is_applied,
+        forward::a_thousand_runs_are_bitwise_identical,
+        forward::forward_host_matches_the_device_path,
+        forward::the_raw_entry_point_matches_the_safe_one,
+        forward::kernels_load_from_cubins_where_built_and_from_ptx_when_forced,
+        safety::the_largest_batch_the_host_accepts_is_correct,
+        safety::the_most_query_heads_the_host_accepts_are_correct,
+        safety::offsets_past_two_to_the_32_elements_reach_the_right_rows,
+        safety::uploads_kernels_and_downloads_are_ordered,
+        safety::concurrent_calls_give_the_bits_of_serial_calls,
+        sweep::tails_and_causal_fp16,
+        sweep::tails_and_causal_bf16,
+        sweep::long_sequences_fp16_and_bf16,
+        sweep::the_anchor_shapes_at_s512,
+        sweep::padded_strides_are_honoured,
+    ]
+}
+
+/// The tests that run with or without a GPU.
+fn anywhere_trials() -> Vec<Trial> {
+    trials![errors::without_a_gpu_construction_is_an_error_not_a_panic]
+}
+
+fn main() {
+    let arguments = Arguments::from_args();
+    let required = std::env::var_os("FLASH_ATTN_REQUIRE_GPU").is_some();
+    // Asked only when a test will run: `--list` must work anywhere, quickly.
+    let missing_gpu = if arguments.list {
+        None
+    } else {
+        // Only a missing GPU ignores the tests: any other failure (an old driver, say) must
+        // fail them where they run.
+        match FlashAttention::new() {
+            Err(Error::NoGpu(error)) if !required => Some(error),
+            _ => None,
+        }
+    };
+    if let Some(reason) = &missing_gpu {
+        eprintln!(
+            "GPU tests ignored: no CUDA GPU ({reason}); set FLASH_ATTN_REQUIRE_GPU=1 to fail instead"
+        );
+    }
+    let mut trials: Vec<Trial> = gpu_trials()
+        .into_iter()
+        .map(|trial| trial.with_ignored_flag(missing_gpu.is_some()))
+        .collect();
+    trials.extend(anywhere_trials());
+    libtest_mimic::run(&arguments, trials).exit();
+}

@@ -22,7 +22,7 @@ use crate::support::{fresh_seed, gpu, Problem};
 /// short (tails of one key block) because the CPU reference runs every one of the 65,535
 /// (batch, head) slices, and the sanitizers every one of the 65,535 blocks.
 fn check_at_the_limit(shape: AttentionShape, one_more: AttentionShape, dimension: &str) {
-    let Some(gpu) = gpu() else { return };
+    let gpu = gpu();
     for causal in [false, true] {
         let problem = Problem::<f16>::new(shape, causal, None);
         problem.check(&gpu, &problem.options(Layout::Bhsd, None));
@@ -35,8 +35,7 @@ fn check_at_the_limit(shape: AttentionShape, one_more: AttentionShape, dimension
 }
 
 /// Grid z at its limit: 65,535 batches.
-#[test]
-fn the_largest_batch_the_host_accepts_is_correct() {
+pub(crate) fn the_largest_batch_the_host_accepts_is_correct() {
     let shape = AttentionShape {
         batch: 65_535,
         heads_q: 1,
@@ -53,8 +52,7 @@ fn the_largest_batch_the_host_accepts_is_correct() {
 }
 
 /// Grid y at its limit: 65,535 query heads, in GQA groups of 5 (65,535 = 5 x 13,107).
-#[test]
-fn the_most_query_heads_the_host_accepts_are_correct() {
+pub(crate) fn the_most_query_heads_the_host_accepts_are_correct() {
     let shape = AttentionShape {
         batch: 1,
         heads_q: 65_535,
@@ -73,9 +71,8 @@ fn the_most_query_heads_the_host_accepts_are_correct() {
 
 /// Q and O whose second batch starts 2^32 + 64 elements (over 8 GiB) after the first: the
 /// kernel's 64-bit offsets reach the right rows, and nothing between is touched.
-#[test]
-fn offsets_past_two_to_the_32_elements_reach_the_right_rows() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn offsets_past_two_to_the_32_elements_reach_the_right_rows() {
+    let gpu = gpu();
     let shape = AttentionShape {
         batch: 2,
         heads_q: 2,
@@ -169,9 +166,8 @@ fn bits(values: &[f16]) -> Vec<u16> {
 /// instance stream orders cust's synchronous copies before and after `forward`, while other work
 /// keeps the legacy default stream busy: each way gives the bits of a fully synchronised run,
 /// with pageable and page-locked inputs, on fresh inputs each round.
-#[test]
-fn uploads_kernels_and_downloads_are_ordered() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn uploads_kernels_and_downloads_are_ordered() {
+    let gpu = gpu();
     let shape = AttentionShape::new(4, 16, 1000, 64);
     let options = ForwardOptions {
         causal: true,
@@ -244,9 +240,8 @@ fn outputs(gpu: &FlashAttention, problem: &Problem<f16>, times: usize) -> Vec<Ve
 /// Several threads call `forward` at once, each on its own instance and stream, and then all
 /// on one shared instance (`FlashAttention` is `Send + Sync`): every output has the bits of the
 /// same problem run serially.
-#[test]
-fn concurrent_calls_give_the_bits_of_serial_calls() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn concurrent_calls_give_the_bits_of_serial_calls() {
+    let gpu = gpu();
     let shapes = [
         (AttentionShape::new(4, 8, 512, 64), false),
         (AttentionShape::new(2, 8, 1000, 128), true),

@@ -45,28 +45,24 @@ fn check_pairs<T: Element>(gpu: &FlashAttention, pairs: &[(usize, usize)]) {
     }
 }
 
-#[test]
-fn tails_and_causal_fp16() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn tails_and_causal_fp16() {
+    let gpu = gpu();
     check_pairs::<f16>(&gpu, &TAIL_PAIRS);
 }
 
-#[test]
-fn tails_and_causal_bf16() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn tails_and_causal_bf16() {
+    let gpu = gpu();
     check_pairs::<bf16>(&gpu, &TAIL_PAIRS);
 }
 
-#[test]
-fn long_sequences_fp16_and_bf16() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn long_sequences_fp16_and_bf16() {
+    let gpu = gpu();
     check_pairs::<f16>(&gpu, &LONG_PAIRS);
     check_pairs::<bf16>(&gpu, &LONG_PAIRS);
 }
 
-#[test]
-fn the_anchor_shapes_at_s512() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn the_anchor_shapes_at_s512() {
+    let gpu = gpu();
     for (batch, heads, head_dim) in [(4, 8, 64), (16, 16, 64), (32, 16, 64), (4, 8, 128)] {
         let shape = AttentionShape::new(batch, heads, 512, head_dim);
         for causal in [false, true] {
@@ -80,9 +76,8 @@ fn the_anchor_shapes_at_s512() {
     }
 }
 
-#[test]
-fn padded_strides_are_honoured() {
-    let Some(gpu) = gpu() else { return };
+pub(crate) fn padded_strides_are_honoured() {
+    let gpu = gpu();
     // Dense [B, H, S, D] data, read through strides that match it, with the output written to
     // a buffer whose rows are padded by 8 elements and whose heads are 3 rows apart extra.
     let shape = AttentionShape {
