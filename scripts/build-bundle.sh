@@ -29,9 +29,9 @@ fi
 
 gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
-timing=$(cargo build --release -p flash-attn --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
-load_time=$(cargo build --release -p flash-attn --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
-tune=$(cargo build --release -p flash-attn --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
+timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
+load_time=$(cargo build --release -p flash-attn-tools --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
+tune=$(cargo build --release -p flash-attn-tools --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"

@@ -3,7 +3,6 @@
 
 use std::ffi::c_int;
 use std::fmt;
-use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use cust::context::Context;
@@ -13,9 +12,8 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{Dtype, EntryName, QSource, SmemLayout, TileConfig};
+use flash_attn_params::{Dtype, QSource, SmemLayout, TileConfig, PTX_TARGET};
 
-use crate::ptxas::{gate_records, GateRecord, Resources};
 use crate::Error;
 
 /// An exposed forward kernel: its PTX entry point, element type and tile configuration.
@@ -54,8 +52,8 @@ macro_rules! tile {
     };
 }
 
-// `FORWARD_KERNELS`, `DEFLATED_PTX`, `PTXAS_GATE`, `PTXAS_GATE_VERSION` and `BUILD_PTX_DIR`, written by
-// build.rs from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
+// `FORWARD_KERNELS` and `DEFLATED_PTX`, written by build.rs (`flash_attn_build::build_kernels`)
+// from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
 include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
 
 /// The exposed kernel whose PTX entry is `name`, for tables written in source, such as the
@@ -206,7 +204,8 @@ impl fmt::Display for KernelSource {
 
 /// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
-const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
+/// The PTX targets this architecture, which older devices cannot run.
+const MIN_COMPUTE_CAPABILITY: (i32, i32) = PTX_TARGET.compute_capability;
 
 /// The head dimensions with an exposed kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
@@ -420,25 +419,4 @@ fn allow_dynamic_shared_memory(function: &Function<'_>, bytes: usize) -> Result<
             code: failure as u32,
         }),
     }
-}
-
-/// Runs the ptxas gate with `ptxas` over every entry that passes the compile-time gates (the
-/// modules in [`BUILD_PTX_DIR`], so only on the machine that built the crate), in entry order:
-/// the ptxas version and one record per entry, as `host/ptxas-gate.tsv` holds them. Results are
-/// cached next to the modules, keyed by module text, ptxas version and architecture.
-pub fn measure_ptxas_gate(ptxas: &Path) -> Result<(String, Vec<GateRecord>), String> {
-    let dir = Path::new(BUILD_PTX_DIR);
-    let mut modules = Vec::new();
-    flash_attn_params::for_each_gated_config(|dtype, tile| {
-        let entry = EntryName(dtype, tile).to_string();
-        let path = dir.join(format!("{entry}.ptx"));
-        modules.push((entry, path));
-    });
-    if let Some((_, missing)) = modules.iter().find(|(_, path)| !path.is_file()) {
-        return Err(format!(
-            "{} is missing: the gate needs the PTX modules of the build on this machine",
-            missing.display()
-        ));
-    }
-    gate_records(ptxas, &modules, &dir.with_file_name("ptxas-cache"))
 }

@@ -23,20 +23,17 @@ mod error;
 mod kernels;
 mod launch;
 mod problem;
-pub mod ptxas;
 pub mod reference;
-mod rng;
-pub mod timing;
-pub mod tuning;
+pub mod rng;
 
 use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    for_each_candidate, for_each_gated_config, Dtype, EntryName, ForwardParams, QSource,
-    SmemLayout, TensorStrides, TileConfig, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS,
-    SM89_MAX_SMEM_PER_BLOCK,
+    for_each_candidate, for_each_gated_config, Architecture, Dtype, EntryName, ForwardParams,
+    QSource, SmemLayout, TensorStrides, TileConfig, ARCHITECTURES, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, PTX_TARGET, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -46,9 +43,8 @@ pub use dispatch::{
 pub use element::{round_to, Element};
 pub use error::Error;
 pub use kernels::{
-    default_kernel, entry_ptx, kernel_by_name, kernel_named, measure_ptxas_gate, Cubin,
-    ForwardKernel, KernelSource, LoadOptions, PtxReason, BUILD_PTX_DIR, CUBINS, CUBINS_NOT_BUILT,
-    FORWARD_KERNELS, PTXAS_GATE, PTXAS_GATE_VERSION, SUPPORTED_HEAD_DIMS,
+    default_kernel, entry_ptx, kernel_by_name, kernel_named, Cubin, ForwardKernel, KernelSource,
+    LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 pub use problem::{
     plan, supports, AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan,

@@ -2,12 +2,13 @@
 //! size), the lookup and its fallbacks, and the committed dispatch table (coverage, consistency
 //! with the compiled kernels, the generated source).
 
-use flash_attn::tuning::{render_dispatch_table, updated_table};
 use flash_attn::{
     default_kernel, dispatch_entry, dispatch_kernel, dispatch_table, kernel_named, supports,
     AttentionShape, DispatchEntry, Dtype, Error, ForwardKernel, ForwardOptions, GridSize,
     SeqBucket, FORWARD_KERNELS, NOT_TUNED, SMALL_GRID_TILES_PER_SM, SUPPORTED_HEAD_DIMS,
 };
+
+use flash_attn_tools::tuning::{render_dispatch_table, updated_table};
 
 use crate::H100_SM_COUNT;
 
@@ -208,7 +209,7 @@ fn untuned_entries_hold_what_the_lookup_would_fall_back_to() {
         assert_eq!(
             entry.kernel.entry, expected.entry,
             "{entry:?}: the kernel list changed: tune again on a GPU, or reset the table with \
-             `cargo run -p flash-attn --bin flash-attn-tune -- --reset-table \
+             `cargo run -p flash-attn-tools --bin flash-attn-tune -- --reset-table \
              host/src/dispatch_table.rs`"
         );
         assert_eq!((entry.margin_percent, entry.confirmed), (0.0, false));

@@ -7,17 +7,17 @@ use std::time::{Duration, UNIX_EPOCH};
 use flash_attn::reference::{
     attention, attention_rows, random_normal, ErrorStats, Precision, QueryRow,
 };
-use flash_attn::timing::LaunchTimes;
-use flash_attn::tuning::{
+use flash_attn::{
+    dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
+    NOT_TUNED, SUPPORTED_HEAD_DIMS,
+};
+use flash_attn_tools::timing::LaunchTimes;
+use flash_attn_tools::tuning::{
     bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u,
     measurements_from_json, median, rank_configs, ranked_tables, render_dispatch_table,
     sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
     Decision, GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict,
     BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
-};
-use flash_attn::{
-    dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
-    NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::f16;
 

@@ -8,11 +8,11 @@
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use flash_attn::{
     dispatch_kernel, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
     ForwardKernel, ForwardOptions, FORWARD_KERNELS,
 };
+use flash_attn_tools::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use half::{bf16, f16};
 
 const WARMUP_LAUNCHES: usize = 50;

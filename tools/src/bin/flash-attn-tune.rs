@@ -39,16 +39,16 @@ use flash_attn::reference::{
     attention_rows, error_stats, random_normal, within_tolerance, ErrorStats, Precision, QueryRow,
     ReferenceOutput, ABSOLUTE_TOLERANCE,
 };
-use flash_attn::timing::{time_launches, LaunchTimes};
-use flash_attn::tuning::{
+use flash_attn::{
+    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+};
+use flash_attn_tools::timing::{time_launches, LaunchTimes};
+use flash_attn_tools::tuning::{
     confirmation_report, dtype_name, group_rankings, groups, measurements_from_json, ranked_tables,
     render_dispatch_table, sample_rows, sweep_shapes, table_report, to_json, to_svg, updated_table,
     utc_date, Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation,
     CONFIRMATION_ALPHA, DTYPES,
-};
-use flash_attn::{
-    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 

@@ -4,9 +4,9 @@
 
 use std::fmt::Write;
 
+use flash_attn::{AttentionShape, DispatchEntry};
+
 use super::{dtype_name, ratio_to_best, Confirmation, Group, Measurement, Validation};
-use crate::dispatch::DispatchEntry;
-use crate::AttentionShape;
 
 /// Everything a tuner run produced, for [`to_json`].
 #[derive(Clone, Copy, Debug)]

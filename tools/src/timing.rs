@@ -3,8 +3,7 @@
 
 use cust::event::{Event, EventFlags};
 use cust::stream::Stream;
-
-use crate::Error;
+use flash_attn::Error;
 
 /// The shapes `(batch, heads, seq_len, head_dim)` of the peer table in the project's anchors,
 /// timed by the benchmarks and the timing tool; the seed shape first.

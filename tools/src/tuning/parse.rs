@@ -3,14 +3,14 @@
 //! general: one measurement object per line, its fields in the order written.
 
 use super::{dtype_name, Interval, Measurement, Timing, Validation};
-use crate::dispatch::GridSize;
-use crate::reference::ErrorStats;
+use flash_attn::reference::ErrorStats;
+use flash_attn::{AttentionShape, GridSize};
+
 use crate::timing::LaunchTimes;
-use crate::AttentionShape;
 
 /// The measurements of a [`super::to_json`] text, in the order written.
 ///
-/// Each `config` is resolved with [`crate::kernel_by_name`], each `grid` read back as written.
+/// Each `config` is resolved with [`flash_attn::kernel_by_name`], each `grid` read back as written.
 /// A `tuning.json` from before the dispatch table had a grid size has no `grid`: that run
 /// grouped the shapes of a bucket together and its entries became the large-grid ones, so its
 /// measurements read back as [`GridSize::Large`]. What the JSON does not hold is
@@ -97,7 +97,7 @@ fn measurement(object: &str) -> Result<Measurement, String> {
         return Err(format!("expected }} at the end, found {:?}", fields.rest));
     }
 
-    let kernel = crate::kernel_by_name(&config).map_err(|error| format!("config: {error}"))?;
+    let kernel = flash_attn::kernel_by_name(&config).map_err(|error| format!("config: {error}"))?;
     if dtype != dtype_name(kernel.dtype) || head_dim != kernel.tile.head_dim {
         return Err(format!("{config} is not a {dtype} D={head_dim} kernel"));
     }

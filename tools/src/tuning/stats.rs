@@ -2,7 +2,7 @@
 //! effect size. Timing samples are skewed (a slow repeat is common, a fast outlier is not), so
 //! everything here is rank- or median-based rather than built on means and variances.
 
-use crate::rng::SplitMix64;
+use flash_attn::rng::SplitMix64;
 
 /// Resamples per bootstrap interval: enough that the 2.5% and 97.5% percentiles each rest on
 /// 50 resamples.
