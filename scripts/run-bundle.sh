@@ -9,8 +9,8 @@
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
 #   tests, sanitizer: run side by side, after one process has filled the JIT cache;
 #   tune:  the autotuner (not part of "all": its five output files plus the others would pass
-#          the 8 files a device call returns); copy $OUT/dispatch_table.rs over
-#          host/src/dispatch_table.rs and commit it;
+#          the 8 files a device call returns); copy $OUT/dispatch-table.tsv over
+#          host/dispatch-table.tsv and commit it;
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   noise: times our kernels a second time and runs the same check against the first pass,

@@ -11,7 +11,8 @@
 //! ([`crate::gate`] holds the rule) and embeds their modules deflated (`kernel_table.rs`).
 //! Where `ptxas` is found, it assembles the kernels the default API can run (every exposed
 //! one with `FLASH_ATTN_CUBINS=all`) into a cubin for each of
-//! [`ARCHITECTURES`] (`cubins.rs`): a device of exactly one of their compute capabilities
+//! [`ARCHITECTURES`] (`cubins.rs`), and writes the dispatch table and the fallback kernels
+//! from their data files ([`crate::dispatch`]): a device of exactly one of their compute capabilities
 //! loads the cubin and skips the driver's JIT. Without ptxas the cubin table is empty and every
 //! kernel is JIT-compiled from its PTX.
 
@@ -27,6 +28,7 @@ use flash_attn_params::{
     PTX_TARGET,
 };
 
+use crate::dispatch::write_default_api_tables;
 use crate::gate::{parse_gate_file, record_failures, Gate};
 use crate::ptxas;
 
@@ -160,7 +162,8 @@ pub fn build_kernels() {
     println!("cargo:rerun-if-changed={}", gate_path.display());
     let gate = read_gate(&gate_path);
     let exposed = exposed_kernels(&modules, &gate);
-    let wanted_cubins = cubin_entries(&manifest_dir, &exposed);
+    let default_api_entries = write_default_api_tables(&manifest_dir, &out_dir);
+    let wanted_cubins = cubin_entries(&default_api_entries, &exposed);
     let cubins = build_cubins(
         &out_dir,
         &kernel_target_dir.join("cubin-cache"),
@@ -273,30 +276,22 @@ fn exposed_kernels<'m>(modules: &'m [EntryModule], (_, records): &Gate) -> Vec<&
 }
 
 /// The exposed entries to assemble into cubins. `FLASH_ATTN_CUBINS=all`: every one. Otherwise
-/// the kernels the default API can run, which the source names with `kernel_named("...")`:
-/// the dispatch table (`src/dispatch_table.rs`) and the fallbacks (`src/kernels.rs`). The
-/// others are JIT-compiled from their PTX on first use (0.1-0.4 s each, cached by the driver):
+/// the kernels the default API can run, `default_api_entries`: those the dispatch table and
+/// the fallbacks name. The others are JIT-compiled from their PTX on first use (0.1-0.4 s each, cached by the driver):
 /// ptxas takes ~0.4 s per entry and architecture, so cubins for all of them would more than
 /// double the build.
-fn cubin_entries<'m>(manifest_dir: &Path, exposed: &[&'m EntryModule]) -> Vec<&'m EntryModule> {
+fn cubin_entries<'m>(
+    default_api_entries: &HashSet<String>,
+    exposed: &[&'m EntryModule],
+) -> Vec<&'m EntryModule> {
     println!("cargo:rerun-if-env-changed=FLASH_ATTN_CUBINS");
     if env::var("FLASH_ATTN_CUBINS").as_deref() == Ok("all") {
         return exposed.to_vec();
     }
-    let mut named = HashSet::new();
-    for source in ["src/dispatch_table.rs", "src/kernels.rs"] {
-        let path = manifest_dir.join(source);
-        println!("cargo:rerun-if-changed={}", path.display());
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
-        for rest in text.split("kernel_named(\"").skip(1) {
-            named.insert(rest.split('"').next().unwrap_or_default().to_owned());
-        }
-    }
     exposed
         .iter()
         .copied()
-        .filter(|module| named.contains(&module.entry))
+        .filter(|module| default_api_entries.contains(&module.entry))
         .collect()
 }
 

@@ -210,22 +210,20 @@ const MIN_COMPUTE_CAPABILITY: (i32, i32) = PTX_TARGET.compute_capability;
 /// The head dimensions with an exposed kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
 
-/// The kernel for each element type and head dim where the dispatch table has no entry: the
-/// configurations that were the fastest over the most shapes before the tuner (BENCHMARKS.md).
-/// The build assembles cubins for them, as for every kernel the dispatch table names.
-const FALLBACK_KERNELS: [&ForwardKernel; 4] = [
-    kernel_named("flash_fwd_f16_d64_m64_n64_w4_s3"),
-    kernel_named("flash_fwd_f16_d128_m64_n64_w4_s2"),
-    kernel_named("flash_fwd_bf16_d64_m64_n64_w4_s3"),
-    kernel_named("flash_fwd_bf16_d128_m64_n64_w4_s2"),
-];
+/// The kernel for each element type and head dim where the dispatch table has no entry, as
+/// `host/fallback-kernels.txt` lists them (the build writes the list as `kernel_named` calls, so
+/// a name that is not exposed fails the build). The build assembles cubins for them, as for
+/// every kernel the dispatch table names.
+const FALLBACK_KERNELS: &[&ForwardKernel] =
+    &include!(concat!(env!("OUT_DIR"), "/fallback_kernels.rs"));
 
 /// The fallback kernel for `dtype` and `head_dim`. The default API runs the dispatch table's
 /// choice ([`crate::dispatch_kernel`]), which falls back to this one only where the table has
 /// no entry; the untuned table holds this kernel everywhere.
 pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
     FALLBACK_KERNELS
-        .into_iter()
+        .iter()
+        .copied()
         .find(|kernel| kernel.dtype == dtype && kernel.tile.head_dim == head_dim)
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,

@@ -17,7 +17,6 @@
 //! ```
 
 mod dispatch;
-mod dispatch_table;
 mod element;
 mod error;
 mod kernels;

@@ -461,7 +461,10 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
         }
     }
     let source = render_dispatch_table(&tuned);
-    assert!(source.contains("margin_percent: 4.2,\n        confirmed: true,"));
+    assert!(
+        source.contains("\t4.2\ttrue\t2026-11-22, test GPU\n"),
+        "{source}"
+    );
     assert!(!source.contains("NOT TUNED YET"));
     assert!(source.contains("95 entries are not tuned yet"));
     assert!(render_dispatch_table(&untuned).contains("NOT TUNED YET"));
