@@ -13,11 +13,10 @@ use flash_attn::{
 };
 use flash_attn_tools::timing::LaunchTimes;
 use flash_attn_tools::tuning::{
-    bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u,
-    measurements_from_json, median, rank_configs, ranked_tables, render_dispatch_table,
-    sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
-    Decision, GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict,
-    BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
+    bootstrap_median_interval, cliffs_delta, groups, mann_whitney_u, measurements_from_json,
+    median, rank_configs, ranked_tables, render_dispatch_table, sample_rows, sweep_shapes, to_json,
+    to_svg, updated_table, utc_date, ConfigTimes, Confirmation, Decision, GroupKey, Interval,
+    Measurement, Timing, TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
 };
 use half::f16;
 
@@ -561,15 +560,6 @@ fn utc_dates_follow_the_calendar() {
 }
 
 #[test]
-fn json_strings_are_escaped() {
-    assert_eq!(json_string("H100"), "\"H100\"");
-    assert_eq!(
-        json_string("a \"b\" \\ c\n\u{1}"),
-        "\"a \\\"b\\\" \\\\ c\\n\\u0001\""
-    );
-}
-
-#[test]
 fn reports_show_failures_and_every_timed_configuration() {
     let [a, b] = [kernels_of(Dtype::F16, 64)[0], kernels_of(Dtype::F16, 64)[1]];
     let shapes = [
@@ -678,32 +668,43 @@ fn measurements_read_back_from_the_json_redraw_the_same_svg() {
 }
 
 #[test]
-fn malformed_measurement_json_is_an_error_naming_the_line() {
+fn malformed_measurement_json_is_an_error_naming_the_place() {
     let json = json_of(&replottable());
     let error = |json: &str| measurements_from_json(json).unwrap_err();
     // Line 3 holds the first measurement.
     let bad_count = json.replacen("\"heads\":8", "\"heads\":8.5", 1);
     assert!(
-        error(&bad_count).starts_with("line 3: heads"),
+        error(&bad_count).contains("8.5") && error(&bad_count).contains("line 3"),
         "{}",
         error(&bad_count)
     );
     let name = kernels_of(Dtype::F16, 64)[0].entry;
     let unknown = json.replacen(name, "flash_fwd_f16_d64_nope", 1);
     assert!(
-        error(&unknown).contains("flash_fwd_f16_d64_nope"),
+        error(&unknown).starts_with("measurement 0: config:")
+            && error(&unknown).contains("flash_fwd_f16_d64_nope"),
         "{}",
         error(&unknown)
     );
     let bad_grid = json.replacen("small-grid", "tiny-grid", 1);
     assert!(
-        error(&bad_grid).starts_with("line 3: grid"),
+        error(&bad_grid).starts_with("measurement 0: grid"),
         "{}",
         error(&bad_grid)
     );
     let cut = json.lines().take(4).collect::<Vec<_>>().join("\n");
-    assert!(error(&cut).contains("not closed"), "{}", error(&cut));
+    assert!(error(&cut).contains("EOF"), "{}", error(&cut));
     assert!(error("{}").contains("not a tuning.json"));
+}
+
+#[test]
+fn the_committed_tuner_runs_read_back() {
+    for (file, measurements) in [("tuning.json", 624), ("screening.json", 6916)] {
+        let path = format!("{}/results/tuning/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let read = measurements_from_json(&text).unwrap_or_else(|error| panic!("{path}: {error}"));
+        assert_eq!(read.len(), measurements, "{path}");
+    }
 }
 
 #[test]

@@ -15,8 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use parse::measurements_from_json;
 pub use report::{
-    confirmation_report, group_rankings, json_string, ranked_tables, table_report, to_json, to_svg,
-    TuningRun,
+    confirmation_report, group_rankings, ranked_tables, table_report, to_json, to_svg, TuningRun,
 };
 pub use stats::{
     bootstrap_median_interval, cliffs_delta, mann_whitney_u, median, Interval, RankTest,

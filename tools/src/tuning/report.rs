@@ -1,8 +1,12 @@
 //! What a tuner run reports: the ranked tables, the confirmation stage and the dispatch table as
-//! text, everything as JSON, and a plot of each configuration's time relative to the best as
-//! SVG. All hand-written, so that the crate needs no serialisation or plotting dependency.
+//! text, everything as JSON (serde_json), and a plot of each configuration's time relative to
+//! the best as SVG (plotters).
 
 use std::fmt::Write;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use flash_attn::{AttentionShape, DispatchEntry};
 
@@ -199,187 +203,247 @@ pub fn table_report(entries: &[DispatchEntry]) -> String {
     text
 }
 
-/// `value` as a JSON string literal: quotes, backslashes and control characters escaped.
-pub fn json_string(value: &str) -> String {
-    let mut quoted = String::with_capacity(value.len() + 2);
-    quoted.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            '\n' => quoted.push_str("\\n"),
-            '\r' => quoted.push_str("\\r"),
-            '\t' => quoted.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(quoted, "\\u{:04x}", c as u32);
-            }
-            c => quoted.push(c),
+/// A JSON number rounded to 4 decimals, or `None` (written as `null`) for none or a non-finite
+/// value, which JSON cannot hold.
+fn json_number(value: Option<f64>) -> Option<f64> {
+    value
+        .filter(|value| value.is_finite())
+        .map(|value| (value * 1e4).round() / 1e4)
+}
+
+fn json_samples(samples: &[f64]) -> Vec<f64> {
+    samples
+        .iter()
+        .map(|&t| json_number(Some(t)).unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// One measurement of `tuning.json`, in the order of its fields there. `grid` is absent from
+/// runs made before the dispatch table had a grid size.
+#[derive(Serialize, Deserialize)]
+pub(super) struct MeasurementJson {
+    pub dtype: String,
+    pub head_dim: usize,
+    pub causal: bool,
+    pub batch: usize,
+    pub heads: usize,
+    pub seq_len: usize,
+    pub bucket: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<String>,
+    pub config: String,
+    pub valid: bool,
+    pub failure: Option<String>,
+    pub max_abs_error: Option<f64>,
+    pub mean_abs_error: Option<f64>,
+    pub plain_max_abs_error: Option<f64>,
+    pub plain_mean_abs_error: Option<f64>,
+    pub median_us: Option<f64>,
+    pub ci_low_us: Option<f64>,
+    pub ci_high_us: Option<f64>,
+    pub tflops: Option<f64>,
+    pub ratio_to_best: Option<f64>,
+    pub launches_per_repeat: usize,
+    pub samples_us: Vec<f64>,
+}
+
+impl MeasurementJson {
+    fn new(measurements: &[Measurement], m: &Measurement) -> Self {
+        let (errors, failure) = match &m.validation {
+            Validation::Passed { ours, plain } => (
+                [ours.max_abs, ours.mean_abs, plain.max_abs, plain.mean_abs].map(Some),
+                None,
+            ),
+            Validation::Failed(reason) => ([None; 4], Some(reason.clone())),
+        };
+        let timing = m.timing.as_ref();
+        Self {
+            dtype: dtype_name(m.kernel.dtype).to_owned(),
+            head_dim: m.shape.head_dim,
+            causal: m.causal,
+            batch: m.shape.batch,
+            heads: m.shape.heads_q,
+            seq_len: m.shape.seq_len_q,
+            bucket: m.group().bucket.label().to_owned(),
+            grid: Some(m.grid.label().to_owned()),
+            config: m.kernel.entry.to_owned(),
+            valid: matches!(m.validation, Validation::Passed { .. }),
+            failure,
+            max_abs_error: json_number(errors[0]),
+            mean_abs_error: json_number(errors[1]),
+            plain_max_abs_error: json_number(errors[2]),
+            plain_mean_abs_error: json_number(errors[3]),
+            median_us: json_number(m.median_us()),
+            ci_low_us: json_number(timing.map(|t| t.median_interval_us.low)),
+            ci_high_us: json_number(timing.map(|t| t.median_interval_us.high)),
+            tflops: json_number(m.tflops()),
+            ratio_to_best: json_number(ratio_to_best(measurements, m)),
+            launches_per_repeat: timing.map_or(0, |t| t.times.launches_per_repeat),
+            samples_us: json_samples(timing.map_or(&[], |t| &t.times.per_launch_us)),
         }
     }
-    quoted.push('"');
-    quoted
 }
 
-/// A JSON number, or `null` for none or a non-finite value (which JSON cannot hold).
-fn json_number(value: Option<f64>) -> String {
-    match value {
-        Some(value) if value.is_finite() => format!("{value:.4}"),
-        _ => String::from("null"),
+/// One confirmation of `tuning.json`.
+#[derive(Serialize)]
+struct ConfirmationJson {
+    dtype: &'static str,
+    head_dim: usize,
+    causal: bool,
+    bucket: &'static str,
+    grid: &'static str,
+    batch: usize,
+    heads: usize,
+    seq_len: usize,
+    winner: &'static str,
+    runner_up: &'static str,
+    winner_median_us: Option<f64>,
+    runner_up_median_us: Option<f64>,
+    margin_percent: Option<f64>,
+    mann_whitney_u: Option<f64>,
+    /// Unrounded: p-values can be tiny.
+    p_value: f64,
+    cliffs_delta: Option<f64>,
+    verdict: &'static str,
+    winner_samples_us: Vec<f64>,
+    runner_up_samples_us: Vec<f64>,
+}
+
+impl ConfirmationJson {
+    fn new(c: &Confirmation) -> Self {
+        Self {
+            dtype: dtype_name(c.key.dtype),
+            head_dim: c.key.head_dim,
+            causal: c.key.causal,
+            bucket: c.key.bucket.label(),
+            grid: c.key.grid.label(),
+            batch: c.shape.batch,
+            heads: c.shape.heads_q,
+            seq_len: c.shape.seq_len_q,
+            winner: c.winner.entry,
+            runner_up: c.runner_up.entry,
+            winner_median_us: json_number(Some(c.winner_median_us)),
+            runner_up_median_us: json_number(Some(c.runner_up_median_us)),
+            margin_percent: json_number(Some(c.margin_percent())),
+            mann_whitney_u: json_number(Some(c.test.u)),
+            p_value: c.test.p_value,
+            cliffs_delta: json_number(Some(c.cliffs_delta)),
+            verdict: c.verdict.describe(),
+            winner_samples_us: json_samples(&c.winner_us),
+            runner_up_samples_us: json_samples(&c.runner_up_us),
+        }
     }
 }
 
-fn json_samples(samples: &[f64]) -> String {
-    let values: Vec<String> = samples.iter().map(|&t| json_number(Some(t))).collect();
-    format!("[{}]", values.join(","))
+/// One dispatch-table entry of `tuning.json`.
+#[derive(Serialize)]
+struct EntryJson {
+    dtype: &'static str,
+    head_dim: usize,
+    causal: bool,
+    bucket: &'static str,
+    grid: &'static str,
+    entry: &'static str,
+    margin_percent: Option<f64>,
+    confirmed: bool,
+    measured_on: &'static str,
 }
 
-fn measurement_json(measurements: &[Measurement], m: &Measurement) -> String {
-    let (errors, failure) = match &m.validation {
-        Validation::Passed { ours, plain } => (
-            [ours.max_abs, ours.mean_abs, plain.max_abs, plain.mean_abs].map(Some),
-            String::from("null"),
-        ),
-        Validation::Failed(reason) => ([None; 4], json_string(reason)),
-    };
-    let timing = m.timing.as_ref();
-    format!(
-        concat!(
-            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"batch\":{},\"heads\":{},",
-            "\"seq_len\":{},\"bucket\":\"{}\",\"grid\":\"{}\",\"config\":\"{}\",\"valid\":{},",
-            "\"failure\":{},\"max_abs_error\":{},\"mean_abs_error\":{},\"plain_max_abs_error\":{},",
-            "\"plain_mean_abs_error\":{},\"median_us\":{},\"ci_low_us\":{},\"ci_high_us\":{},",
-            "\"tflops\":{},\"ratio_to_best\":{},\"launches_per_repeat\":{},\"samples_us\":{}}}"
-        ),
-        dtype_name(m.kernel.dtype),
-        m.shape.head_dim,
-        m.causal,
-        m.shape.batch,
-        m.shape.heads_q,
-        m.shape.seq_len_q,
-        m.group().bucket.label(),
-        m.grid.label(),
-        m.kernel.entry,
-        matches!(m.validation, Validation::Passed { .. }),
-        failure,
-        json_number(errors[0]),
-        json_number(errors[1]),
-        json_number(errors[2]),
-        json_number(errors[3]),
-        json_number(m.median_us()),
-        json_number(timing.map(|t| t.median_interval_us.low)),
-        json_number(timing.map(|t| t.median_interval_us.high)),
-        json_number(m.tflops()),
-        json_number(ratio_to_best(measurements, m)),
-        timing.map_or(0, |t| t.times.launches_per_repeat),
-        json_samples(timing.map_or(&[], |t| &t.times.per_launch_us)),
-    )
+impl EntryJson {
+    fn new(e: &DispatchEntry) -> Self {
+        Self {
+            dtype: dtype_name(e.dtype),
+            head_dim: e.head_dim,
+            causal: e.causal,
+            bucket: e.bucket.label(),
+            grid: e.grid.label(),
+            entry: e.kernel.entry,
+            margin_percent: json_number(Some(e.margin_percent)),
+            confirmed: e.confirmed,
+            measured_on: e.measured_on,
+        }
+    }
 }
 
-fn confirmation_json(c: &Confirmation) -> String {
-    format!(
-        concat!(
-            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"bucket\":\"{}\",\"grid\":\"{}\",",
-            "\"batch\":{},\"heads\":{},\"seq_len\":{},\"winner\":\"{}\",\"runner_up\":\"{}\",",
-            "\"winner_median_us\":{},\"runner_up_median_us\":{},\"margin_percent\":{},",
-            "\"mann_whitney_u\":{},\"p_value\":{},\"cliffs_delta\":{},\"verdict\":\"{}\",",
-            "\"winner_samples_us\":{},\"runner_up_samples_us\":{}}}"
-        ),
-        dtype_name(c.key.dtype),
-        c.key.head_dim,
-        c.key.causal,
-        c.key.bucket.label(),
-        c.key.grid.label(),
-        c.shape.batch,
-        c.shape.heads_q,
-        c.shape.seq_len_q,
-        c.winner.entry,
-        c.runner_up.entry,
-        json_number(Some(c.winner_median_us)),
-        json_number(Some(c.runner_up_median_us)),
-        json_number(Some(c.margin_percent())),
-        json_number(Some(c.test.u)),
-        // p-values can be tiny: scientific notation keeps their digits.
-        format!("{:e}", c.test.p_value),
-        json_number(Some(c.cliffs_delta)),
-        c.verdict.describe(),
-        json_samples(&c.winner_us),
-        json_samples(&c.runner_up_us),
-    )
+/// The run's header fields, first in `tuning.json`.
+#[derive(Serialize)]
+struct RunHeaderJson<'a> {
+    tool: &'static str,
+    device: &'a str,
+    sm_count: usize,
+    date: &'a str,
+    seed: u64,
+    quick: bool,
 }
 
-fn entry_json(e: &DispatchEntry) -> String {
-    format!(
-        concat!(
-            "{{\"dtype\":\"{}\",\"head_dim\":{},\"causal\":{},\"bucket\":\"{}\",\"grid\":\"{}\",",
-            "\"entry\":\"{}\",\"margin_percent\":{},\"confirmed\":{},\"measured_on\":{}}}"
-        ),
-        dtype_name(e.dtype),
-        e.head_dim,
-        e.causal,
-        e.bucket.label(),
-        e.grid.label(),
-        e.kernel.entry,
-        json_number(Some(e.margin_percent)),
-        e.confirmed,
-        json_string(e.measured_on)
-    )
+/// The `tool` of every `tuning.json`.
+pub(super) const TOOL: &str = "flash-attn-tune";
+
+fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("plain data serialises")
 }
 
-/// The whole run as one JSON object: `device`, `sm_count`, `date`, `seed`, `quick`, then
-/// `measurements` (one per configuration and problem, with its grid size, validation errors,
-/// median, interval, TFLOP/s, ratio to the best and every repeat's time), `confirmations` and
-/// the new `dispatch_table`.
+/// The whole run as one JSON object: `tool`, `device`, `sm_count`, `date`, `seed`, `quick`,
+/// then `measurements` (one per configuration and problem, with its grid size, validation
+/// errors, median, interval, TFLOP/s, ratio to the best and every repeat's time; numbers on 4
+/// decimals), `confirmations` and the new `dispatch_table`. Every value is written by
+/// serde_json; each list item goes on a line of its own, so that a run's files diff and grep
+/// line by line.
 pub fn to_json(run: &TuningRun<'_>) -> String {
-    let join = |items: Vec<String>| items.join(",\n  ");
+    let header = json(&RunHeaderJson {
+        tool: TOOL,
+        device: run.device,
+        sm_count: run.sm_count,
+        date: run.date,
+        seed: run.seed,
+        quick: run.quick,
+    });
+    let list = |items: Vec<String>| items.join(",\n  ");
     format!(
-        "{{\"tool\":\"flash-attn-tune\",\"device\":{},\"sm_count\":{},\"date\":{},\"seed\":{},\
-         \"quick\":{},\n\
-         \"measurements\":[\n  {}],\n\"confirmations\":[\n  {}],\n\"dispatch_table\":[\n  {}]}}\n",
-        json_string(run.device),
-        run.sm_count,
-        json_string(run.date),
-        run.seed,
-        run.quick,
-        join(
+        "{},\n\"measurements\":[\n  {}],\n\"confirmations\":[\n  {}],\n\"dispatch_table\":[\n  {}]}}\n",
+        header.strip_suffix('}').expect("an object"),
+        list(
             run.measurements
                 .iter()
-                .map(|m| measurement_json(run.measurements, m))
+                .map(|m| json(&MeasurementJson::new(run.measurements, m)))
                 .collect()
         ),
-        join(run.confirmations.iter().map(confirmation_json).collect()),
-        join(run.table.iter().map(entry_json).collect()),
+        list(
+            run.confirmations
+                .iter()
+                .map(|c| json(&ConfirmationJson::new(c)))
+                .collect()
+        ),
+        list(run.table.iter().map(|e| json(&EntryJson::new(e))).collect()),
     )
-}
-
-/// Escapes text for an XML text node or attribute.
-fn xml_text(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Distinct colours, one per configuration of a panel (cycled beyond ten).
-const PALETTE: [&str; 10] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf",
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
 ];
 
-// Panel geometry, in SVG user units.
-const WIDTH: f64 = 1060.0;
-const PANEL_HEIGHT: f64 = 270.0;
-const PLOT_LEFT: f64 = 70.0;
-const PLOT_WIDTH: f64 = 560.0;
-const PLOT_TOP: f64 = 40.0;
-const PLOT_HEIGHT: f64 = 170.0;
-const LEGEND_LEFT: f64 = PLOT_LEFT + PLOT_WIDTH + 30.0;
-const LEGEND_LINE: f64 = 16.0;
+// Panel geometry, in pixels.
+const WIDTH: u32 = 1060;
+const PANEL_HEIGHT: u32 = 270;
+const PLOT_WIDTH: u32 = 660;
+const LEGEND_TOP: i32 = 46;
+const LEGEND_LINE: u32 = 16;
 
 /// A plot of each configuration's median time relative to the fastest configuration at each
 /// shape: one panel per element type, head dim and masking, shapes along x, one dot per
 /// configuration and shape (1 = the fastest), a legend naming the configurations. A
 /// configuration that failed validation at a shape has no dot there, and the legend counts
-/// its failures.
+/// its failures. Drawn with plotters' SVG backend.
 pub fn to_svg(measurements: &[Measurement]) -> String {
     let mut families: Vec<Vec<&Measurement>> = Vec::new();
     for m in measurements {
@@ -394,32 +458,39 @@ pub fn to_svg(measurements: &[Measurement]) -> String {
     }
     // A panel grows with its legend (one line per configuration), so that the legend of the
     // screening's 88 configurations does not run into the next panel.
-    let heights: Vec<f64> = families
+    let heights: Vec<u32> = families
         .iter()
         .map(|family| {
             let mut configs: Vec<&str> = family.iter().map(|m| m.kernel.entry).collect();
             configs.sort_unstable();
             configs.dedup();
-            PANEL_HEIGHT.max(PLOT_TOP + LEGEND_LINE * configs.len() as f64 + 20.0)
+            PANEL_HEIGHT.max(LEGEND_TOP as u32 + LEGEND_LINE * configs.len() as u32 + 20)
         })
         .collect();
-    let height = heights.iter().sum::<f64>().max(PANEL_HEIGHT);
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"11\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    );
-    let mut top = 0.0;
-    for (family, panel_height) in families.iter().zip(&heights) {
-        panel(&mut svg, measurements, family, top);
-        top += panel_height;
+    let height = heights.iter().sum::<u32>().max(PANEL_HEIGHT);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE).expect("drawing into a string");
+        let mut rest = root;
+        for (family, &panel_height) in families.iter().zip(&heights) {
+            let (area, below) = rest.split_vertically(panel_height);
+            panel(&area, measurements, family).expect("drawing into a string");
+            rest = below;
+        }
     }
-    svg.push_str("</svg>\n");
+    svg.push('\n');
     svg
 }
 
-/// Draws one family's panel with its top edge at `top`.
-fn panel(svg: &mut String, all: &[Measurement], family: &[&Measurement], top: f64) {
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// Draws one family's panel into `area`.
+fn panel(
+    area: &Area<'_>,
+    all: &[Measurement],
+    family: &[&Measurement],
+) -> Result<(), DrawingAreaErrorKind<<SVGBackend<'static> as DrawingBackend>::ErrorType>> {
     let first = family[0];
     let mut shapes: Vec<AttentionShape> = Vec::new();
     let mut configs: Vec<&'static str> = Vec::new();
@@ -446,96 +517,64 @@ fn panel(svg: &mut String, all: &[Measurement], family: &[&Measurement], top: f6
         .into_iter()
         .find(|step| (worst - 1.0) / step <= 6.0)
         .unwrap_or(10.0);
-    let y_max = 1.0 + ((worst - 1.0) / step).ceil().max(1.0) * step;
-    let (plot_top, plot_bottom) = (top + PLOT_TOP, top + PLOT_TOP + PLOT_HEIGHT);
-    let y_of = |ratio: f64| plot_bottom - (ratio - 1.0) / (y_max - 1.0) * PLOT_HEIGHT;
-    let column = PLOT_WIDTH / shapes.len() as f64;
+    let lines = ((worst - 1.0) / step).ceil().max(1.0) as usize;
+    let y_max = 1.0 + lines as f64 * step;
 
-    let _ = writeln!(
-        svg,
-        "<text x=\"{PLOT_LEFT}\" y=\"{:.1}\" font-size=\"13\" font-weight=\"bold\">{} D={} {}: \
-         median time per configuration, relative to the fastest at each shape</text>",
-        top + 22.0,
+    let (plot_area, legend) = area.split_horizontally(PLOT_WIDTH);
+    let title = format!(
+        "{} D={} {}: median time per configuration, relative to the fastest at each shape",
         dtype_name(first.kernel.dtype),
         first.shape.head_dim,
         causal_label(first.causal)
     );
-    let lines = ((y_max - 1.0) / step).round() as usize;
-    for line in 0..=lines {
-        let value = 1.0 + line as f64 * step;
-        let y = y_of(value);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{PLOT_LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{value:.2}</text>",
-            PLOT_LEFT + PLOT_WIDTH,
-            PLOT_LEFT - 6.0,
-            y + 4.0
-        );
-    }
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{PLOT_LEFT}\" y=\"{plot_top:.1}\" width=\"{PLOT_WIDTH}\" height=\"{PLOT_HEIGHT}\" \
-         fill=\"none\" stroke=\"#333\"/>\n\
-         <text transform=\"translate({:.1},{:.1}) rotate(-90)\" text-anchor=\"middle\">\
-         time / fastest</text>\n\
-         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">shape B,H,S (query and key \
-         length S)</text>",
-        PLOT_LEFT - 45.0,
-        plot_top + PLOT_HEIGHT / 2.0,
-        PLOT_LEFT + PLOT_WIDTH / 2.0,
-        plot_bottom + 38.0
-    );
-    for (index, shape) in shapes.iter().enumerate() {
-        let left = PLOT_LEFT + index as f64 * column;
-        if index > 0 {
-            let _ = writeln!(
-                svg,
-                "<line x1=\"{left:.1}\" x2=\"{left:.1}\" y1=\"{plot_top:.1}\" \
-                 y2=\"{plot_bottom:.1}\" stroke=\"#eee\"/>"
-            );
-        }
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            left + column / 2.0,
-            plot_bottom + 18.0,
-            shape_label(shape)
-        );
-    }
+    area.draw(&Text::new(title, (70, 12), ("sans-serif", 13).into_font()))?;
+    let mut chart = ChartBuilder::on(&plot_area.margin(32, 20, 10, 10))
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.5..shapes.len() as f64 - 0.5, 1.0..y_max)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(shapes.len())
+        .x_label_formatter(&|x| {
+            let index = x.round();
+            match shapes.get(index as usize) {
+                Some(shape) if (x - index).abs() < 1e-9 && index >= 0.0 => shape_label(shape),
+                _ => String::new(),
+            }
+        })
+        .y_labels(lines + 1)
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .y_desc("time / fastest")
+        .x_desc("shape B,H,S (query and key length S)")
+        .draw()?;
     // Dots of one shape spread sideways so that equal ratios stay visible.
-    let spread = (column * 0.8 / configs.len() as f64).min(10.0);
+    let spread = (0.8 / configs.len() as f64).min(0.1);
     for (c, config) in configs.iter().enumerate() {
         let colour = PALETTE[c % PALETTE.len()];
         let offset = (c as f64 - (configs.len() - 1) as f64 / 2.0) * spread;
-        let mut failed = 0;
-        for (s, shape) in shapes.iter().enumerate() {
-            let Some(value) = ratio(config, shape) else {
-                failed += 1;
-                continue;
-            };
-            let _ = writeln!(
-                svg,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{colour}\">\
-                 <title>{config} at {}: {value:.3}x the fastest</title></circle>",
-                PLOT_LEFT + (s as f64 + 0.5) * column + offset,
-                y_of(value),
-                shape_label(shape)
-            );
-        }
-        let legend_y = plot_top + 6.0 + LEGEND_LINE * c as f64;
+        let dots: Vec<(f64, f64)> = shapes
+            .iter()
+            .enumerate()
+            .filter_map(|(s, shape)| Some((s as f64 + offset, ratio(config, shape)?)))
+            .collect();
+        let failed = shapes.len() - dots.len();
+        chart.draw_series(
+            dots.into_iter()
+                .map(|point| Circle::new(point, 4, colour.filled())),
+        )?;
+        let legend_y = LEGEND_TOP + (LEGEND_LINE as usize * c) as i32;
         let note = if failed > 0 {
             format!(" - FAILED at {failed} of {} shapes", shapes.len())
         } else {
             String::new()
         };
-        let _ = writeln!(
-            svg,
-            "<circle cx=\"{LEGEND_LEFT}\" cy=\"{legend_y:.1}\" r=\"4\" fill=\"{colour}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            LEGEND_LEFT + 10.0,
-            legend_y + 4.0,
-            xml_text(&format!("{config}{note}"))
-        );
+        legend.draw(&Circle::new((10, legend_y), 4, colour.filled()))?;
+        legend.draw(&Text::new(
+            format!("{config}{note}"),
+            (20, legend_y - 6),
+            ("sans-serif", 11).into_font(),
+        ))?;
     }
+    Ok(())
 }
