@@ -149,7 +149,7 @@ if wants peers; then
     rm "$out/peers.log"
     note "$(sed -n '/^B,H,S,D .*causal/,$p' "$out/timing.log")"
     if [ -f baseline.json ]; then
-        python3 regression_check.py --baseline baseline.json --current "$out/ours.json" > regression.txt 2>&1
+        ./flash-attn-regression --baseline baseline.json --current "$out/ours.json" > regression.txt 2>&1
         note "regression check against the committed baseline (exit $?):"
         cat regression.txt >> "$out/timing.log"
         note "$(tail -n 1 regression.txt)"
@@ -159,7 +159,7 @@ fi
 # 5. Run-to-run noise: a second pass of our timings, checked against the first.
 if wants noise && [ -f "$out/ours.json" ]; then
     ./flash-attn-timing --json repeat.json > /dev/null 2>&1
-    python3 regression_check.py --baseline "$out/ours.json" --current repeat.json > noise.txt 2>&1
+    ./flash-attn-regression --baseline "$out/ours.json" --current repeat.json > noise.txt 2>&1
     note "noise check, second timing pass against the first (exit $?):"
     cat noise.txt >> "$out/timing.log"
     note "$(tail -n 1 noise.txt)"

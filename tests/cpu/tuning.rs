@@ -11,12 +11,14 @@ use flash_attn::{
     dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
     NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
+use flash_attn_tools::stats::{
+    bootstrap_median_interval, cliffs_delta, mann_whitney_u, median, Interval, BOOTSTRAP_RESAMPLES,
+};
 use flash_attn_tools::timing::LaunchTimes;
 use flash_attn_tools::tuning::{
-    bootstrap_median_interval, cliffs_delta, groups, mann_whitney_u, measurements_from_json,
-    median, rank_configs, ranked_tables, render_dispatch_table, sample_rows, sweep_shapes, to_json,
-    to_svg, updated_table, utc_date, ConfigTimes, Confirmation, Decision, GroupKey, Interval,
-    Measurement, Timing, TuningRun, Validation, Verdict, BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
+    groups, measurements_from_json, rank_configs, ranked_tables, render_dispatch_table,
+    sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
+    Decision, GroupKey, Measurement, Timing, TuningRun, Validation, Verdict, SWEEP_SEQ_LENS,
 };
 use half::f16;
 
@@ -77,7 +79,8 @@ fn mann_whitney_counts_u_by_hand() {
     // Pairs (x, y) with x > y: 5 > 2, 5 > 3, 5 > 3; ties: 2 = 2 twice, worth a half each.
     let test = mann_whitney_u(&[1.0, 2.0, 2.0, 5.0], &[2.0, 3.0, 3.0]).unwrap();
     assert_eq!(test.u, 4.0);
-    // scripts/regression_check.py's mann_whitney_p on the same samples.
+    // What the Python regression check (scripts/regression_check.py, now flash-attn-regression)
+    // computed on the same samples.
     assert!(
         (test.p_value - 0.578_403_013_496_116).abs() < 1e-6,
         "{test:?}"
@@ -97,8 +100,9 @@ fn mann_whitney_counts_u_by_hand() {
 }
 
 #[test]
-fn mann_whitney_p_values_match_the_regression_check() {
-    // Values from scripts/regression_check.py's mann_whitney_p, the same method in Python.
+fn mann_whitney_p_values_match_the_python_regression_check() {
+    // Values from the former scripts/regression_check.py's mann_whitney_p, the same method in
+    // Python (scipy-free), which flash-attn-regression replaced.
     let separated = mann_whitney_u(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]);
     assert!((separated.unwrap().p_value - 0.012_185_780_355_344_818).abs() < 1e-6);
     let overlapping = mann_whitney_u(

@@ -1,6 +1,6 @@
 //! The autotuner's logic, which needs no GPU: measurements and their grouping into dispatch
 //! entries, winner selection, the confirmation verdict, the updated dispatch table and its
-//! data file, and (in submodules) the statistics, the reports (text, JSON, SVG) and the
+//! data file, and (in submodules) the reports (text, JSON, SVG) and the
 //! reading back of a run's measurements from its JSON.
 //!
 //! The `flash-attn-tune` tool does the GPU work (validating and timing every configuration on
@@ -8,7 +8,6 @@
 
 mod parse;
 mod report;
-mod stats;
 
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,10 +15,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use parse::measurements_from_json;
 pub use report::{
     confirmation_report, group_rankings, ranked_tables, table_report, to_json, to_svg, TuningRun,
-};
-pub use stats::{
-    bootstrap_median_interval, cliffs_delta, mann_whitney_u, median, Interval, RankTest,
-    BOOTSTRAP_RESAMPLES,
 };
 
 use flash_attn::reference::{ErrorStats, QueryRow};
@@ -30,6 +25,10 @@ use flash_attn::{
 };
 use flash_attn_build::dispatch::{format_dispatch_rows, DispatchRow};
 
+use crate::stats::{
+    bootstrap_median_interval, cliffs_delta, mann_whitney_u, median, Interval, RankTest,
+    BOOTSTRAP_RESAMPLES,
+};
 use crate::timing::LaunchTimes;
 
 /// The significance level of the confirmation stage's rank test.

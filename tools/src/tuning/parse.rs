@@ -4,7 +4,8 @@
 use serde::Deserialize;
 
 use super::report::{MeasurementJson, TOOL};
-use super::{dtype_name, Interval, Measurement, Timing, Validation};
+use super::{dtype_name, Measurement, Timing, Validation};
+use crate::stats::Interval;
 use flash_attn::reference::ErrorStats;
 use flash_attn::{AttentionShape, GridSize};
 

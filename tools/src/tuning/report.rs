@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use flash_attn::{AttentionShape, DispatchEntry};
 
+use crate::timing::rounded;
+
 use super::{dtype_name, ratio_to_best, Confirmation, Group, Measurement, Validation};
 
 /// Everything a tuner run produced, for [`to_json`].
@@ -208,7 +210,7 @@ pub fn table_report(entries: &[DispatchEntry]) -> String {
 fn json_number(value: Option<f64>) -> Option<f64> {
     value
         .filter(|value| value.is_finite())
-        .map(|value| (value * 1e4).round() / 1e4)
+        .map(|value| rounded(value, 4))
 }
 
 fn json_samples(samples: &[f64]) -> Vec<f64> {
