@@ -25,6 +25,8 @@ mod problem;
 pub mod reference;
 pub mod rng;
 
+use std::ffi::c_void;
+
 use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
@@ -49,6 +51,26 @@ pub use problem::{
     plan, supports, AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan,
     Layout, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
+
+/// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
+/// whichever binding made it: cust's `Stream::as_inner()` converts directly, cudarc's
+/// `CudaStream::cu_stream()` and the runtime API's `cudaStream_t` (the same handle) after a cast
+/// to `*mut c_void`. A null handle is the legacy default stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawStream(pub *mut c_void);
+
+impl From<*mut c_void> for RawStream {
+    fn from(handle: *mut c_void) -> Self {
+        Self(handle)
+    }
+}
+
+/// Kept so that cust callers pass `stream.as_inner()` as is.
+impl From<cust::sys::CUstream> for RawStream {
+    fn from(handle: cust::sys::CUstream) -> Self {
+        Self(handle.cast())
+    }
+}
 
 /// Device addresses for [`FlashAttention::forward_raw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,9 +199,10 @@ impl FlashAttention {
         unsafe { self.launch(self.stream.as_inner(), plan, tensors) }
     }
 
-    /// As [`Self::forward`] with raw device addresses and a caller's stream, for callers on
-    /// other CUDA bindings (cudarc, candle, burn). Validates the problem and the alignment of
-    /// the addresses; it cannot check sizes.
+    /// As [`Self::forward`] with raw device addresses and a caller's stream, a plain driver
+    /// handle ([`RawStream`]: a `*mut c_void`, or cust's `CUstream`), for callers on other CUDA
+    /// bindings (cudarc, candle, burn). Validates the problem and the alignment of the
+    /// addresses; it cannot check sizes.
     ///
     /// # Safety
     /// - `stream` is a live stream of this device's primary context (the context
@@ -190,14 +213,14 @@ impl FlashAttention {
     /// - `o` and `lse` are writable and overlap neither each other nor the inputs.
     pub unsafe fn forward_raw(
         &self,
-        stream: cust::sys::CUstream,
+        stream: impl Into<RawStream>,
         dtype: Dtype,
         tensors: RawTensors,
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(dtype, &shape, options, self.sm_count())?;
-        self.launch(stream, plan, tensors)
+        self.launch(stream.into().0.cast(), plan, tensors)
     }
 
     /// Checks alignment, binds the context and launches.

@@ -190,3 +190,14 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
         assert_eq!(kernel.index(), index);
     }
 }
+
+#[test]
+fn a_raw_stream_is_the_driver_handle_from_any_binding() {
+    use std::ffi::c_void;
+
+    use flash_attn::RawStream;
+    let handle = 0x1000 as *mut c_void;
+    assert_eq!(RawStream::from(handle), RawStream(handle));
+    let cust_handle: cust::sys::CUstream = handle.cast();
+    assert_eq!(RawStream::from(cust_handle), RawStream(handle));
+}
