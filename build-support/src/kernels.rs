@@ -7,14 +7,15 @@
 //! waits on the outer build's lock. It builds the shard crates of `kernels-gpu/shards/` in
 //! parallel; each entry's PTX is then split into a module of its own (`OUT_DIR/ptx/`).
 //!
-//! The crate exposes the entries that pass the ptxas gate recorded in `ptxas-gate.tsv`
+//! The runtime exposes the entries that pass the ptxas gate recorded in `ptxas-gate.tsv`
 //! ([`crate::gate`] holds the rule) and embeds their modules deflated (`kernel_table.rs`).
-//! Where `ptxas` is found, it assembles the kernels the default API can run (every exposed
-//! one with `FLASH_ATTN_CUBINS=all`) into a cubin for each of
-//! [`ARCHITECTURES`] (`cubins.rs`), and writes the dispatch table and the fallback kernels
-//! from their data files ([`crate::dispatch`]): a device of exactly one of their compute capabilities
-//! loads the cubin and skips the driver's JIT. Without ptxas the cubin table is empty and every
-//! kernel is JIT-compiled from its PTX.
+//! Where `ptxas` is found, the build assembles the kernels the default API can run (every
+//! exposed one with `FLASH_ATTN_CUBINS=all`) into a cubin for each of [`ARCHITECTURES`]
+//! (`cubins.rs`): a device of exactly one of their compute capabilities loads the cubin and
+//! skips the driver's JIT. Without ptxas the cubin table is empty and every kernel is
+//! JIT-compiled from its PTX. The kernels the default API can run are those its data files
+//! name, the dispatch table and the fallbacks, which the build also turns into the tables the
+//! runtime includes ([`crate::dispatch`]).
 
 use std::collections::HashSet;
 use std::env;
@@ -47,7 +48,8 @@ pub fn module_path(ptx_dir: &Path, entry: &str) -> PathBuf {
 }
 
 /// The build script of the runtime crate (`host/build.rs`): builds the kernels and writes
-/// `kernel_table.rs` and `cubins.rs` into `OUT_DIR` for the crate to `include!`.
+/// `kernel_table.rs`, `cubins.rs`, `dispatch_table.rs` and `fallback_kernels.rs` into `OUT_DIR`
+/// for the crate to `include!`.
 pub fn build_kernels() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let repository = manifest_dir
