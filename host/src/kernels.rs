@@ -56,9 +56,10 @@ macro_rules! tile {
 // from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
 include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
 
-/// The exposed kernel whose PTX entry is `name`, for tables written in source, such as the
-/// dispatch table: evaluated in a `const` or `static`, an unknown name fails the build, so
-/// such a table cannot name a kernel that is not exposed.
+/// The exposed kernel whose PTX entry is `name`, for tables in source, such as the dispatch
+/// table and the fallbacks the build generates from their data files: evaluated in a `const` or
+/// `static`, an unknown name fails the build, so such a table cannot name a kernel that is not
+/// exposed.
 ///
 /// # Panics
 /// If no exposed kernel is named `name` (at compile time, a compile error). For names only
