@@ -302,3 +302,24 @@ fn the_dispatch_table_file_is_exactly_what_the_tuner_writes() {
         dispatch_table()
     );
 }
+
+#[test]
+fn what_the_tuner_writes_the_build_reads_back() {
+    // The untuned table, and one whose device name would break a tab-separated row.
+    let untuned = updated_table(&[], &[], NOT_TUNED);
+    let renamed: Vec<DispatchEntry> = untuned
+        .iter()
+        .map(|entry| DispatchEntry {
+            measured_on: "2026-11-23, GPU\twith a tab",
+            ..*entry
+        })
+        .collect();
+    for table in [untuned, renamed] {
+        let rows = parse_dispatch_table(&render_dispatch_table(&table)).unwrap();
+        assert_eq!(rows.len(), table.len());
+        for (row, entry) in rows.iter().zip(&table) {
+            assert_eq!(row.kernel, entry.kernel.entry);
+            assert_eq!(row.measured_on, entry.measured_on.replace('\t', " "));
+        }
+    }
+}
