@@ -11,8 +11,8 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use cust::event::{Event, EventFlags};
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::timing::ANCHOR_SHAPES;
 use flash_attn::{AttentionShape, Element, Error, FlashAttention, ForwardOptions};
+use flash_attn_tools::timing::ANCHOR_SHAPES;
 use half::{bf16, f16};
 
 fn bench_shape<T: Element>(

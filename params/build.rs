@@ -5,6 +5,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+#[path = "src/arch.rs"]
+#[allow(dead_code)]
+mod arch;
 #[path = "src/tile.rs"]
 #[allow(dead_code)]
 mod tile;
@@ -13,6 +16,7 @@ use tile::{for_each_gated_config, EntryName, TileArgs, KERNEL_SHARDS};
 
 fn main() {
     println!("cargo:rerun-if-changed=src/tile.rs");
+    println!("cargo:rerun-if-changed=src/arch.rs");
     let mut shards = vec![String::new(); KERNEL_SHARDS];
     let mut index = 0;
     for_each_gated_config(|dtype, tile| {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the GPU bundle: the GPU test and benchmark executables, the timing, load-time and tuning tools, the
-# peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
+# Builds the GPU bundle: the GPU test and benchmark executables, the timing, load-time, tuning and
+# regression tools, the peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,19 +29,21 @@ fi
 
 gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
-timing=$(cargo build --release -p flash-attn --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
-load_time=$(cargo build --release -p flash-attn --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
-tune=$(cargo build --release -p flash-attn --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
+timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
+load_time=$(cargo build --release -p flash-attn-tools --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
+tune=$(cargo build --release -p flash-attn-tools --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
+regression=$(cargo build --release -p flash-attn-tools --bin flash-attn-regression --message-format=json | executable_of flash-attn-regression)
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"
 cp "$timing" "$bundle/flash-attn-timing"
 cp "$load_time" "$bundle/flash-attn-load-time"
 cp "$tune" "$bundle/flash-attn-tune"
+cp "$regression" "$bundle/flash-attn-regression"
 strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" \
-    "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune"
+    "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune" "$bundle/flash-attn-regression"
 cp scripts/run-bundle.sh "$bundle/run.sh"
-cp scripts/peer_compare.py scripts/regression_check.py "$bundle/"
+cp scripts/peer_compare.py "$bundle/"
 if [ -f results/baseline.json ]; then cp results/baseline.json "$bundle/baseline.json"; fi
 git rev-parse --short HEAD > "$bundle/COMMIT" 2>/dev/null || echo unknown > "$bundle/COMMIT"
 du -sh "$bundle"

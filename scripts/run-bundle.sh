@@ -9,8 +9,8 @@
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
 #   tests, sanitizer: run side by side, after one process has filled the JIT cache;
 #   tune:  the autotuner (not part of "all": its five output files plus the others would pass
-#          the 8 files a device call returns); copy $OUT/dispatch_table.rs over
-#          host/src/dispatch_table.rs and commit it;
+#          the 8 files a device call returns); copy $OUT/dispatch-table.tsv over
+#          host/dispatch-table.tsv and commit it;
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   noise: times our kernels a second time and runs the same check against the first pass,
@@ -148,7 +148,7 @@ if wants peers; then
     rm "$out/peers.log"
     note "$(sed -n '/^B,H,S,D .*causal/,$p' "$out/timing.log")"
     if [ -f baseline.json ]; then
-        python3 regression_check.py --baseline baseline.json --current "$out/ours.json" > regression.txt 2>&1
+        ./flash-attn-regression --baseline baseline.json --current "$out/ours.json" > regression.txt 2>&1
         note "regression check against the committed baseline (exit $?):"
         cat regression.txt >> "$out/timing.log"
         note "$(tail -n 1 regression.txt)"
@@ -158,7 +158,7 @@ fi
 # 5. Run-to-run noise: a second pass of our timings, checked against the first.
 if wants noise && [ -f "$out/ours.json" ]; then
     ./flash-attn-timing --json repeat.json > /dev/null 2>&1
-    python3 regression_check.py --baseline "$out/ours.json" --current repeat.json > noise.txt 2>&1
+    ./flash-attn-regression --baseline "$out/ours.json" --current repeat.json > noise.txt 2>&1
     note "noise check, second timing pass against the first (exit $?):"
     cat noise.txt >> "$out/timing.log"
     note "$(tail -n 1 noise.txt)"

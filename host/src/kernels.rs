@@ -3,7 +3,6 @@
 
 use std::ffi::c_int;
 use std::fmt;
-use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use cust::context::Context;
@@ -13,9 +12,8 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{Dtype, EntryName, QSource, SmemLayout, TileConfig};
+use flash_attn_params::{Dtype, QSource, SmemLayout, TileConfig, PTX_TARGET};
 
-use crate::ptxas::{gate_records, GateRecord, Resources};
 use crate::Error;
 
 /// An exposed forward kernel: its PTX entry point, element type and tile configuration.
@@ -54,13 +52,14 @@ macro_rules! tile {
     };
 }
 
-// `FORWARD_KERNELS`, `DEFLATED_PTX`, `PTXAS_GATE`, `PTXAS_GATE_VERSION` and `BUILD_PTX_DIR`, written by
-// build.rs from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
+// `FORWARD_KERNELS` and `DEFLATED_PTX`, written by build.rs (`flash_attn_build::build_kernels`)
+// from the configurations that pass the compile-time gates and `host/ptxas-gate.tsv`.
 include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
 
-/// The exposed kernel whose PTX entry is `name`, for tables written in source, such as the
-/// dispatch table: evaluated in a `const` or `static`, an unknown name fails the build, so
-/// such a table cannot name a kernel that is not exposed.
+/// The exposed kernel whose PTX entry is `name`, for tables in source, such as the dispatch
+/// table and the fallbacks the build generates from their data files: evaluated in a `const` or
+/// `static`, an unknown name fails the build, so such a table cannot name a kernel that is not
+/// exposed.
 ///
 /// # Panics
 /// If no exposed kernel is named `name` (at compile time, a compile error). For names only
@@ -206,27 +205,26 @@ impl fmt::Display for KernelSource {
 
 /// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
-const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 9);
+/// The PTX targets this architecture, which older devices cannot run.
+const MIN_COMPUTE_CAPABILITY: (i32, i32) = PTX_TARGET.compute_capability;
 
 /// The head dimensions with an exposed kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
 
-/// The kernel for each element type and head dim where the dispatch table has no entry: the
-/// configurations that were the fastest over the most shapes before the tuner (BENCHMARKS.md).
-/// The build assembles cubins for them, as for every kernel the dispatch table names.
-const FALLBACK_KERNELS: [&ForwardKernel; 4] = [
-    kernel_named("flash_fwd_f16_d64_m64_n64_w4_s3"),
-    kernel_named("flash_fwd_f16_d128_m64_n64_w4_s2"),
-    kernel_named("flash_fwd_bf16_d64_m64_n64_w4_s3"),
-    kernel_named("flash_fwd_bf16_d128_m64_n64_w4_s2"),
-];
+/// The kernel for each element type and head dim where the dispatch table has no entry, as
+/// `host/fallback-kernels.txt` lists them (the build writes the list as `kernel_named` calls, so
+/// a name that is not exposed fails the build). The build assembles cubins for them, as for
+/// every kernel the dispatch table names.
+const FALLBACK_KERNELS: &[&ForwardKernel] =
+    &include!(concat!(env!("OUT_DIR"), "/fallback_kernels.rs"));
 
 /// The fallback kernel for `dtype` and `head_dim`. The default API runs the dispatch table's
 /// choice ([`crate::dispatch_kernel`]), which falls back to this one only where the table has
 /// no entry; the untuned table holds this kernel everywhere.
 pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
     FALLBACK_KERNELS
-        .into_iter()
+        .iter()
+        .copied()
         .find(|kernel| kernel.dtype == dtype && kernel.tile.head_dim == head_dim)
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,
@@ -420,25 +418,4 @@ fn allow_dynamic_shared_memory(function: &Function<'_>, bytes: usize) -> Result<
             code: failure as u32,
         }),
     }
-}
-
-/// Runs the ptxas gate with `ptxas` over every entry that passes the compile-time gates (the
-/// modules in [`BUILD_PTX_DIR`], so only on the machine that built the crate), in entry order:
-/// the ptxas version and one record per entry, as `host/ptxas-gate.tsv` holds them. Results are
-/// cached next to the modules, keyed by module text, ptxas version and architecture.
-pub fn measure_ptxas_gate(ptxas: &Path) -> Result<(String, Vec<GateRecord>), String> {
-    let dir = Path::new(BUILD_PTX_DIR);
-    let mut modules = Vec::new();
-    flash_attn_params::for_each_gated_config(|dtype, tile| {
-        let entry = EntryName(dtype, tile).to_string();
-        let path = dir.join(format!("{entry}.ptx"));
-        modules.push((entry, path));
-    });
-    if let Some((_, missing)) = modules.iter().find(|(_, path)| !path.is_file()) {
-        return Err(format!(
-            "{} is missing: the gate needs the PTX modules of the build on this machine",
-            missing.display()
-        ));
-    }
-    gate_records(ptxas, &modules, &dir.with_file_name("ptxas-cache"))
 }

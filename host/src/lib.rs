@@ -17,26 +17,24 @@
 //! ```
 
 mod dispatch;
-mod dispatch_table;
 mod element;
 mod error;
 mod kernels;
 mod launch;
 mod problem;
-pub mod ptxas;
 pub mod reference;
-mod rng;
-pub mod timing;
-pub mod tuning;
+pub mod rng;
+
+use std::ffi::c_void;
 
 use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    for_each_candidate, for_each_gated_config, Dtype, EntryName, ForwardParams, QSource,
-    SmemLayout, TensorStrides, TileConfig, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS,
-    SM89_MAX_SMEM_PER_BLOCK,
+    for_each_candidate, for_each_gated_config, Architecture, Dtype, EntryName, ForwardParams,
+    QSource, SmemLayout, TensorStrides, TileConfig, ARCHITECTURES, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, PTX_TARGET, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -46,14 +44,33 @@ pub use dispatch::{
 pub use element::{round_to, Element};
 pub use error::Error;
 pub use kernels::{
-    default_kernel, entry_ptx, kernel_by_name, kernel_named, measure_ptxas_gate, Cubin,
-    ForwardKernel, KernelSource, LoadOptions, PtxReason, BUILD_PTX_DIR, CUBINS, CUBINS_NOT_BUILT,
-    FORWARD_KERNELS, PTXAS_GATE, PTXAS_GATE_VERSION, SUPPORTED_HEAD_DIMS,
+    default_kernel, entry_ptx, kernel_by_name, kernel_named, Cubin, ForwardKernel, KernelSource,
+    LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 pub use problem::{
     plan, supports, AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan,
     Layout, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
+
+/// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
+/// whichever binding made it: cust's `Stream::as_inner()` converts directly, cudarc's
+/// `CudaStream::cu_stream()` and the runtime API's `cudaStream_t` (the same handle) after a cast
+/// to `*mut c_void`. A null handle is the legacy default stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawStream(pub *mut c_void);
+
+impl From<*mut c_void> for RawStream {
+    fn from(handle: *mut c_void) -> Self {
+        Self(handle)
+    }
+}
+
+/// Kept so that cust callers pass `stream.as_inner()` as is.
+impl From<cust::sys::CUstream> for RawStream {
+    fn from(handle: cust::sys::CUstream) -> Self {
+        Self(handle.cast())
+    }
+}
 
 /// Device addresses for [`FlashAttention::forward_raw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,9 +199,10 @@ impl FlashAttention {
         unsafe { self.launch(self.stream.as_inner(), plan, tensors) }
     }
 
-    /// As [`Self::forward`] with raw device addresses and a caller's stream, for callers on
-    /// other CUDA bindings (cudarc, candle, burn). Validates the problem and the alignment of
-    /// the addresses; it cannot check sizes.
+    /// As [`Self::forward`] with raw device addresses and a caller's stream, a plain driver
+    /// handle ([`RawStream`]: a `*mut c_void`, or cust's `CUstream`), for callers on other CUDA
+    /// bindings (cudarc, candle, burn). Validates the problem and the alignment of the
+    /// addresses; it cannot check sizes.
     ///
     /// # Safety
     /// - `stream` is a live stream of this device's primary context (the context
@@ -195,14 +213,14 @@ impl FlashAttention {
     /// - `o` and `lse` are writable and overlap neither each other nor the inputs.
     pub unsafe fn forward_raw(
         &self,
-        stream: cust::sys::CUstream,
+        stream: impl Into<RawStream>,
         dtype: Dtype,
         tensors: RawTensors,
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(dtype, &shape, options, self.sm_count())?;
-        self.launch(stream, plan, tensors)
+        self.launch(stream.into().0.cast(), plan, tensors)
     }
 
     /// Checks alignment, binds the context and launches.

@@ -1,17 +1,21 @@
-//! SplitMix64, the one small deterministic generator behind the random test inputs and the
-//! tuner's resampling: seeded runs replay exactly, and no RNG dependency is needed.
+//! SplitMix64, the one small deterministic generator behind the random test inputs
+//! ([`crate::reference::random_normal`]) and the tools' resampling: seeded runs replay exactly,
+//! and no RNG dependency is needed.
 
+/// Sebastiano Vigna's SplitMix64: a 64-bit state advanced by a constant and mixed.
 #[derive(Clone, Debug)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> Self {
+    /// The generator whose first output follows `seed`.
+    pub fn new(seed: u64) -> Self {
         Self { state: seed }
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -20,13 +24,13 @@ impl SplitMix64 {
     }
 
     /// Uniform in (0, 1], from 53 random bits: never 0, so that its logarithm is finite.
-    pub(crate) fn next_unit(&mut self) -> f64 {
+    pub fn next_unit(&mut self) -> f64 {
         ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
     }
 
     /// Uniform in `0..bound` (`bound > 0`), by the high half of a 64x64-bit product: no modulo
     /// bias worth the name for the small bounds used here.
-    pub(crate) fn below(&mut self, bound: usize) -> usize {
+    pub fn below(&mut self, bound: usize) -> usize {
         ((self.next_u64() as u128 * bound as u128) >> 64) as usize
     }
 }

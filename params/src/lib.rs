@@ -4,12 +4,15 @@
 //! - [`TileConfig`]: a tile configuration and everything derived from it (threads, shared-memory
 //!   bytes, copies per thread), validated at compile time; the candidate space and the entry
 //!   name of each configuration ([`tile`]).
+//! - [`arch`]: the architectures built for and their limits.
 //! - [`for_each_kernel_entry_of_shard!`]: the list of PTX entries, generated from the space and
 //!   the gates. The GPU crate expands it into entry points; the host's build script enumerates
 //!   the same space ([`for_each_gated_config`]) to list the kernels it exposes.
 #![no_std]
 
+pub mod arch;
 pub mod tile;
+pub use arch::{Architecture, ARCHITECTURES, PTX_TARGET};
 pub use tile::*;
 
 include!(concat!(env!("OUT_DIR"), "/kernel_entries.rs"));

@@ -13,8 +13,9 @@ pub enum Dtype {
     Bf16,
 }
 
-/// The largest dynamic shared memory one block may opt into on sm_89 (99 KiB).
-pub const SM89_MAX_SMEM_PER_BLOCK: usize = 99 * 1024;
+/// The largest dynamic shared memory one block may opt into on sm_89 (99 KiB), the PTX target:
+/// the limit of the compile-time gates.
+pub const SM89_MAX_SMEM_PER_BLOCK: usize = crate::arch::PTX_TARGET.max_smem_per_block;
 
 /// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
 pub const CHUNK_BYTES: usize = 16;

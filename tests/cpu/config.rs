@@ -1,12 +1,13 @@
-use flash_attn::ptxas::{record_failures, GateRecord};
 use flash_attn::QSource::{Registers, SharedMemory};
 use flash_attn::SmemLayout::{Padded, Swizzled};
 use flash_attn::{
     default_kernel, for_each_candidate, Dtype, EntryName, TileConfig, CANDIDATE_BLOCK_M,
     CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
-    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, FORWARD_KERNELS, PTXAS_GATE,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, FORWARD_KERNELS,
     SM89_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
 };
+use flash_attn_build::gate::record_failures;
+use flash_attn_tools::gate::committed_gate;
 
 #[test]
 fn entry_names_spell_out_their_tile_configuration() {
@@ -154,6 +155,7 @@ fn the_space_spans_every_value_the_issue_asks_for() {
 /// Exposure is decided by the build; this re-derives it from the same record.
 #[test]
 fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
+    let (_, gate) = committed_gate();
     let (mut candidates, mut gated) = (0, 0);
     for_each_candidate(|dtype, candidate, verdict| {
         candidates += 1;
@@ -161,15 +163,11 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
         gated += 1;
         assert_eq!(tile, candidate);
         let entry = EntryName(dtype, tile).to_string();
-        let (_, resources) = PTXAS_GATE
+        let record = gate
             .iter()
-            .find(|(name, _)| *name == entry)
+            .find(|record| record.entry == entry)
             .unwrap_or_else(|| panic!("{entry} has no record in host/ptxas-gate.tsv"));
-        let record = GateRecord {
-            entry: entry.clone(),
-            resources: *resources,
-        };
-        let failures = record_failures(&tile, &record);
+        let failures = record_failures(&tile, record);
         let exposed = FORWARD_KERNELS.iter().find(|kernel| kernel.entry == entry);
         match exposed {
             Some(kernel) => {
@@ -186,13 +184,20 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
         }
     });
     assert_eq!(candidates, 2 * 2 * 2 * 3 * 2 * 3 * 2 * 2);
-    assert_eq!(
-        PTXAS_GATE.len(),
-        gated,
-        "one gate record per compiled entry"
-    );
+    assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.
     for (index, kernel) in FORWARD_KERNELS.iter().enumerate() {
         assert_eq!(kernel.index(), index);
     }
+}
+
+#[test]
+fn a_raw_stream_is_the_driver_handle_from_any_binding() {
+    use std::ffi::c_void;
+
+    use flash_attn::RawStream;
+    let handle = 0x1000 as *mut c_void;
+    assert_eq!(RawStream::from(handle), RawStream(handle));
+    let cust_handle: cust::sys::CUstream = handle.cast();
+    assert_eq!(RawStream::from(cust_handle), RawStream(handle));
 }

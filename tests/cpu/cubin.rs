@@ -3,18 +3,10 @@
 //! Where the build found no ptxas, the table is empty and the tests say so and pass, unless
 //! `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it, with `PTXAS`, for the build too).
 
-use flash_attn::ptxas::ARCHITECTURES;
 use flash_attn::{
-    default_api_kernels, ForwardKernel, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT,
-    FORWARD_KERNELS,
+    default_api_kernels, ForwardKernel, LoadOptions, PtxReason, ARCHITECTURES, CUBINS,
+    CUBINS_NOT_BUILT, FORWARD_KERNELS,
 };
-
-/// `(major, minor)` from an architecture name: `"sm_90"` -> `(9, 0)`.
-fn compute_capability(arch: &str) -> (i32, i32) {
-    let digits = arch.strip_prefix("sm_").expect("an sm_XY name");
-    let number: i32 = digits.parse().expect("a number after sm_");
-    (number / 10, number % 10)
-}
 
 /// `false`, after saying why, where the build embedded no cubins; fails instead if ptxas is
 /// required.
@@ -59,7 +51,7 @@ fn the_build_embedded_a_cubin_per_default_kernel_and_architecture() {
                 .collect();
             assert_eq!(matching.len(), 1, "{} for {}", kernel.entry, arch.name);
             let cubin = matching[0];
-            assert_eq!(cubin.compute_capability, compute_capability(arch.name));
+            assert_eq!(cubin.compute_capability, arch.compute_capability);
             let image = cubin.image;
             let what = format!("{} for {}", kernel.entry, arch.name);
             assert!(image.len() > 64, "{what}: a {}-byte image", image.len());
@@ -139,7 +131,7 @@ fn loading_picks_the_cubin_of_the_exact_compute_capability() {
         }
         for arch in &ARCHITECTURES {
             let cubin = default
-                .cubin_for(kernel.entry, compute_capability(arch.name))
+                .cubin_for(kernel.entry, arch.compute_capability)
                 .unwrap_or_else(|reason| panic!("{} on {}: {reason:?}", kernel.entry, arch.name));
             assert_eq!((cubin.entry, cubin.arch), (kernel.entry, arch.name));
         }

@@ -1,13 +1,15 @@
 //! The default API's kernel choice, without a GPU: the dispatch key (key-length bucket and grid
 //! size), the lookup and its fallbacks, and the committed dispatch table (coverage, consistency
-//! with the compiled kernels, the generated source).
+//! with the compiled kernels, the data file).
 
-use flash_attn::tuning::{render_dispatch_table, updated_table};
 use flash_attn::{
     default_kernel, dispatch_entry, dispatch_kernel, dispatch_table, kernel_named, supports,
     AttentionShape, DispatchEntry, Dtype, Error, ForwardKernel, ForwardOptions, GridSize,
     SeqBucket, FORWARD_KERNELS, NOT_TUNED, SMALL_GRID_TILES_PER_SM, SUPPORTED_HEAD_DIMS,
 };
+
+use flash_attn_build::dispatch::parse_dispatch_table;
+use flash_attn_tools::tuning::{render_dispatch_table, updated_table};
 
 use crate::H100_SM_COUNT;
 
@@ -208,8 +210,8 @@ fn untuned_entries_hold_what_the_lookup_would_fall_back_to() {
         assert_eq!(
             entry.kernel.entry, expected.entry,
             "{entry:?}: the kernel list changed: tune again on a GPU, or reset the table with \
-             `cargo run -p flash-attn --bin flash-attn-tune -- --reset-table \
-             host/src/dispatch_table.rs`"
+             `cargo run -p flash-attn-tools --bin flash-attn-tune -- --reset-table \
+             host/dispatch-table.tsv`"
         );
         assert_eq!((entry.margin_percent, entry.confirmed), (0.0, false));
     }
@@ -246,14 +248,78 @@ fn the_default_api_runs_the_dispatch_table_entry() {
     }
 }
 
+/// The committed data file the build compiled the table from.
+const DISPATCH_TABLE_FILE: &str = include_str!("../../host/dispatch-table.tsv");
+
 #[test]
-fn the_dispatch_table_source_is_exactly_what_the_tuner_writes() {
+fn the_compiled_dispatch_table_holds_the_96_rows_of_the_committed_file() {
+    let rows = parse_dispatch_table(DISPATCH_TABLE_FILE).unwrap();
+    let table = dispatch_table();
+    assert_eq!(rows.len(), 96);
+    assert_eq!(table.len(), rows.len());
+    for (entry, row) in table.iter().zip(&rows) {
+        let compiled = (
+            entry.head_dim,
+            format!("{:?}", entry.dtype),
+            entry.causal,
+            format!("{:?}", entry.bucket),
+            format!("{:?}", entry.grid),
+            entry.kernel.entry,
+            entry.margin_percent,
+            entry.confirmed,
+            entry.measured_on,
+        );
+        let committed = (
+            row.head_dim,
+            row.dtype.clone(),
+            row.causal,
+            row.bucket.clone(),
+            row.grid.clone(),
+            row.kernel.as_str(),
+            row.margin_percent,
+            row.confirmed,
+            row.measured_on.as_str(),
+        );
+        assert_eq!(compiled, committed);
+    }
+    let bad_margin = "64\tF16\tfalse\tUpTo128\tSmall\tk\twide\ttrue\tday\n";
+    assert_eq!(
+        parse_dispatch_table(bad_margin),
+        Err("line 1: margin_percent: cannot parse \"wide\"".to_owned())
+    );
+    assert!(parse_dispatch_table("64\tF16\tfalse\n")
+        .unwrap_err()
+        .starts_with("line 1: expected 9 tab-separated fields"));
+}
+
+#[test]
+fn the_dispatch_table_file_is_exactly_what_the_tuner_writes() {
     // The file is generated: a hand edit, or a renderer change without regenerating, fails here.
-    let source = include_str!("../../host/src/dispatch_table.rs");
-    assert_eq!(render_dispatch_table(dispatch_table()), source);
+    assert_eq!(render_dispatch_table(dispatch_table()), DISPATCH_TABLE_FILE);
     // A run without decisions keeps every entry.
     assert_eq!(
         updated_table(dispatch_table(), &[], "unused"),
         dispatch_table()
     );
+}
+
+#[test]
+fn what_the_tuner_writes_the_build_reads_back() {
+    // The untuned table, and one whose device name would break a tab-separated row.
+    let untuned = updated_table(&[], &[], NOT_TUNED);
+    let renamed: Vec<DispatchEntry> = untuned
+        .iter()
+        .map(|entry| DispatchEntry {
+            measured_on: "2026-11-23, GPU\twith a tab",
+            ..*entry
+        })
+        .collect();
+    for table in [untuned, renamed] {
+        let rows = parse_dispatch_table(&render_dispatch_table(&table)).unwrap();
+        assert_eq!(rows.len(), table.len());
+        for (row, entry) in rows.iter().zip(&table) {
+            assert_eq!(row.kernel, entry.kernel.entry);
+            assert_eq!(row.measured_on, entry.measured_on.replace('\t', " "));
+        }
+    }
 }

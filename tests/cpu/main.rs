@@ -1,6 +1,6 @@
 //! Tests that need no GPU: the CPU reference, problem validation, the PTX and its ptxas
-//! resource report, the embedded cubins, the tile configurations, and the autotuner's logic
-//! and dispatch table.
+//! resource report, the embedded cubins, the tile configurations, the autotuner's logic
+//! and dispatch table, and the regression check.
 //! They run everywhere `cargo test` runs, CI included.
 
 mod config;
@@ -10,6 +10,7 @@ mod problem;
 mod ptx;
 mod ptxas;
 mod reference;
+mod regression;
 mod safety;
 mod tuning;
 

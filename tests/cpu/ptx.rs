@@ -1,8 +1,7 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
-use flash_attn::{
-    entry_ptx, for_each_gated_config, EntryName, ForwardParams, BUILD_PTX_DIR, FORWARD_KERNELS,
-};
+use flash_attn::{entry_ptx, for_each_gated_config, EntryName, ForwardParams, FORWARD_KERNELS};
+use flash_attn_tools::gate::BUILD_PTX_DIR;
 
 #[test]
 fn every_module_targets_sm89_and_holds_its_entry_alone_taking_forward_params_by_value() {

@@ -3,13 +3,14 @@
 //! `$PTXAS`, then on `PATH`, then under `/usr/local/cuda/bin`. Without it the check says so and
 //! passes, unless `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it).
 
-use flash_attn::ptxas::{
-    blocks_per_sm, find_ptxas, format_gate_file, gate_failures, parse_gate_file, parse_report,
-    record_failures, GateRecord, Resources, ARCHITECTURES,
-};
 use flash_attn::QSource::Registers;
 use flash_attn::SmemLayout::Swizzled;
-use flash_attn::{measure_ptxas_gate, TileConfig, FORWARD_KERNELS, PTXAS_GATE, PTXAS_GATE_VERSION};
+use flash_attn::{TileConfig, ARCHITECTURES, FORWARD_KERNELS};
+use flash_attn_build::gate::{
+    blocks_per_sm, format_gate_file, gate_failures, parse_gate_file, record_failures, GateRecord,
+};
+use flash_attn_build::ptxas::{find_ptxas, parse_report, Resources};
+use flash_attn_tools::gate::{committed_gate, measure_ptxas_gate};
 
 #[test]
 fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
@@ -22,14 +23,9 @@ fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
         return;
     };
     let (version, measured) = measure_ptxas_gate(&ptxas).unwrap();
-    let committed: Vec<GateRecord> = PTXAS_GATE
-        .iter()
-        .map(|(entry, resources)| GateRecord {
-            entry: (*entry).to_owned(),
-            resources: *resources,
-        })
-        .collect();
-    let regenerate = "regenerate it with `cargo run -p flash-attn --bin flash-attn-configs -- \
+    let (committed_version, committed) = committed_gate();
+    let regenerate =
+        "regenerate it with `cargo run -p flash-attn-tools --bin flash-attn-configs -- \
                       --write-gate host/ptxas-gate.tsv` and rebuild";
     let entries = |records: &[GateRecord]| -> Vec<String> {
         records.iter().map(|record| record.entry.clone()).collect()
@@ -45,7 +41,7 @@ fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
         let verdict_changed = record_failures(&kernel_tile, old).is_empty()
             != record_failures(&kernel_tile, new).is_empty();
         // Another ptxas may allocate registers differently: then only the verdicts must agree.
-        if verdict_changed || (version == PTXAS_GATE_VERSION && old != new) {
+        if verdict_changed || (version == committed_version && old != new) {
             stale.push(format!(
                 "{}: committed {:?}, measured {:?}",
                 new.entry, old.resources, new.resources
@@ -54,7 +50,7 @@ fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
     }
     assert!(
         stale.is_empty(),
-        "host/ptxas-gate.tsv (from {PTXAS_GATE_VERSION}) is stale against {version}: {regenerate}\n{}",
+        "host/ptxas-gate.tsv (from {committed_version}) is stale against {version}: {regenerate}\n{}",
         stale.join("\n")
     );
 }
@@ -72,12 +68,13 @@ fn tile_of(entry: &str) -> TileConfig {
 
 #[test]
 fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_both_architectures() {
+    let (_, gate) = committed_gate();
     for kernel in FORWARD_KERNELS {
-        let (_, resources) = PTXAS_GATE
+        let record = gate
             .iter()
-            .find(|(entry, _)| *entry == kernel.entry)
+            .find(|record| record.entry == kernel.entry)
             .unwrap();
-        for (arch, used) in ARCHITECTURES.iter().zip(resources) {
+        for (arch, used) in ARCHITECTURES.iter().zip(&record.resources) {
             assert_eq!(
                 (used.spill_stores, used.spill_loads, used.stack_frame),
                 (0, 0, 0),
@@ -86,7 +83,7 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_both_architectures() {
                 arch.name
             );
             assert!(
-                used.registers <= 255 && used.registers > 0,
+                used.registers <= arch.max_registers_per_thread && used.registers > 0,
                 "{}",
                 kernel.entry
             );

@@ -7,17 +7,18 @@ use std::time::{Duration, UNIX_EPOCH};
 use flash_attn::reference::{
     attention, attention_rows, random_normal, ErrorStats, Precision, QueryRow,
 };
-use flash_attn::timing::LaunchTimes;
-use flash_attn::tuning::{
-    bootstrap_median_interval, cliffs_delta, groups, json_string, mann_whitney_u,
-    measurements_from_json, median, rank_configs, ranked_tables, render_dispatch_table,
-    sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
-    Decision, GroupKey, Interval, Measurement, Timing, TuningRun, Validation, Verdict,
-    BOOTSTRAP_RESAMPLES, SWEEP_SEQ_LENS,
-};
 use flash_attn::{
     dispatch_table, AttentionShape, Dtype, ForwardKernel, GridSize, SeqBucket, FORWARD_KERNELS,
     NOT_TUNED, SUPPORTED_HEAD_DIMS,
+};
+use flash_attn_tools::stats::{
+    bootstrap_median_interval, cliffs_delta, mann_whitney_u, median, Interval, BOOTSTRAP_RESAMPLES,
+};
+use flash_attn_tools::timing::LaunchTimes;
+use flash_attn_tools::tuning::{
+    groups, measurements_from_json, rank_configs, ranked_tables, render_dispatch_table,
+    sample_rows, sweep_shapes, to_json, to_svg, updated_table, utc_date, ConfigTimes, Confirmation,
+    Decision, GroupKey, Measurement, Timing, TuningRun, Validation, Verdict, SWEEP_SEQ_LENS,
 };
 use half::f16;
 
@@ -78,7 +79,8 @@ fn mann_whitney_counts_u_by_hand() {
     // Pairs (x, y) with x > y: 5 > 2, 5 > 3, 5 > 3; ties: 2 = 2 twice, worth a half each.
     let test = mann_whitney_u(&[1.0, 2.0, 2.0, 5.0], &[2.0, 3.0, 3.0]).unwrap();
     assert_eq!(test.u, 4.0);
-    // scripts/regression_check.py's mann_whitney_p on the same samples.
+    // What the Python regression check (scripts/regression_check.py, now flash-attn-regression)
+    // computed on the same samples.
     assert!(
         (test.p_value - 0.578_403_013_496_116).abs() < 1e-6,
         "{test:?}"
@@ -98,8 +100,9 @@ fn mann_whitney_counts_u_by_hand() {
 }
 
 #[test]
-fn mann_whitney_p_values_match_the_regression_check() {
-    // Values from scripts/regression_check.py's mann_whitney_p, the same method in Python.
+fn mann_whitney_p_values_match_the_python_regression_check() {
+    // Values from the former scripts/regression_check.py's mann_whitney_p, the same method in
+    // Python (scipy-free), which flash-attn-regression replaced.
     let separated = mann_whitney_u(&[1.0, 2.0, 3.0, 4.0, 5.0], &[6.0, 7.0, 8.0, 9.0, 10.0]);
     assert!((separated.unwrap().p_value - 0.012_185_780_355_344_818).abs() < 1e-6);
     let overlapping = mann_whitney_u(
@@ -461,7 +464,10 @@ fn a_tuner_run_replaces_only_the_entries_it_decided() {
         }
     }
     let source = render_dispatch_table(&tuned);
-    assert!(source.contains("margin_percent: 4.2,\n        confirmed: true,"));
+    assert!(
+        source.contains("\t4.2\ttrue\t2026-11-22, test GPU\n"),
+        "{source}"
+    );
     assert!(!source.contains("NOT TUNED YET"));
     assert!(source.contains("95 entries are not tuned yet"));
     assert!(render_dispatch_table(&untuned).contains("NOT TUNED YET"));
@@ -555,15 +561,6 @@ fn utc_dates_follow_the_calendar() {
     assert_eq!(day(11_016), "2000-02-29");
     assert_eq!(day(20_779), "2026-11-22");
     assert_eq!(day(47_541), "2100-03-01");
-}
-
-#[test]
-fn json_strings_are_escaped() {
-    assert_eq!(json_string("H100"), "\"H100\"");
-    assert_eq!(
-        json_string("a \"b\" \\ c\n\u{1}"),
-        "\"a \\\"b\\\" \\\\ c\\n\\u0001\""
-    );
 }
 
 #[test]
@@ -675,32 +672,43 @@ fn measurements_read_back_from_the_json_redraw_the_same_svg() {
 }
 
 #[test]
-fn malformed_measurement_json_is_an_error_naming_the_line() {
+fn malformed_measurement_json_is_an_error_naming_the_place() {
     let json = json_of(&replottable());
     let error = |json: &str| measurements_from_json(json).unwrap_err();
     // Line 3 holds the first measurement.
     let bad_count = json.replacen("\"heads\":8", "\"heads\":8.5", 1);
     assert!(
-        error(&bad_count).starts_with("line 3: heads"),
+        error(&bad_count).contains("8.5") && error(&bad_count).contains("line 3"),
         "{}",
         error(&bad_count)
     );
     let name = kernels_of(Dtype::F16, 64)[0].entry;
     let unknown = json.replacen(name, "flash_fwd_f16_d64_nope", 1);
     assert!(
-        error(&unknown).contains("flash_fwd_f16_d64_nope"),
+        error(&unknown).starts_with("measurement 0: config:")
+            && error(&unknown).contains("flash_fwd_f16_d64_nope"),
         "{}",
         error(&unknown)
     );
     let bad_grid = json.replacen("small-grid", "tiny-grid", 1);
     assert!(
-        error(&bad_grid).starts_with("line 3: grid"),
+        error(&bad_grid).starts_with("measurement 0: grid"),
         "{}",
         error(&bad_grid)
     );
     let cut = json.lines().take(4).collect::<Vec<_>>().join("\n");
-    assert!(error(&cut).contains("not closed"), "{}", error(&cut));
+    assert!(error(&cut).contains("EOF"), "{}", error(&cut));
     assert!(error("{}").contains("not a tuning.json"));
+}
+
+#[test]
+fn the_committed_tuner_runs_read_back() {
+    for (file, measurements) in [("tuning.json", 624), ("screening.json", 6916)] {
+        let path = format!("{}/results/tuning/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let read = measurements_from_json(&text).unwrap_or_else(|error| panic!("{path}: {error}"));
+        assert_eq!(read.len(), measurements, "{path}");
+    }
 }
 
 #[test]

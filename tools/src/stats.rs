@@ -1,8 +1,9 @@
-//! The statistics the tuner reports: medians with bootstrap intervals, a rank test and an
-//! effect size. Timing samples are skewed (a slow repeat is common, a fast outlier is not), so
-//! everything here is rank- or median-based rather than built on means and variances.
+//! The statistics of the tuner and the regression check: medians with bootstrap intervals, a
+//! rank test and an effect size. Timing samples are skewed (a slow repeat is common, a fast
+//! outlier is not), so everything here is rank- or median-based rather than built on means and
+//! variances.
 
-use crate::rng::SplitMix64;
+use flash_attn::rng::SplitMix64;
 
 /// Resamples per bootstrap interval: enough that the 2.5% and 97.5% percentiles each rest on
 /// 50 resamples.
@@ -53,26 +54,65 @@ impl Interval {
 /// NaN, or `resamples` is 0.
 pub fn bootstrap_median_interval(samples: &[f64], resamples: usize, seed: u64) -> Option<Interval> {
     median(samples)?;
-    if resamples == 0 {
+    let mut rng = SplitMix64::new(seed);
+    let mut resample = Resample::new(samples.len());
+    percentile_interval(
+        (0..resamples)
+            .map(|_| resample.median(samples, &mut rng))
+            .collect(),
+    )
+}
+
+/// The 95% percentile-bootstrap interval of `median(current) / median(baseline)`: each of
+/// `resamples` resamples draws both samples again with replacement (as many values as each
+/// has). Deterministic for a `seed`. `None` when a sample is empty or holds a NaN, or
+/// `resamples` is 0.
+pub fn bootstrap_ratio_interval(
+    baseline: &[f64],
+    current: &[f64],
+    resamples: usize,
+    seed: u64,
+) -> Option<Interval> {
+    median(baseline)?;
+    median(current)?;
+    let mut rng = SplitMix64::new(seed);
+    let (mut base, mut new) = (Resample::new(baseline.len()), Resample::new(current.len()));
+    percentile_interval(
+        (0..resamples)
+            .map(|_| new.median(current, &mut rng) / base.median(baseline, &mut rng))
+            .collect(),
+    )
+}
+
+/// A buffer for resamples of one sample size.
+struct Resample(Vec<f64>);
+
+impl Resample {
+    fn new(len: usize) -> Self {
+        Self(vec![0.0; len])
+    }
+
+    /// The median of a resample of `samples`, drawn with replacement.
+    fn median(&mut self, samples: &[f64], rng: &mut SplitMix64) -> f64 {
+        for value in self.0.iter_mut() {
+            *value = samples[rng.below(samples.len())];
+        }
+        self.0.sort_by(f64::total_cmp);
+        sorted_median(&self.0)
+    }
+}
+
+/// The 2.5th and 97.5th percentiles of the bootstrap statistics; `None` when there are none.
+fn percentile_interval(mut statistics: Vec<f64>) -> Option<Interval> {
+    if statistics.is_empty() {
         return None;
     }
-    let mut rng = SplitMix64::new(seed);
-    let mut resample = vec![0.0; samples.len()];
-    let mut medians: Vec<f64> = (0..resamples)
-        .map(|_| {
-            for value in resample.iter_mut() {
-                *value = samples[rng.below(samples.len())];
-            }
-            resample.sort_by(f64::total_cmp);
-            sorted_median(&resample)
-        })
-        .collect();
-    medians.sort_by(f64::total_cmp);
+    statistics.sort_by(f64::total_cmp);
     // As many resamples below the interval as above it.
-    let outside = (0.025 * resamples as f64) as usize;
+    let outside = (0.025 * statistics.len() as f64) as usize;
     Some(Interval {
-        low: medians[outside],
-        high: medians[resamples - 1 - outside],
+        low: statistics[outside],
+        high: statistics[statistics.len() - 1 - outside],
     })
 }
 
@@ -89,8 +129,8 @@ pub struct RankTest {
 }
 
 /// The two-sided Mann-Whitney U test: normal approximation with tie correction and a
-/// continuity correction of 0.5 (as `scripts/regression_check.py` computes it; fine from about
-/// 10 values a side, and the tuner uses 20 or more). `None` when a sample is empty or holds a
+/// continuity correction of 0.5 (fine from about 10 values a side; the tuner uses 20 or more,
+/// the timing tool 30). `None` when a sample is empty or holds a
 /// NaN. When every value is tied the p-value is 1.
 pub fn mann_whitney_u(first: &[f64], second: &[f64]) -> Option<RankTest> {
     if first.is_empty() || second.is_empty() || first.iter().chain(second).any(|x| x.is_nan()) {

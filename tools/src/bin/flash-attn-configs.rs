@@ -1,7 +1,7 @@
 //! Lists the tile-configuration space of the forward kernel and both of its gates: for each
 //! candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
 //! for each accepted one, its registers, spills and theoretical occupancy on sm_89 and sm_90
-//! from the ptxas gate (`host/ptxas-gate.tsv`, embedded at build time, so no ptxas is needed),
+//! from the ptxas gate (`host/ptxas-gate.tsv`, read at compile time, so no ptxas is needed),
 //! and whether the crate exposes it or why the ptxas gate rejects it.
 //!
 //! ```text
@@ -11,14 +11,13 @@
 
 use std::process::ExitCode;
 
-use flash_attn::ptxas::{
-    blocks_per_sm, find_ptxas, format_gate_file, record_failures, Architecture, GateRecord,
-    Resources, ARCHITECTURES,
-};
 use flash_attn::{
-    for_each_candidate, measure_ptxas_gate, EntryName, QSource, TileConfig, FORWARD_KERNELS,
-    PTXAS_GATE, PTXAS_GATE_VERSION,
+    for_each_candidate, Architecture, EntryName, QSource, TileConfig, ARCHITECTURES,
+    FORWARD_KERNELS,
 };
+use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures};
+use flash_attn_build::ptxas::{find_ptxas, Resources};
+use flash_attn_tools::gate::{committed_gate, measure_ptxas_gate};
 
 const USAGE: &str = "usage: flash-attn-configs [--write-gate FILE]
   (no argument)      list every candidate configuration, its gates and its resources
@@ -77,46 +76,41 @@ fn list() {
         "sm_89 regs/spill/blocks",
         "sm_90 regs/spill/blocks"
     );
+    let (gate_version, gate) = committed_gate();
     let (mut candidates, mut compile_rejected, mut ptxas_rejected, mut ungated) = (0, 0, 0, 0);
     for_each_candidate(|dtype, candidate, verdict| {
         candidates += 1;
         let none = || "-".to_owned();
-        let (smem, columns, status, reason) =
-            match verdict {
-                Err(limit) => {
-                    compile_rejected += 1;
-                    (none(), [none(), none()], "rejected", limit.to_owned())
-                }
-                Ok(tile) => {
-                    let entry = EntryName(dtype, tile).to_string();
-                    let record = PTXAS_GATE.iter().find(|(name, _)| *name == entry).map(
-                        |(name, resources)| GateRecord {
-                            entry: (*name).to_owned(),
-                            resources: *resources,
-                        },
-                    );
-                    let columns = match &record {
-                        Some(record) => [0, 1].map(|arch| {
-                            resources(&tile, &record.resources[arch], &ARCHITECTURES[arch])
-                        }),
-                        None => [none(), none()],
-                    };
-                    let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
-                    let (status, reason) = match (&record, exposed) {
-                        (_, true) => ("exposed", entry),
-                        (Some(record), false) => {
-                            ptxas_rejected += 1;
-                            ("ptxas", record_failures(&tile, record).join("; "))
-                        }
-                        (None, false) => {
-                            ungated += 1;
-                            ("ungated", format!("{entry}: not in host/ptxas-gate.tsv"))
-                        }
-                    };
-                    let smem = format!("{:.0}", tile.smem_bytes() as f64 / 1024.0);
-                    (smem, columns, status, reason)
-                }
-            };
+        let (smem, columns, status, reason) = match verdict {
+            Err(limit) => {
+                compile_rejected += 1;
+                (none(), [none(), none()], "rejected", limit.to_owned())
+            }
+            Ok(tile) => {
+                let entry = EntryName(dtype, tile).to_string();
+                let record = gate.iter().find(|record| record.entry == entry);
+                let columns = match record {
+                    Some(record) => std::array::from_fn(|arch| {
+                        resources(&tile, &record.resources[arch], &ARCHITECTURES[arch])
+                    }),
+                    None => ARCHITECTURES.map(|_| none()),
+                };
+                let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
+                let (status, reason) = match (record, exposed) {
+                    (_, true) => ("exposed", entry),
+                    (Some(record), false) => {
+                        ptxas_rejected += 1;
+                        ("ptxas", record_failures(&tile, record).join("; "))
+                    }
+                    (None, false) => {
+                        ungated += 1;
+                        ("ungated", format!("{entry}: not in host/ptxas-gate.tsv"))
+                    }
+                };
+                let smem = format!("{:.0}", tile.smem_bytes() as f64 / 1024.0);
+                (smem, columns, status, reason)
+            }
+        };
         println!(
             "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {smem:>8}  {status:<8} {:<24} {:<24}  {reason}",
             format!("{dtype:?}"),
@@ -137,7 +131,7 @@ fn list() {
     println!(
         "{candidates} candidates: {compile_rejected} rejected by the compile-time gates, {} \
          compiled into PTX entries; of those, {ptxas_rejected} rejected by the ptxas gate \
-         ({PTXAS_GATE_VERSION}), {ungated} not gated, {} exposed (FORWARD_KERNELS).",
+         ({gate_version}), {ungated} not gated, {} exposed (FORWARD_KERNELS).",
         candidates - compile_rejected,
         FORWARD_KERNELS.len()
     );

@@ -1,10 +1,12 @@
 //! Timing of back-to-back launches with CUDA events, as the benchmarks and the peer comparison
-//! report it.
+//! report it, and the JSON file of the timing tool.
 
 use cust::event::{Event, EventFlags};
 use cust::stream::Stream;
+use flash_attn::{AttentionShape, Error, ForwardKernel};
+use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::tuning::dtype_name;
 
 /// The shapes `(batch, heads, seq_len, head_dim)` of the peer table in the project's anchors,
 /// timed by the benchmarks and the timing tool; the seed shape first.
@@ -82,4 +84,81 @@ pub fn time_launches(
         launches_per_repeat,
         host_us_per_launch: host_us[host_us.len() / 2],
     })
+}
+
+/// `value` rounded to `decimals` decimal places, for the JSON files: more digits than the
+/// timing's resolution would only be noise.
+pub fn rounded(value: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (value * scale).round() / scale
+}
+
+/// One timed case of `flash-attn-timing --json`, read back by `flash-attn-regression` and
+/// `scripts/peer_compare.py`: the problem, the kernel (`config`), the spread of the per-launch
+/// times in microseconds (3 decimals) and every repeat's time (`samples_us`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimedCase {
+    pub batch: usize,
+    pub heads: usize,
+    pub seq_len: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+    /// `f16` or `bf16`.
+    pub dtype: String,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    pub p10_us: f64,
+    pub p90_us: f64,
+    pub repeats: usize,
+    pub launches_per_repeat: usize,
+    pub tflops: f64,
+    pub config: String,
+    #[serde(default)]
+    pub samples_us: Vec<f64>,
+}
+
+impl TimedCase {
+    /// The case of `times` for `kernel` on `shape`, `causal` or not.
+    pub fn new(
+        shape: &AttentionShape,
+        causal: bool,
+        kernel: &ForwardKernel,
+        times: &LaunchTimes,
+    ) -> Self {
+        let microseconds = |value: f64| rounded(value, 3);
+        Self {
+            batch: shape.batch,
+            heads: shape.heads_q,
+            seq_len: shape.seq_len_q,
+            head_dim: shape.head_dim,
+            causal,
+            dtype: dtype_name(kernel.dtype).to_owned(),
+            median_us: microseconds(times.median()),
+            min_us: microseconds(times.quantile(0.0)),
+            max_us: microseconds(times.quantile(1.0)),
+            p10_us: microseconds(times.quantile(0.1)),
+            p90_us: microseconds(times.quantile(0.9)),
+            repeats: times.per_launch_us.len(),
+            launches_per_repeat: times.launches_per_repeat,
+            tflops: rounded(shape.flops(causal) / (times.median() * 1e-6) / 1e12, 1),
+            config: kernel.entry.to_owned(),
+            samples_us: times
+                .per_launch_us
+                .iter()
+                .map(|&t| microseconds(t))
+                .collect(),
+        }
+    }
+}
+
+/// The file `flash-attn-timing --json` writes: the device, the cases of the kernels the
+/// default API dispatches to (`results`), and every case timed (`all_kernels`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimingFile {
+    pub device: String,
+    #[serde(default)]
+    pub results: Vec<TimedCase>,
+    #[serde(default)]
+    pub all_kernels: Vec<TimedCase>,
 }

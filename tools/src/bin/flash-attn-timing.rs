@@ -8,11 +8,11 @@
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use flash_attn::{
     dispatch_kernel, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
     ForwardKernel, ForwardOptions, FORWARD_KERNELS,
 };
+use flash_attn_tools::timing::{time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES};
 use half::{bf16, f16};
 
 const WARMUP_LAUNCHES: usize = 50;
@@ -31,41 +31,8 @@ impl Measurement {
         self.shape.flops(self.causal) / (self.times.median() * 1e-6) / 1e12
     }
 
-    fn json(&self) -> String {
-        let s = self.shape;
-        let dtype = match self.kernel.dtype {
-            Dtype::F16 => "f16",
-            Dtype::Bf16 => "bf16",
-        };
-        format!(
-            concat!(
-                "{{\"batch\":{},\"heads\":{},\"seq_len\":{},\"head_dim\":{},\"causal\":{},\"dtype\":\"{}\",",
-                "\"median_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},",
-                "\"repeats\":{},\"launches_per_repeat\":{},\"tflops\":{:.1},\"config\":\"{}\",",
-                "\"samples_us\":[{}]}}"
-            ),
-            s.batch,
-            s.heads_q,
-            s.seq_len_q,
-            s.head_dim,
-            self.causal,
-            dtype,
-            self.times.median(),
-            self.times.quantile(0.0),
-            self.times.quantile(1.0),
-            self.times.quantile(0.1),
-            self.times.quantile(0.9),
-            self.times.per_launch_us.len(),
-            self.times.launches_per_repeat,
-            self.tflops(),
-            self.kernel.entry,
-            self.times
-                .per_launch_us
-                .iter()
-                .map(|t| format!("{t:.3}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        )
+    fn case(&self) -> TimedCase {
+        TimedCase::new(&self.shape, self.causal, self.kernel, &self.times)
     }
 }
 
@@ -179,24 +146,23 @@ fn main() -> Result<(), Error> {
         }
     }
     if let Some(path) = json_path {
-        let rows = |keep: &dyn Fn(&Measurement) -> bool| {
+        let cases = |keep: &dyn Fn(&Measurement) -> bool| {
             measurements
                 .iter()
                 .filter(|m| keep(m))
-                .map(Measurement::json)
-                .collect::<Vec<_>>()
-                .join(",")
+                .map(Measurement::case)
+                .collect()
         };
         let is_default = |m: &Measurement| {
             dispatch_kernel(m.kernel.dtype, &m.shape, m.causal, gpu.sm_count())
                 .is_ok_and(|d| d == m.kernel)
         };
-        let json = format!(
-            "{{\"device\":\"{}\",\"results\":[{}],\"all_kernels\":[{}]}}",
-            gpu.device_name(),
-            rows(&is_default),
-            rows(&|_| true)
-        );
+        let file = TimingFile {
+            device: gpu.device_name().to_owned(),
+            results: cases(&is_default),
+            all_kernels: cases(&|_| true),
+        };
+        let json = serde_json::to_string(&file).expect("plain data serialises");
         std::fs::write(&path, json).expect("writing the JSON");
         println!("wrote {path}");
     }

@@ -18,9 +18,9 @@
 //! Mann-Whitney test rejects at 5%.
 //!
 //! Writes `tuning.json` (the finalists), `screening.json` (every configuration), `tuning.svg`
-//! (the finalists' times), `table.txt` (both rankings) and `dispatch_table.rs` to DIR (default
-//! `target/tuning`); with `--write-table`, also the table's source file there (normally
-//! `host/src/dispatch_table.rs`). Exits 1 if any configuration failed validation.
+//! (the finalists' times), `table.txt` (both rankings) and `dispatch-table.tsv` to DIR (default
+//! `target/tuning`); with `--write-table`, also the table's data file there (normally
+//! `host/dispatch-table.tsv`). Exits 1 if any configuration failed validation.
 //!
 //! `--reset-table PATH` writes the untuned table (every entry the fallback kernel of its
 //! element type and head dim) and exits: for after a change to the kernel list, until the
@@ -39,16 +39,16 @@ use flash_attn::reference::{
     attention_rows, error_stats, random_normal, within_tolerance, ErrorStats, Precision, QueryRow,
     ReferenceOutput, ABSOLUTE_TOLERANCE,
 };
-use flash_attn::timing::{time_launches, LaunchTimes};
-use flash_attn::tuning::{
+use flash_attn::{
+    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+};
+use flash_attn_tools::timing::{time_launches, LaunchTimes};
+use flash_attn_tools::tuning::{
     confirmation_report, dtype_name, group_rankings, groups, measurements_from_json, ranked_tables,
     render_dispatch_table, sample_rows, sweep_shapes, table_report, to_json, to_svg, updated_table,
     utc_date, Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation,
     CONFIRMATION_ALPHA, DTYPES,
-};
-use flash_attn::{
-    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 
@@ -56,11 +56,11 @@ const USAGE: &str =
     "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]\n\
      \x20      flash-attn-tune --reset-table PATH\n\
      \x20      flash-attn-tune --replot-from PATH [--out DIR]\n\
-     \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch_table.rs go\n\
+     \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch-table.tsv go\n\
      \x20                    (default target/tuning)\n\
      \x20 --quick            fewer repeats: a smoke run, not a tuning\n\
-     \x20 --write-table PATH also write the dispatch table's source there (from a checkout:\n\
-     \x20                    host/src/dispatch_table.rs)\n\
+     \x20 --write-table PATH also write the dispatch table there (from a checkout:\n\
+     \x20                    host/dispatch-table.tsv)\n\
      \x20 --seed N           replay the validation inputs of an earlier run\n\
      \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)\n\
      \x20 --replot-from PATH redraw DIR/tuning.svg from that run's tuning.json and exit (no GPU\n\
@@ -781,7 +781,7 @@ fn run(args: &Args) -> Result<usize, String> {
     report.add("\n=== Dispatch table ===\n");
     report.add(&table_report(&table));
 
-    let source = render_dispatch_table(&table);
+    let table_file = render_dispatch_table(&table);
     let run = TuningRun {
         device: gpu.device_name(),
         sm_count: gpu.sm_count(),
@@ -801,13 +801,13 @@ fn run(args: &Args) -> Result<usize, String> {
     write_file(&args.out.join("screening.json"), &to_json(&screening_run))?;
     write_file(&args.out.join("tuning.svg"), &to_svg(&measurements))?;
     write_file(&args.out.join("table.txt"), &report.text)?;
-    write_file(&args.out.join("dispatch_table.rs"), &source)?;
+    write_file(&args.out.join("dispatch-table.tsv"), &table_file)?;
     println!(
-        "\nwrote tuning.json, screening.json, tuning.svg, table.txt and dispatch_table.rs to {}",
+        "\nwrote tuning.json, screening.json, tuning.svg, table.txt and dispatch-table.tsv to {}",
         args.out.display()
     );
     if let Some(path) = &args.write_table {
-        write_file(path, &source)?;
+        write_file(path, &table_file)?;
         println!("wrote the dispatch table to {}", path.display());
     }
     Ok(failed.len())

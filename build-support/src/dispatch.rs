@@ -1,0 +1,182 @@
+//! The data files that name the kernels the default API runs: the dispatch table
+//! (`host/dispatch-table.tsv`, written by the tuner) and the fallback kernels
+//! (`host/fallback-kernels.txt`). The build turns each into a Rust expression the runtime
+//! `include!`s, naming every kernel through `kernel_named`, so that a file naming a kernel that
+//! is not exposed fails the build; and it assembles cubins for the kernels they name.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+/// The dispatch table's columns, in the order of the runtime's `DispatchEntry` fields.
+pub const DISPATCH_COLUMNS: [&str; 9] = [
+    "head_dim",
+    "dtype",
+    "causal",
+    "bucket",
+    "grid",
+    "kernel",
+    "margin_percent",
+    "confirmed",
+    "measured_on",
+];
+
+/// One row of the dispatch table: a `DispatchEntry` with its enums by variant name (`F16`,
+/// `UpTo128`, `Small`) and its kernel by entry name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchRow {
+    pub head_dim: usize,
+    pub dtype: String,
+    pub causal: bool,
+    pub bucket: String,
+    pub grid: String,
+    pub kernel: String,
+    pub margin_percent: f64,
+    pub confirmed: bool,
+    pub measured_on: String,
+}
+
+/// The column header and one tab-separated line per row; a margin on one decimal. Tabs and
+/// line breaks in `measured_on` (a device name) become spaces, so that every row stays one line
+/// of nine fields.
+pub fn format_dispatch_rows(rows: &[DispatchRow]) -> String {
+    let mut text = format!("# {}\n", DISPATCH_COLUMNS.join("\t"));
+    for row in rows {
+        text.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{}\t{}\n",
+            row.head_dim,
+            row.dtype,
+            row.causal,
+            row.bucket,
+            row.grid,
+            row.kernel,
+            row.margin_percent,
+            row.confirmed,
+            row.measured_on.replace(['\t', '\n', '\r'], " ")
+        ));
+    }
+    text
+}
+
+/// The rows of a dispatch table file; lines starting with `#` are comments.
+pub fn parse_dispatch_table(text: &str) -> Result<Vec<DispatchRow>, String> {
+    let mut rows = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let at = |message: String| format!("line {}: {message}", number + 1);
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [head_dim, dtype, causal, bucket, grid, kernel, margin_percent, confirmed, measured_on] =
+            fields[..]
+        else {
+            return Err(at(format!(
+                "expected {} tab-separated fields ({}), found {}",
+                DISPATCH_COLUMNS.len(),
+                DISPATCH_COLUMNS.join(", "),
+                fields.len()
+            )));
+        };
+        let parse_error =
+            |column: &str, value: &str| at(format!("{column}: cannot parse {value:?}"));
+        rows.push(DispatchRow {
+            head_dim: head_dim
+                .parse()
+                .map_err(|_| parse_error("head_dim", head_dim))?,
+            dtype: dtype.to_owned(),
+            causal: causal.parse().map_err(|_| parse_error("causal", causal))?,
+            bucket: bucket.to_owned(),
+            grid: grid.to_owned(),
+            kernel: kernel.to_owned(),
+            margin_percent: margin_percent
+                .parse()
+                .map_err(|_| parse_error("margin_percent", margin_percent))?,
+            confirmed: confirmed
+                .parse()
+                .map_err(|_| parse_error("confirmed", confirmed))?,
+            measured_on: measured_on.to_owned(),
+        });
+    }
+    Ok(rows)
+}
+
+/// The entry names of a fallback kernels file: one per line; lines starting with `#` are
+/// comments.
+pub fn parse_fallback_kernels(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `&[DispatchEntry { ... }, ...]`, the expression `host/src/dispatch.rs` includes as its table.
+/// The enums are written as paths of their variant names, and an unknown one fails to compile.
+pub(crate) fn dispatch_table_expression(rows: &[DispatchRow]) -> String {
+    let mut source = String::from("&[\n");
+    for row in rows {
+        // `{:?}` of a `&str` is a valid Rust string literal, escapes included; of an `f64`, a
+        // float literal.
+        source.push_str(&format!(
+            "    DispatchEntry {{ head_dim: {}, dtype: Dtype::{}, causal: {}, \
+             bucket: SeqBucket::{}, grid: GridSize::{}, kernel: kernel_named({:?}), \
+             margin_percent: {:?}, confirmed: {}, measured_on: {:?} }},\n",
+            row.head_dim,
+            row.dtype,
+            row.causal,
+            row.bucket,
+            row.grid,
+            row.kernel,
+            row.margin_percent,
+            row.confirmed,
+            row.measured_on
+        ));
+    }
+    source.push(']');
+    source
+}
+
+/// `[kernel_named("..."), ...]`, the expression `host/src/kernels.rs` includes as its fallbacks.
+pub(crate) fn fallback_kernels_expression(entries: &[String]) -> String {
+    let named: Vec<String> = entries
+        .iter()
+        .map(|entry| format!("kernel_named({entry:?})"))
+        .collect();
+    format!("[{}]", named.join(", "))
+}
+
+/// Reads a data file of the runtime crate, watched by cargo.
+pub(crate) fn read_data_file(path: &Path) -> String {
+    println!("cargo:rerun-if-changed={}", path.display());
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()))
+}
+
+/// The dispatch table's file in the runtime crate's folder.
+pub const DISPATCH_TABLE_FILE: &str = "dispatch-table.tsv";
+/// The fallback kernels' file in the runtime crate's folder.
+pub const FALLBACK_KERNELS_FILE: &str = "fallback-kernels.txt";
+
+/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files in
+/// `manifest_dir`, and returns the entries they name: the kernels the default API can run.
+pub(crate) fn write_default_api_tables(manifest_dir: &Path, out_dir: &Path) -> HashSet<String> {
+    let table_path = manifest_dir.join(DISPATCH_TABLE_FILE);
+    let rows = parse_dispatch_table(&read_data_file(&table_path))
+        .unwrap_or_else(|error| panic!("{}: {error}", table_path.display()));
+    let fallbacks =
+        parse_fallback_kernels(&read_data_file(&manifest_dir.join(FALLBACK_KERNELS_FILE)));
+    for (name, expression) in [
+        ("dispatch_table.rs", dispatch_table_expression(&rows)),
+        (
+            "fallback_kernels.rs",
+            fallback_kernels_expression(&fallbacks),
+        ),
+    ] {
+        let path = out_dir.join(name);
+        std::fs::write(&path, expression)
+            .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+    }
+    rows.into_iter()
+        .map(|row| row.kernel)
+        .chain(fallbacks)
+        .collect()
+}

@@ -1,0 +1,549 @@
+//! The build of the runtime's kernels, run by `host/build.rs`: compiles `kernels-gpu` to PTX
+//! with rustc's nvptx64 backend, splits it into one module per entry, exposes the entries that
+//! pass the ptxas gate and embeds their modules deflated, and assembles cubins.
+//!
+//! This is the project's own equivalent of cuda_builder (see `../shared/TOOLCHAIN.md` for why
+//! rustc_codegen_nvvm is not used). The inner cargo uses its own target directory, so it never
+//! waits on the outer build's lock. It builds the shard crates of `kernels-gpu/shards/` in
+//! parallel; each entry's PTX is then split into a module of its own (`OUT_DIR/ptx/`).
+//!
+//! The runtime exposes the entries that pass the ptxas gate recorded in `ptxas-gate.tsv`
+//! ([`crate::gate`] holds the rule) and embeds their modules deflated (`kernel_table.rs`).
+//! Where `ptxas` is found, the build assembles the kernels the default API can run (every
+//! exposed one with `FLASH_ATTN_CUBINS=all`) into a cubin for each of [`ARCHITECTURES`]
+//! (`cubins.rs`): a device of exactly one of their compute capabilities loads the cubin and
+//! skips the driver's JIT. Without ptxas the cubin table is empty and every kernel is
+//! JIT-compiled from its PTX. The kernels the default API can run are those its data files
+//! name, the dispatch table and the fallbacks, which the build also turns into the tables the
+//! runtime includes ([`crate::dispatch`]).
+
+use std::collections::HashSet;
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use flash_attn_params::{
+    for_each_gated_config, Dtype, EntryName, TileArgs, TileConfig, ARCHITECTURES, KERNEL_SHARDS,
+    PTX_TARGET,
+};
+
+use crate::dispatch::write_default_api_tables;
+use crate::gate::{parse_gate_file, record_failures, Gate};
+use crate::ptxas;
+
+const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
+const INSTALL_HINT: &str =
+    "run `rustup toolchain install --no-self-update` in the repository root (it reads rust-toolchain.toml)";
+
+/// The `cargo:` metadata key under which the build publishes the folder of every gated entry's
+/// PTX module: crates that depend on the runtime directly read it in their build script as
+/// `DEP_FLASH_ATTN_KERNELS_PTX_DIR` (the runtime's `links` name is `flash_attn_kernels`).
+pub const PTX_DIR_METADATA: &str = "ptx_dir";
+
+/// The single-entry PTX module of `entry` in the build's module folder `ptx_dir`.
+pub fn module_path(ptx_dir: &Path, entry: &str) -> PathBuf {
+    ptx_dir.join(format!("{entry}.ptx"))
+}
+
+/// The build script of the runtime crate (`host/build.rs`): builds the kernels and writes
+/// `kernel_table.rs`, `cubins.rs`, `dispatch_table.rs` and `fallback_kernels.rs` into `OUT_DIR`
+/// for the crate to `include!`.
+pub fn build_kernels() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let repository = manifest_dir
+        .parent()
+        .expect("host/ sits in the repository root");
+    let kernels = repository.join("kernels-gpu");
+    for watched in [
+        kernels.join("src"),
+        kernels.join("Cargo.toml"),
+        repository.join("params/src"),
+        repository.join("params/Cargo.toml"),
+        repository.join("rust-toolchain.toml"),
+    ] {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    check_toolchain(&rustc);
+
+    // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out: share one kernel build across
+    // profiles so that `cargo test` and `cargo bench` don't each rebuild core for nvptx.
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    let kernel_target_dir = out_dir
+        .ancestors()
+        .nth(4)
+        .unwrap_or(&out_dir)
+        .join("kernels-gpu");
+
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(&kernels)
+        .args([
+            "build",
+            "--release",
+            "--workspace",
+            "-Zbuild-std=core",
+            "--target",
+            NVPTX_TARGET,
+        ])
+        .arg("--target-dir")
+        .arg(&kernel_target_dir)
+        // RUSTFLAGS reach every crate of the nvptx build (core included, and no build script:
+        // those are host artifacts). Each crate writes its PTX (`asm`) next to its library; the
+        // bitcode linker of the shards' cdylibs is not installable here, and the PTX is
+        // complete without it.
+        .env(
+            "RUSTFLAGS",
+            [
+                &format!("-Ctarget-cpu={}", PTX_TARGET.name),
+                "--emit=asm,link",
+                "-Clinker=/bin/true",
+                // Fragment arrays are indexed by loop counters; fully unrolled they live in
+                // registers, otherwise in local memory (the default threshold left a 336-byte
+                // stack frame).
+                "-Cllvm-args=-unroll-threshold=1000",
+            ]
+            .join(" "),
+        );
+    for (key, _) in env::vars_os() {
+        let key = key.to_string_lossy();
+        let inherited_from_outer_build = (key.starts_with("CARGO_") && key != "CARGO_HOME")
+            || matches!(
+                key.as_ref(),
+                "RUSTC"
+                    | "RUSTC_WRAPPER"
+                    | "RUSTC_WORKSPACE_WRAPPER"
+                    | "RUSTDOC"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "OPT_LEVEL"
+                    | "PROFILE"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+                    | "RUSTC_LINKER"
+            );
+        if inherited_from_outer_build {
+            command.env_remove(key.as_ref());
+        }
+    }
+    let start = Instant::now();
+    let status = command.status().unwrap_or_else(|error| {
+        panic!("could not run cargo to build the kernels: {error}; {INSTALL_HINT}")
+    });
+    if !status.success() {
+        panic!("building kernels-gpu for {NVPTX_TARGET} failed ({status}); see the errors above");
+    }
+    eprintln!(
+        "built the {KERNEL_SHARDS} kernel shards in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and cargo,
+    // missing that output, rebuilt every shard (45 s) at each run of this script. The `.s` is
+    // that PTX.
+    for shard in 0..KERNEL_SHARDS {
+        let deps = kernel_target_dir.join(NVPTX_TARGET).join("release/deps");
+        let asm = deps.join(format!("flash_attn_kernels_shard_{shard}.s"));
+        let linked = deps.join(format!("flash_attn_kernels_shard_{shard}.ptx"));
+        std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
+            panic!(
+                "cannot copy {} to {}: {error}",
+                asm.display(),
+                linked.display()
+            )
+        });
+    }
+
+    let start = Instant::now();
+    let modules = split_entries(&kernel_target_dir, &out_dir);
+    let gate_path = manifest_dir.join("ptxas-gate.tsv");
+    println!("cargo:rerun-if-changed={}", gate_path.display());
+    let gate = read_gate(&gate_path);
+    let exposed = exposed_kernels(&modules, &gate);
+    let default_api_entries = write_default_api_tables(&manifest_dir, &out_dir);
+    let wanted_cubins = cubin_entries(&default_api_entries, &exposed);
+    let cubins = build_cubins(
+        &out_dir,
+        &kernel_target_dir.join("cubin-cache"),
+        &wanted_cubins,
+    );
+    write_kernel_table(&out_dir, &exposed);
+    // Where every gated entry's module is, exposed or not, for the ptxas gate's measurement
+    // (the tools and `cargo test`), on the machine that built the crate.
+    println!("cargo:{PTX_DIR_METADATA}={}", utf8(&out_dir.join("ptx")));
+    write_cubin_table(&out_dir.join("cubins.rs"), &cubins);
+    eprintln!(
+        "split, deflated, assembled and listed in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// A configuration that passes the compile-time gates: its entry, element type and tile, and
+/// its single-entry PTX module under `OUT_DIR/ptx/`.
+struct EntryModule {
+    entry: String,
+    dtype: Dtype,
+    tile: TileConfig,
+    path: PathBuf,
+}
+
+/// Splits every shard's PTX into one module per entry (`OUT_DIR/ptx/<entry>.ptx`), in the
+/// order of [`for_each_gated_config`], and checks that the entries are exactly the
+/// configurations that pass the compile-time gates.
+fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
+    let modules_dir = out_dir.join("ptx");
+    // Leftovers of entries that no longer exist must not linger next to the new ones.
+    let _ = std::fs::remove_dir_all(&modules_dir);
+    std::fs::create_dir_all(&modules_dir)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", modules_dir.display()));
+    let mut written = HashSet::new();
+    for shard in 0..KERNEL_SHARDS {
+        let path = kernel_target_dir
+            .join(NVPTX_TARGET)
+            .join(format!("release/deps/flash_attn_kernels_shard_{shard}.s"));
+        let ptx = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+            panic!(
+                "the kernel build left no PTX at {}: {error}",
+                path.display()
+            )
+        });
+        for (entry, module) in entry_modules(&ptx) {
+            let module_path = module_path(&modules_dir, entry);
+            std::fs::write(&module_path, module)
+                .unwrap_or_else(|error| panic!("cannot write {}: {error}", module_path.display()));
+            written.insert(entry.to_owned());
+        }
+    }
+    let mut modules = Vec::new();
+    for_each_gated_config(|dtype, tile| {
+        let entry = EntryName(dtype, tile).to_string();
+        let path = module_path(&modules_dir, &entry);
+        modules.push(EntryModule {
+            entry,
+            dtype,
+            tile,
+            path,
+        });
+    });
+    let expected: HashSet<String> = modules.iter().map(|m| m.entry.clone()).collect();
+    if written != expected {
+        panic!(
+            "the shards' PTX entries differ from the gated configurations: missing {:?}, extra {:?}",
+            expected.difference(&written).collect::<Vec<_>>(),
+            written.difference(&expected).collect::<Vec<_>>()
+        );
+    }
+    modules
+}
+
+/// The committed gate file: the ptxas version and one record per entry.
+fn read_gate(path: &Path) -> Gate {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|error| {
+        panic!(
+            "cannot read the ptxas gate file {}: {error}; write it with \
+             `flash-attn-configs --write-gate host/ptxas-gate.tsv`",
+            path.display()
+        )
+    });
+    parse_gate_file(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The entries the crate exposes: those whose gate record
+/// passes. An entry without a record is not exposed, with a warning: it has not been gated.
+fn exposed_kernels<'m>(modules: &'m [EntryModule], (_, records): &Gate) -> Vec<&'m EntryModule> {
+    let mut exposed = Vec::new();
+    let mut ungated = Vec::new();
+    for module in modules {
+        match records.iter().find(|record| record.entry == module.entry) {
+            Some(record) if record_failures(&module.tile, record).is_empty() => {
+                exposed.push(module)
+            }
+            Some(_) => {}
+            None => ungated.push(module.entry.as_str()),
+        }
+    }
+    if !ungated.is_empty() {
+        println!(
+            "cargo:warning={} entries have no record in host/ptxas-gate.tsv and are not exposed \
+             (first: {}); regenerate it with `flash-attn-configs --write-gate host/ptxas-gate.tsv`",
+            ungated.len(),
+            ungated[0]
+        );
+    }
+    exposed
+}
+
+/// The exposed entries to assemble into cubins. `FLASH_ATTN_CUBINS=all`: every one. Otherwise
+/// the kernels the default API can run, `default_api_entries`: those the dispatch table and
+/// the fallbacks name. The others are JIT-compiled from their PTX on first use (0.1-0.4 s each, cached by the driver):
+/// ptxas takes ~0.4 s per entry and architecture, so cubins for all of them would more than
+/// double the build.
+fn cubin_entries<'m>(
+    default_api_entries: &HashSet<String>,
+    exposed: &[&'m EntryModule],
+) -> Vec<&'m EntryModule> {
+    println!("cargo:rerun-if-env-changed=FLASH_ATTN_CUBINS");
+    if env::var("FLASH_ATTN_CUBINS").as_deref() == Ok("all") {
+        return exposed.to_vec();
+    }
+    exposed
+        .iter()
+        .copied()
+        .filter(|module| default_api_entries.contains(&module.entry))
+        .collect()
+}
+
+/// Assembles `modules` into cubins for each of [`ARCHITECTURES`] under
+/// `OUT_DIR/cubins/`, in parallel, and returns one [`BuiltCubin`] for each, or why none were
+/// built (no ptxas, with a warning). Panics if ptxas rejects an entry: a kernel that
+/// does not assemble is a bug.
+fn build_cubins(
+    out_dir: &Path,
+    cache: &Path,
+    modules: &[&EntryModule],
+) -> Result<Vec<BuiltCubin>, String> {
+    // ptxas comes from $PTXAS, PATH or /usr/local/cuda/bin. Only PTXAS is watched: PATH
+    // differs between shells, IDEs and rustup's proxies, and every rerun of this script costs
+    // the ptxas step again (seconds), so a ptxas that appears on PATH later is picked up at
+    // the next rerun for another reason (`touch host/build.rs`, `cargo clean`, or set PTXAS).
+    println!("cargo:rerun-if-env-changed=PTXAS");
+    let Some(ptxas) = ptxas::find_ptxas() else {
+        let reason = "no ptxas found (PTXAS unset, none on PATH or in /usr/local/cuda/bin)";
+        println!(
+            "cargo:warning=cubins were not built: {reason}; every kernel will be JIT-compiled \
+             from its PTX when first loaded. Set PTXAS=/path/to/ptxas to build them."
+        );
+        return Err(reason.to_owned());
+    };
+    if !ptxas.is_file() {
+        panic!(
+            "PTXAS={} is not a file: point it at NVIDIA's ptxas, or unset it to build without cubins",
+            ptxas.display()
+        );
+    }
+    // A different ptxas at the same path (an upgrade) must reassemble.
+    println!("cargo:rerun-if-changed={}", ptxas.display());
+
+    let cubin_dir = out_dir.join("cubins");
+    // Leftovers of entries that are no longer built must not linger next to the new ones.
+    let _ = std::fs::remove_dir_all(&cubin_dir);
+    std::fs::create_dir_all(&cubin_dir)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", cubin_dir.display()));
+    let jobs: Vec<BuiltCubin> = modules
+        .iter()
+        .flat_map(|module| {
+            ARCHITECTURES.iter().map(|arch| BuiltCubin {
+                entry: module.entry.clone(),
+                arch: arch.name,
+                compute_capability: arch.compute_capability,
+                module: module.path.clone(),
+                image: cubin_dir.join(format!("{}.{}.cubin", module.entry, arch.name)),
+            })
+        })
+        .collect();
+    // A module ptxas already assembled (same text, same ptxas, same architecture:
+    // `ptxas::cache_file_name`) is taken from the cache in the kernel target directory: a rerun
+    // of this script that changes no kernel (a new dispatch table, a touched file) then costs no
+    // ptxas time.
+    let version = ptxas::ptxas_version(&ptxas).unwrap_or_else(|error| panic!("{error}"));
+    std::fs::create_dir_all(cache)
+        .unwrap_or_else(|error| panic!("cannot create {}: {error}", cache.display()));
+    let start = Instant::now();
+    let failures: Vec<String> = ptxas::run_in_parallel(&jobs, |job| {
+        let text = std::fs::read(&job.module).map_err(|error| error.to_string())?;
+        let cached = cache.join(ptxas::cache_file_name(
+            &job.entry, job.arch, &text, &version,
+        ));
+        if std::fs::copy(&cached, &job.image).is_ok() {
+            return Ok(());
+        }
+        ptxas::assemble_module(&ptxas, job.arch, &job.module, &job.image)?;
+        std::fs::copy(&job.image, &cached).map_err(|error| error.to_string())?;
+        Ok(())
+    })
+    .into_iter()
+    .filter_map(Result::err)
+    .collect();
+    if !failures.is_empty() {
+        panic!(
+            "ptxas ({}) failed to assemble {} of {} kernel cubins; a kernel that does not \
+             assemble is a bug in kernels-gpu:\n{}",
+            ptxas.display(),
+            failures.len(),
+            jobs.len(),
+            failures.join("\n")
+        );
+    }
+    // Lands in the build script's `stderr` file under target/: the cost of this step.
+    eprintln!(
+        "assembled {} cubins (or took them from the cache) with {} in {:.1} s",
+        jobs.len(),
+        ptxas.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(jobs)
+}
+
+/// One cubin the build assembled: its entry, architecture, source module and image file.
+struct BuiltCubin {
+    entry: String,
+    arch: &'static str,
+    compute_capability: (i32, i32),
+    module: PathBuf,
+    image: PathBuf,
+}
+
+/// Writes `kernel_table.rs`, which the runtime's `src/kernels.rs` includes: `FORWARD_KERNELS`
+/// (the exposed entries) and their deflated PTX modules.
+fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
+    let mut table = String::from("// Generated by flash-attn-build.\n\n");
+    table.push_str(
+        "/// Every exposed forward kernel: each configuration that passes the compile-time gates\n\
+         /// and the ptxas gate (`host/ptxas-gate.tsv`), in entry order.\n\
+         pub const FORWARD_KERNELS: &[ForwardKernel] = &[\n",
+    );
+    // One module per core at a time: 266 modules, 38 MB.
+    let deflated_paths = ptxas::run_in_parallel(exposed, |module| {
+        let ptx = std::fs::read(&module.path).expect("the module was just written");
+        let deflated = module.path.with_extension("ptx.deflate");
+        std::fs::write(&deflated, miniz_oxide::deflate::compress_to_vec(&ptx, 6))
+            .unwrap_or_else(|error| panic!("cannot write {}: {error}", deflated.display()));
+        deflated
+    });
+    let mut deflated_modules = String::new();
+    for (index, (module, deflated)) in exposed.iter().zip(&deflated_paths).enumerate() {
+        writeln!(
+            deflated_modules,
+            "    include_bytes!({:?}),",
+            utf8(deflated)
+        )
+        .unwrap();
+        writeln!(
+            table,
+            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: tile!({}), index: {index} }},",
+            module.entry,
+            module.dtype,
+            TileArgs(module.tile)
+        )
+        .unwrap();
+    }
+    table.push_str("];\n\n");
+    // A static, not in the `const` list: a const's data is emitted again in every codegen unit
+    // that uses it: as a field of the list, the modules made flash-attn-load-time 15.5 MB, not 6.
+    writeln!(
+        table,
+        "/// The deflated PTX module of each of [`FORWARD_KERNELS`], by index.\n\
+         static DEFLATED_PTX: [&[u8]; {}] = [\n{deflated_modules}];\n",
+        exposed.len()
+    )
+    .unwrap();
+    let path = out_dir.join("kernel_table.rs");
+    std::fs::write(&path, table)
+        .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+}
+
+/// Writes the `include!`d table of cubins, `(entry, arch, compute capability, image file)`, or
+/// an empty one and the reason where none were built.
+fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
+    let mut table =
+        String::from("// Generated by flash-attn-build: the cubins assembled by ptxas.\n\n");
+    let not_built = match cubins {
+        Err(reason) => format!("Some({reason:?})"),
+        Ok(_) => "None".to_owned(),
+    };
+    writeln!(
+        table,
+        "/// Why the build embedded no cubins (no ptxas was found), or `None` where it did.\n\
+         pub const CUBINS_NOT_BUILT: Option<&str> = {not_built};\n"
+    )
+    .unwrap();
+    table.push_str(
+        "/// The kernels assembled ahead of time, for each architecture: by default those the\n\
+         /// default API can run (`FLASH_ATTN_CUBINS=all` at build time: every exposed one);\n\
+         /// empty where the build found no ptxas ([`CUBINS_NOT_BUILT`] says why).\n\
+         pub static CUBINS: &[Cubin] = &[\n",
+    );
+    for cubin in cubins.iter().flatten() {
+        let (major, minor) = cubin.compute_capability;
+        writeln!(
+            table,
+            "    Cubin {{ entry: {:?}, arch: {:?}, compute_capability: ({}, {}), \
+             image: include_bytes!({:?}) }},",
+            cubin.entry,
+            cubin.arch,
+            major,
+            minor,
+            utf8(&cubin.image)
+        )
+        .unwrap();
+    }
+    table.push_str("];\n");
+    std::fs::write(path, table)
+        .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+}
+
+/// Every entry of `ptx` as a module of its own, in order: `(name, module)`, where the module is
+/// everything before the first entry (version, target, the shared-memory declaration) plus that
+/// entry's body. One pass over the text: a shard's PTX is 11 MB.
+fn entry_modules(ptx: &str) -> Vec<(&str, String)> {
+    const ENTRY: &str = ".visible .entry ";
+    let Some(first) = ptx.find(ENTRY) else {
+        return Vec::new();
+    };
+    let preamble = &ptx[..first];
+    let mut modules = Vec::new();
+    let mut rest = first;
+    while let Some(offset) = ptx[rest..].find(ENTRY) {
+        let start = rest + offset;
+        let name_start = start + ENTRY.len();
+        let name_end = name_start
+            + ptx[name_start..]
+                .find('(')
+                .expect("an entry has parameters");
+        // An entry's body ends at the first closing brace at the start of a line.
+        let end = start + ptx[start..].find("\n}\n").expect("an entry has a body") + 3;
+        modules.push((
+            &ptx[name_start..name_end],
+            format!("{preamble}{}", &ptx[start..end]),
+        ));
+        rest = end;
+    }
+    modules
+}
+
+fn utf8(path: &Path) -> &str {
+    path.to_str()
+        .unwrap_or_else(|| panic!("OUT_DIR is not UTF-8: {}", path.display()))
+}
+
+/// Fails with the exact command to run when the nightly toolchain or rust-src is missing:
+/// `-Zbuild-std` needs both, and the errors cargo gives otherwise do not say so.
+fn check_toolchain(rustc: &str) {
+    let version = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .ok()
+        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+        .unwrap_or_default();
+    if !version.contains("nightly") {
+        panic!(
+            "the GPU kernels need the pinned nightly toolchain, but `{rustc} -vV` says:\n{version}\n{INSTALL_HINT}"
+        );
+    }
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let core_sources = Path::new(&sysroot).join("lib/rustlib/src/rust/library/core");
+    if !core_sources.is_dir() {
+        panic!(
+            "rust-src is missing from {sysroot} (no {}); {INSTALL_HINT}, or `rustup component add rust-src`",
+            core_sources.display()
+        );
+    }
+}
