@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the GPU bundle: the GPU test and benchmark executables, the timing, load-time, tuning and
+# Builds the GPU bundle, with every kernel of the search space (FLASH_ATTN_KERNELS=all): the GPU
+# test and benchmark executables, the timing, load-time, tuning and
 # regression tools, the peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
@@ -26,6 +27,10 @@ if [ -z "${PTXAS:-}" ] && ! command -v ptxas > /dev/null; then
     echo "build-bundle: no ptxas (set PTXAS or PATH); the bundle would carry no cubins" >&2
     exit 1
 fi
+
+# The whole search space, not only the shipping set a default build compiles: the tuner needs
+# every configuration, and the GPU tests and the sanitizer runs then cover every exposed kernel.
+export FLASH_ATTN_KERNELS=all
 
 gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)

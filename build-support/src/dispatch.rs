@@ -1,8 +1,12 @@
-//! The data files that name the kernels the default API runs: the dispatch table
-//! (`host/dispatch-table.tsv`, written by the tuner) and the fallback kernels
-//! (`host/fallback-kernels.txt`). The build turns each into a Rust expression the runtime
-//! `include!`s, naming every kernel through `kernel_named`, so that a file naming a kernel that
-//! is not exposed fails the build; and it assembles cubins for the kernels they name.
+//! The data files that name the kernels the default API runs, the shipping set: the dispatch
+//! table (`host/dispatch-table.tsv`, written by the tuner) and the fallback kernels
+//! (`host/fallback-kernels.txt`). `params/build.rs` includes this file (`#[path]`) and
+//! compiles exactly the kernels they name unless `FLASH_ATTN_KERNELS=all`; the runtime's build
+//! turns each into a Rust expression the runtime `include!`s, naming every kernel through
+//! `kernel_named`, so that a file naming a kernel that is not exposed fails the build; and it
+//! assembles cubins for the kernels they name.
+//!
+//! Only `std`: `params/build.rs` includes this file with `#[path]`.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -144,26 +148,49 @@ pub(crate) fn fallback_kernels_expression(entries: &[String]) -> String {
     format!("[{}]", named.join(", "))
 }
 
-/// Reads a data file of the runtime crate, watched by cargo.
+/// Reads a data file, watched by cargo.
 pub(crate) fn read_data_file(path: &Path) -> String {
     println!("cargo:rerun-if-changed={}", path.display());
     std::fs::read_to_string(path)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()))
 }
 
-/// The dispatch table's file in the runtime crate's folder.
+/// The folder of the data files that name the shipping set, relative to the repository root.
+pub const DATA_DIR: &str = "host";
+/// The dispatch table's file in [`DATA_DIR`].
 pub const DISPATCH_TABLE_FILE: &str = "dispatch-table.tsv";
-/// The fallback kernels' file in the runtime crate's folder.
+/// The fallback kernels' file in [`DATA_DIR`].
 pub const FALLBACK_KERNELS_FILE: &str = "fallback-kernels.txt";
 
-/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files in
-/// `manifest_dir`, and returns the entries they name: the kernels the default API can run.
-pub(crate) fn write_default_api_tables(manifest_dir: &Path, out_dir: &Path) -> HashSet<String> {
-    let table_path = manifest_dir.join(DISPATCH_TABLE_FILE);
+/// The dispatch table's rows and the fallback kernels, read from the data files of the
+/// checkout at `repository` (each watched by cargo).
+pub fn read_default_api_data(repository: &Path) -> (Vec<DispatchRow>, Vec<String>) {
+    let data = repository.join(DATA_DIR);
+    let table_path = data.join(DISPATCH_TABLE_FILE);
     let rows = parse_dispatch_table(&read_data_file(&table_path))
         .unwrap_or_else(|error| panic!("{}: {error}", table_path.display()));
-    let fallbacks =
-        parse_fallback_kernels(&read_data_file(&manifest_dir.join(FALLBACK_KERNELS_FILE)));
+    let fallbacks = parse_fallback_kernels(&read_data_file(&data.join(FALLBACK_KERNELS_FILE)));
+    (rows, fallbacks)
+}
+
+/// The shipping set: every entry the dispatch table and the fallbacks name, each once, in the
+/// order of first mention. A default build compiles exactly these (`params/build.rs`, which
+/// includes this file, generates the entry list from them).
+pub fn shipping_set(rows: &[DispatchRow], fallbacks: &[String]) -> Vec<String> {
+    let mut entries: Vec<String> = Vec::new();
+    for entry in rows.iter().map(|row| &row.kernel).chain(fallbacks) {
+        if !entries.contains(entry) {
+            entries.push(entry.clone());
+        }
+    }
+    entries
+}
+
+/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files of
+/// the checkout at `repository`, and returns the entries they name: the kernels the default
+/// API can run, the shipping set.
+pub(crate) fn write_default_api_tables(repository: &Path, out_dir: &Path) -> HashSet<String> {
+    let (rows, fallbacks) = read_default_api_data(repository);
     for (name, expression) in [
         ("dispatch_table.rs", dispatch_table_expression(&rows)),
         (
@@ -175,8 +202,5 @@ pub(crate) fn write_default_api_tables(manifest_dir: &Path, out_dir: &Path) -> H
         std::fs::write(&path, expression)
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
     }
-    rows.into_iter()
-        .map(|row| row.kernel)
-        .chain(fallbacks)
-        .collect()
+    shipping_set(&rows, &fallbacks).into_iter().collect()
 }

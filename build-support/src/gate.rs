@@ -3,9 +3,12 @@
 //! [`ARCHITECTURES`](flash_attn_params::ARCHITECTURES), the gate file that records every
 //! entry's resources (`host/ptxas-gate.tsv`), and its measurement with ptxas.
 //!
-//! The build reads the file to decide which entries the runtime exposes, without running ptxas
-//! over every entry; `flash-attn-configs --write-gate` writes it, and `cargo test` measures it
-//! again and fails where it is stale. All three go through this module, so the rule and the
+//! The file holds a record for every configuration of the search space (every one that passes
+//! the compile-time gates), whichever set a build compiles. The build reads it to decide which
+//! of the entries it compiled the runtime exposes, without running ptxas over them;
+//! `flash-attn-configs --write-gate` (from a `FLASH_ATTN_KERNELS=all` build) writes it, and
+//! `cargo test` measures again the entries the build compiled and fails where their records
+//! are stale. All three go through this module, so the rule and the
 //! format are written once.
 
 use std::path::{Path, PathBuf};
@@ -226,17 +229,21 @@ pub fn gate_records(
     Ok((version, records))
 }
 
-/// Runs the ptxas gate over every entry that passes the compile-time gates, from the modules
-/// the build wrote into `ptx_dir` (so only on the machine that built the runtime), in entry
-/// order: the ptxas version and one record per entry, as the gate file holds them. Results are
-/// cached next to the modules, keyed by module text, ptxas version and architecture.
+/// Runs the ptxas gate over every entry the build compiled
+/// ([`BUILT_CONFIGS`](flash_attn_params::BUILT_CONFIGS): the shipping set, or the whole search
+/// space with `FLASH_ATTN_KERNELS=all`), from the modules it wrote into `ptx_dir` (so only on
+/// the machine that built the runtime), in entry order: the ptxas version and one record per
+/// entry, as the gate file holds them. Results are cached next to the modules, keyed by module
+/// text, ptxas version and architecture.
 pub fn measure_gate(ptxas: &Path, ptx_dir: &Path) -> Result<Gate, String> {
-    let mut modules = Vec::new();
-    flash_attn_params::for_each_gated_config(|dtype, tile| {
-        let entry = flash_attn_params::EntryName(dtype, tile).to_string();
-        let path = module_path(ptx_dir, &entry);
-        modules.push((entry, path));
-    });
+    let modules: Vec<(String, PathBuf)> = flash_attn_params::BUILT_CONFIGS
+        .iter()
+        .map(|&(dtype, tile)| {
+            let entry = flash_attn_params::EntryName(dtype, tile).to_string();
+            let path = module_path(ptx_dir, &entry);
+            (entry, path)
+        })
+        .collect();
     if let Some((_, missing)) = modules.iter().find(|(_, path)| !path.is_file()) {
         return Err(format!(
             "{} is missing: the gate needs the PTX modules of the build on this machine",

@@ -25,8 +25,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use flash_attn_params::{
-    for_each_gated_config, Dtype, EntryName, TileArgs, TileConfig, ARCHITECTURES, KERNEL_SHARDS,
-    PTX_TARGET,
+    Dtype, EntryName, TileArgs, TileConfig, ARCHITECTURES, BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET,
+    KERNEL_SHARDS, PTX_TARGET,
 };
 
 use crate::dispatch::write_default_api_tables;
@@ -60,11 +60,15 @@ pub fn build_kernels() {
         kernels.join("src"),
         kernels.join("Cargo.toml"),
         repository.join("params/src"),
+        repository.join("params/build.rs"),
         repository.join("params/Cargo.toml"),
         repository.join("rust-toolchain.toml"),
     ] {
         println!("cargo:rerun-if-changed={}", watched.display());
     }
+    // The kernel set (`flash_attn_params::KernelSet`): the inner cargo inherits the variable,
+    // and params' build script reads it there as here.
+    println!("cargo:rerun-if-env-changed={KERNELS_ENV}");
 
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_toolchain(&rustc);
@@ -139,7 +143,8 @@ pub fn build_kernels() {
         panic!("building kernels-gpu for {NVPTX_TARGET} failed ({status}); see the errors above");
     }
     eprintln!(
-        "built the {KERNEL_SHARDS} kernel shards in {:.1} s",
+        "built the {KERNEL_SHARDS} kernel shards ({} entries, {KERNEL_SET:?} set) in {:.1} s",
+        BUILT_CONFIGS.len(),
         start.elapsed().as_secs_f64()
     );
     // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and cargo,
@@ -164,7 +169,7 @@ pub fn build_kernels() {
     println!("cargo:rerun-if-changed={}", gate_path.display());
     let gate = read_gate(&gate_path);
     let exposed = exposed_kernels(&modules, &gate);
-    let default_api_entries = write_default_api_tables(&manifest_dir, &out_dir);
+    let default_api_entries = write_default_api_tables(repository, &out_dir);
     let wanted_cubins = cubin_entries(&default_api_entries, &exposed);
     let cubins = build_cubins(
         &out_dir,
@@ -172,7 +177,7 @@ pub fn build_kernels() {
         &wanted_cubins,
     );
     write_kernel_table(&out_dir, &exposed);
-    // Where every gated entry's module is, exposed or not, for the ptxas gate's measurement
+    // Where every built entry's module is, exposed or not, for the ptxas gate's measurement
     // (the tools and `cargo test`), on the machine that built the crate.
     println!("cargo:{PTX_DIR_METADATA}={}", utf8(&out_dir.join("ptx")));
     write_cubin_table(&out_dir.join("cubins.rs"), &cubins);
@@ -182,8 +187,8 @@ pub fn build_kernels() {
     );
 }
 
-/// A configuration that passes the compile-time gates: its entry, element type and tile, and
-/// its single-entry PTX module under `OUT_DIR/ptx/`.
+/// A configuration of [`BUILT_CONFIGS`]: its entry, element type and tile, and its single-entry
+/// PTX module under `OUT_DIR/ptx/`.
 struct EntryModule {
     entry: String,
     dtype: Dtype,
@@ -192,8 +197,7 @@ struct EntryModule {
 }
 
 /// Splits every shard's PTX into one module per entry (`OUT_DIR/ptx/<entry>.ptx`), in the
-/// order of [`for_each_gated_config`], and checks that the entries are exactly the
-/// configurations that pass the compile-time gates.
+/// order of [`BUILT_CONFIGS`], and checks that the entries are exactly those configurations.
 fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
     let modules_dir = out_dir.join("ptx");
     // Leftovers of entries that no longer exist must not linger next to the new ones.
@@ -218,21 +222,23 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
             written.insert(entry.to_owned());
         }
     }
-    let mut modules = Vec::new();
-    for_each_gated_config(|dtype, tile| {
-        let entry = EntryName(dtype, tile).to_string();
-        let path = module_path(&modules_dir, &entry);
-        modules.push(EntryModule {
-            entry,
-            dtype,
-            tile,
-            path,
-        });
-    });
+    let modules: Vec<EntryModule> = BUILT_CONFIGS
+        .iter()
+        .map(|&(dtype, tile)| {
+            let entry = EntryName(dtype, tile).to_string();
+            let path = module_path(&modules_dir, &entry);
+            EntryModule {
+                entry,
+                dtype,
+                tile,
+                path,
+            }
+        })
+        .collect();
     let expected: HashSet<String> = modules.iter().map(|m| m.entry.clone()).collect();
     if written != expected {
         panic!(
-            "the shards' PTX entries differ from the gated configurations: missing {:?}, extra {:?}",
+            "the shards' PTX entries differ from the built configurations: missing {:?}, extra {:?}",
             expected.difference(&written).collect::<Vec<_>>(),
             written.difference(&expected).collect::<Vec<_>>()
         );
@@ -252,8 +258,7 @@ fn read_gate(path: &Path) -> Gate {
     parse_gate_file(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
-/// The entries the crate exposes: those whose gate record
-/// passes. An entry without a record is not exposed, with a warning: it has not been gated.
+/// The entries the crate exposes: those built whose gate record passes. An entry without a record is not exposed, with a warning: it has not been gated.
 fn exposed_kernels<'m>(modules: &'m [EntryModule], (_, records): &Gate) -> Vec<&'m EntryModule> {
     let mut exposed = Vec::new();
     let mut ungated = Vec::new();
@@ -402,11 +407,14 @@ struct BuiltCubin {
 fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
     let mut table = String::from("// Generated by flash-attn-build.\n\n");
     table.push_str(
-        "/// Every exposed forward kernel: each configuration that passes the compile-time gates\n\
-         /// and the ptxas gate (`host/ptxas-gate.tsv`), in entry order.\n\
+        "/// Every exposed forward kernel, in entry order: each configuration this build compiled\n\
+         /// ([`KERNEL_SET`](crate::KERNEL_SET)) that passes the ptxas gate\n\
+         /// (`host/ptxas-gate.tsv`). A default build compiles the shipping set, the kernels the\n\
+         /// dispatch table and the fallbacks name; one with `FLASH_ATTN_KERNELS=all` the search\n\
+         /// space, every configuration that passes the compile-time gates.\n\
          pub const FORWARD_KERNELS: &[ForwardKernel] = &[\n",
     );
-    // One module per core at a time: 266 modules, 38 MB.
+    // One module per core at a time: 266 modules, 38 MB, in the whole space.
     let deflated_paths = ptxas::run_in_parallel(exposed, |module| {
         let ptx = std::fs::read(&module.path).expect("the module was just written");
         let deflated = module.path.with_extension("ptx.deflate");

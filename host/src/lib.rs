@@ -4,6 +4,14 @@
 //! crate embeds that PTX, one deflated module per kernel (and, where the build found `ptxas`,
 //! the default API's kernels assembled into cubins for sm_89 and sm_90), loads it through `cust`, validates every call and launches it.
 //!
+//! Which kernels a build holds ([`FORWARD_KERNELS`]) is chosen at build time ([`KERNEL_SET`]):
+//! by default the **shipping set**, the kernels the dispatch table and the fallbacks name
+//! (`host/dispatch-table.tsv`, `host/fallback-kernels.txt`; 25 today), which is all the default
+//! API runs; with `FLASH_ATTN_KERNELS=all` in the build's environment, the **search space**,
+//! every tile configuration that passes the compile-time gates and the ptxas gate (266), for
+//! the tuner and for naming other kernels in [`ForwardOptions::kernel`]. Either way a kernel
+//! whose ptxas record fails is not exposed.
+//!
 //! ```no_run
 //! use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};
 //! use half::f16;
@@ -32,9 +40,10 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
     for_each_candidate, for_each_gated_config, Architecture, Dtype, EntryName, ForwardParams,
-    QSource, SmemLayout, TensorStrides, TileConfig, ARCHITECTURES, CANDIDATE_BLOCK_M,
-    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
-    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, PTX_TARGET, SM89_MAX_SMEM_PER_BLOCK,
+    KernelSet, QSource, SmemLayout, TensorStrides, TileConfig, ARCHITECTURES, BUILT_CONFIGS,
+    CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, PTX_TARGET,
+    SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{

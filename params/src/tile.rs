@@ -339,8 +339,26 @@ impl fmt::Display for EntryName {
     }
 }
 
+/// Which configurations a build compiles into PTX entries, chosen at build time by the
+/// environment variable [`KERNELS_ENV`] (watched by the build scripts): the build's choice is
+/// [`crate::KERNEL_SET`], its configurations [`crate::BUILT_CONFIGS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelSet {
+    /// The default (`FLASH_ATTN_KERNELS` unset, or `shipping`): the kernels the default API
+    /// runs, those the dispatch table (`host/dispatch-table.tsv`) and the fallbacks
+    /// (`host/fallback-kernels.txt`) name.
+    Shipping,
+    /// `FLASH_ATTN_KERNELS=all`: the search space, every configuration that passes the
+    /// compile-time gates ([`for_each_gated_config`]); what the tuner and the full GPU
+    /// verification need.
+    All,
+}
+
+/// The build-time switch between the [`KernelSet`]s: unset or `shipping`, or `all`.
+pub const KERNELS_ENV: &str = "FLASH_ATTN_KERNELS";
+
 /// The PTX entries are compiled in this many shards, round-robin in entry order
-/// ([`for_each_gated_config`]): one crate each under `kernels-gpu/shards/`, which cargo builds
+/// ([`crate::BUILT_CONFIGS`]): one crate each under `kernels-gpu/shards/`, which cargo builds
 /// in parallel. rustc's nvptx backend emits one PTX file per crate whatever the codegen units,
 /// and LLVM takes ~0.3 s per entry, so one crate of 320 entries took 100 s on one core.
 pub const KERNEL_SHARDS: usize = 4;

@@ -140,8 +140,9 @@ fn a_missing_grid_size_falls_back_to_the_other_one_of_the_same_key() {
 
 #[test]
 fn kernels_named_in_const_tables_are_the_compiled_ones() {
-    const NAMED: &ForwardKernel = kernel_named("flash_fwd_bf16_d128_m64_n32_w4_s3");
-    assert_eq!(NAMED.entry, "flash_fwd_bf16_d128_m64_n32_w4_s3");
+    // A fallback: in every build's set.
+    const NAMED: &ForwardKernel = kernel_named("flash_fwd_bf16_d128_m64_n64_w4_s2");
+    assert_eq!(NAMED.entry, "flash_fwd_bf16_d128_m64_n64_w4_s2");
     for (index, kernel) in FORWARD_KERNELS.iter().enumerate() {
         assert_eq!(kernel.index(), index);
         assert_eq!(kernel_named(kernel.entry), kernel);

@@ -2,7 +2,9 @@
 //! candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
 //! for each accepted one, its registers, spills and theoretical occupancy on sm_89 and sm_90
 //! from the ptxas gate (`host/ptxas-gate.tsv`, read at compile time, so no ptxas is needed),
-//! and whether the crate exposes it or why the ptxas gate rejects it.
+//! and whether the crate exposes it, why the ptxas gate rejects it, or that this build did not
+//! compile it (a default build compiles only the shipping set: build with
+//! `FLASH_ATTN_KERNELS=all` for the whole space).
 //!
 //! ```text
 //! flash-attn-configs                      # the table
@@ -12,8 +14,8 @@
 use std::process::ExitCode;
 
 use flash_attn::{
-    for_each_candidate, Architecture, EntryName, QSource, TileConfig, ARCHITECTURES,
-    FORWARD_KERNELS,
+    for_each_candidate, Architecture, EntryName, KernelSet, QSource, TileConfig, ARCHITECTURES,
+    BUILT_CONFIGS, FORWARD_KERNELS, KERNEL_SET,
 };
 use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures};
 use flash_attn_build::ptxas::{find_ptxas, Resources};
@@ -23,7 +25,7 @@ const USAGE: &str = "usage: flash-attn-configs [--write-gate FILE]
   (no argument)      list every candidate configuration, its gates and its resources
   --write-gate FILE  assemble every entry with ptxas ($PTXAS, PATH or /usr/local/cuda/bin) for
                      sm_89 and sm_90 and write the gate file (host/ptxas-gate.tsv); rebuild to
-                     apply it";
+                     apply it. Needs a build of the whole space (FLASH_ATTN_KERNELS=all)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,6 +49,14 @@ fn main() -> ExitCode {
 }
 
 fn write_gate(path: &str) -> Result<(), String> {
+    if KERNEL_SET != KernelSet::All {
+        return Err(format!(
+            "this build compiled only the {KERNEL_SET:?} set ({} entries), and the gate file \
+             records the whole space: rebuild with FLASH_ATTN_KERNELS=all (`FLASH_ATTN_KERNELS=all \
+             cargo run -p flash-attn-tools --bin flash-attn-configs -- --write-gate {path}`)",
+            BUILT_CONFIGS.len()
+        ));
+    }
     let ptxas = find_ptxas().ok_or("no ptxas found: set PTXAS=/path/to/ptxas")?;
     let start = std::time::Instant::now();
     let (version, records) = measure_ptxas_gate(&ptxas)?;
@@ -77,7 +87,8 @@ fn list() {
         "sm_90 regs/spill/blocks"
     );
     let (gate_version, gate) = committed_gate();
-    let (mut candidates, mut compile_rejected, mut ptxas_rejected, mut ungated) = (0, 0, 0, 0);
+    let (mut candidates, mut compile_rejected, mut ptxas_rejected, mut ungated, mut not_built) =
+        (0, 0, 0, 0, 0);
     for_each_candidate(|dtype, candidate, verdict| {
         candidates += 1;
         let none = || "-".to_owned();
@@ -96,13 +107,21 @@ fn list() {
                     None => ARCHITECTURES.map(|_| none()),
                 };
                 let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
+                let built = BUILT_CONFIGS.contains(&(dtype, tile));
                 let (status, reason) = match (record, exposed) {
                     (_, true) => ("exposed", entry),
-                    (Some(record), false) => {
+                    (Some(record), false) if !record_failures(&tile, record).is_empty() => {
                         ptxas_rejected += 1;
                         ("ptxas", record_failures(&tile, record).join("; "))
                     }
-                    (None, false) => {
+                    (_, false) if !built => {
+                        not_built += 1;
+                        (
+                            "unbuilt",
+                            format!("{entry}: not in this build's {KERNEL_SET:?} set"),
+                        )
+                    }
+                    (_, false) => {
                         ungated += 1;
                         ("ungated", format!("{entry}: not in host/ptxas-gate.tsv"))
                     }
@@ -130,9 +149,12 @@ fn list() {
     });
     println!(
         "{candidates} candidates: {compile_rejected} rejected by the compile-time gates, {} \
-         compiled into PTX entries; of those, {ptxas_rejected} rejected by the ptxas gate \
-         ({gate_version}), {ungated} not gated, {} exposed (FORWARD_KERNELS).",
+         pass them; of those, {ptxas_rejected} rejected by the ptxas gate ({gate_version}), \
+         {ungated} not gated, {not_built} passing it but not compiled by this build (the \
+         {KERNEL_SET:?} set, {} entries; FLASH_ATTN_KERNELS=all compiles them all), {} exposed \
+         (FORWARD_KERNELS).",
         candidates - compile_rejected,
+        BUILT_CONFIGS.len(),
         FORWARD_KERNELS.len()
     );
 }

@@ -2,6 +2,10 @@
 //! the best of each group in full, re-times each group's winner against its runner-up, and
 //! writes the dispatch table that the default API uses.
 //!
+//! It searches the whole space, so it needs a build of it: `FLASH_ATTN_KERNELS=all` at build
+//! time (`scripts/build-bundle.sh` builds the bundle so). A default build holds only the
+//! shipping set, the kernels the current table names, and the tuner refuses to run on it.
+//!
 //! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]`, or, without a GPU,
 //! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
 //!
@@ -41,7 +45,8 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, GridSize, FORWARD_KERNELS, NOT_TUNED, SUPPORTED_HEAD_DIMS,
+    ForwardOptions, GridSize, KernelSet, FORWARD_KERNELS, KERNEL_SET, NOT_TUNED,
+    SUPPORTED_HEAD_DIMS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes};
 use flash_attn_tools::tuning::{
@@ -576,6 +581,15 @@ fn replot(json: &Path, out: &Path) -> Result<PathBuf, String> {
 
 /// The whole run; returns how many (shape, configuration) runs failed validation.
 fn run(args: &Args) -> Result<usize, String> {
+    // The tuner searches the space: a default build holds only the kernels the current table
+    // names, and tuning over those alone could never move the table to another kernel.
+    if KERNEL_SET != KernelSet::All {
+        return Err(format!(
+            "this build holds only the {KERNEL_SET:?} set ({} kernels): build the tuner with \
+             FLASH_ATTN_KERNELS=all to search every configuration (scripts/build-bundle.sh does)",
+            FORWARD_KERNELS.len()
+        ));
+    }
     let gpu = FlashAttention::new().map_err(|error| format!("no usable GPU: {error}"))?;
     let gpu_error = |error: Error| format!("CUDA failure, stopping: {error}");
     let repeats = if args.quick { QUICK } else { FULL };

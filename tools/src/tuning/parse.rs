@@ -13,7 +13,8 @@ use crate::timing::LaunchTimes;
 
 /// The measurements of a [`super::to_json`] text, in the order written.
 ///
-/// Each `config` is resolved with [`flash_attn::kernel_by_name`], each `grid` read back as written.
+/// Each `config` is resolved with [`flash_attn::kernel_by_name`] (so a run over the whole space
+/// reads back only in a `FLASH_ATTN_KERNELS=all` build), each `grid` read back as written.
 /// A `tuning.json` from before the dispatch table had a grid size has no `grid`: that run
 /// grouped the shapes of a bucket together and its entries became the large-grid ones, so its
 /// measurements read back as [`GridSize::Large`]. What the JSON does not hold is
@@ -82,7 +83,16 @@ fn measurement(json: MeasurementJson) -> Result<Measurement, String> {
         plain_max_abs_error,
         plain_mean_abs_error,
     ];
-    let kernel = flash_attn::kernel_by_name(&config).map_err(|error| format!("config: {error}"))?;
+    let kernel = flash_attn::kernel_by_name(&config).map_err(|error| {
+        let hint = match flash_attn::KERNEL_SET {
+            flash_attn::KernelSet::All => "",
+            flash_attn::KernelSet::Shipping => {
+                " (this build holds only the shipping set: build with FLASH_ATTN_KERNELS=all \
+                 to read a run over the whole space)"
+            }
+        };
+        format!("config: {error}{hint}")
+    })?;
     if dtype != dtype_name(kernel.dtype) || head_dim != kernel.tile.head_dim {
         return Err(format!("{config} is not a {dtype} D={head_dim} kernel"));
     }
