@@ -4,10 +4,11 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [load] [tune] [tests] [sanitizer] [bench] [peers] [noise]   (no argument: all but tune)
+# Usage: run.sh [load] [tune] [tests] [sm80] [sanitizer] [bench] [peers] [noise]   (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
 #   tests, sanitizer: run side by side, after one process has filled the JIT cache;
+#   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80: the sm_80 PTX through the JIT;
 #   tune:  the autotuner (not part of "all": its five output files plus the others would pass
 #          the 8 files a device call returns); copy $OUT/dispatch-table.tsv over
 #          host/dispatch-table.tsv and commit it;
@@ -27,7 +28,7 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-load tests sanitizer bench peers noise}
+phases=${*:-load tests sm80 sanitizer bench peers noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -132,6 +133,17 @@ if wants sanitizer; then
         summary_line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "sanitizer-$name.log" | tail -n 1)
         note "sanitizer $tool $filter${shard:+ [$shard]}: $(tail -n 1 "sanitizer-$name.log"), $summary_line"
     done
+fi
+
+# 1b. The GPU tests again on the sm_80 PTX (what an A100 or an RTX 30x0 loads), JIT-compiled
+#     on this device: every test's instance forces that PTX target (FLASH_ATTN_PTX_TARGET).
+if wants sm80; then
+    start=$SECONDS
+    # Not a file of its own in $OUT (at most 8 come back): the result and any failure go to
+    # the summary.
+    FLASH_ATTN_PTX_TARGET=sm_80 ./gpu-tests --test-threads=4 > gpu-tests-sm80.log 2>&1
+    note "gpu tests on the sm_80 PTX (exit $?, $((SECONDS - start)) s): $(grep 'test result' gpu-tests-sm80.log | tail -n 1)"
+    grep -E "^test .*FAILED|panicked" gpu-tests-sm80.log | head -n 20 | tee -a "$summary"
 fi
 
 # 3. The criterion benchmark.

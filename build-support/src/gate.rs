@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flash_attn_params::{Architecture, TileConfig, ARCHITECTURES};
+use flash_attn_params::{ptx_target_for, Architecture, TileConfig, ARCHITECTURES};
 
 use crate::kernels::module_path;
 use crate::ptxas::{assemble_module, cache_file_name, ptxas_version, run_in_parallel, Resources};
@@ -164,15 +164,14 @@ pub fn parse_gate_file(text: &str) -> Result<Gate, String> {
     Ok((version, records))
 }
 
-/// The ptxas version and the gate records of the single-entry modules `modules`
-/// (`(entry, module path)`), assembled for each of [`ARCHITECTURES`] in parallel. A module
-/// already assembled by the same ptxas is read from the `cache` folder instead
-/// ([`cache_file_name`]).
-pub fn gate_records(
-    ptxas: &Path,
-    modules: &[(String, PathBuf)],
-    cache: &Path,
-) -> Result<Gate, String> {
+/// The single-entry modules of one entry to assemble for each of [`ARCHITECTURES`], in order:
+/// each architecture's is that of the PTX target it runs ([`ptx_target_for`]).
+pub type EntryModules = (String, [PathBuf; ARCHITECTURES.len()]);
+
+/// The ptxas version and the gate records of the single-entry modules `modules`, each
+/// assembled for its architecture, in parallel. A module already assembled by the same ptxas
+/// is read from the `cache` folder instead ([`cache_file_name`]).
+pub fn gate_records(ptxas: &Path, modules: &[EntryModules], cache: &Path) -> Result<Gate, String> {
     let version = ptxas_version(ptxas)?;
     let scratch = std::env::temp_dir().join(format!("flash-attn-gate-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|error| error.to_string())?;
@@ -181,7 +180,8 @@ pub fn gate_records(
         .flat_map(|module| (0..ARCHITECTURES.len()).map(move |arch| (module, arch)))
         .collect();
     let results = run_in_parallel(&jobs, |&(module, arch)| -> Result<Resources, String> {
-        let (entry, path) = &modules[module];
+        let (entry, paths) = &modules[module];
+        let path = &paths[arch];
         let arch = ARCHITECTURES[arch].name;
         let text = std::fs::read(path)
             .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
@@ -229,22 +229,31 @@ pub fn gate_records(
     Ok((version, records))
 }
 
-/// Runs the ptxas gate over every entry the build compiled
+/// Runs the ptxas gate over every entry the build compiled, each architecture on the PTX of its
+/// PTX target
 /// ([`BUILT_CONFIGS`](flash_attn_params::BUILT_CONFIGS): the shipping set, or the whole search
 /// space with `FLASH_ATTN_KERNELS=all`), from the modules it wrote into `ptx_dir` (so only on
 /// the machine that built the runtime), in entry order: the ptxas version and one record per
 /// entry, as the gate file holds them. Results are cached next to the modules, keyed by module
 /// text, ptxas version and architecture.
 pub fn measure_gate(ptxas: &Path, ptx_dir: &Path) -> Result<Gate, String> {
-    let modules: Vec<(String, PathBuf)> = flash_attn_params::BUILT_CONFIGS
+    let modules: Vec<EntryModules> = flash_attn_params::BUILT_CONFIGS
         .iter()
         .map(|&(dtype, tile)| {
             let entry = flash_attn_params::EntryName(dtype, tile).to_string();
-            let path = module_path(ptx_dir, &entry);
-            (entry, path)
+            let paths = ARCHITECTURES.map(|arch| {
+                let ptx = ptx_target_for(arch.compute_capability)
+                    .expect("the oldest architecture is a PTX target");
+                module_path(ptx_dir, ptx.name, &entry)
+            });
+            (entry, paths)
         })
         .collect();
-    if let Some((_, missing)) = modules.iter().find(|(_, path)| !path.is_file()) {
+    if let Some(missing) = modules
+        .iter()
+        .flat_map(|(_, paths)| paths)
+        .find(|path| !path.is_file())
+    {
         return Err(format!(
             "{} is missing: the gate needs the PTX modules of the build on this machine",
             missing.display()

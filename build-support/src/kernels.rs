@@ -25,8 +25,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use flash_attn_params::{
-    Dtype, EntryName, TileArgs, TileConfig, ARCHITECTURES, BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET,
-    KERNEL_SHARDS, PTX_TARGET,
+    ptx_target_for, Architecture, Dtype, EntryName, TileArgs, TileConfig, ARCHITECTURES,
+    BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET, KERNEL_SHARDS,
 };
 
 use crate::dispatch::write_default_api_tables;
@@ -42,9 +42,10 @@ const INSTALL_HINT: &str =
 /// `DEP_FLASH_ATTN_KERNELS_PTX_DIR` (the runtime's `links` name is `flash_attn_kernels`).
 pub const PTX_DIR_METADATA: &str = "ptx_dir";
 
-/// The single-entry PTX module of `entry` in the build's module folder `ptx_dir`.
-pub fn module_path(ptx_dir: &Path, entry: &str) -> PathBuf {
-    ptx_dir.join(format!("{entry}.ptx"))
+/// The single-entry PTX module of `entry` for the PTX target `arch` in the build's module
+/// folder `ptx_dir`: `ptx_dir/<arch>/<entry>.ptx`.
+pub fn module_path(ptx_dir: &Path, arch: &str, entry: &str) -> PathBuf {
+    ptx_dir.join(arch).join(format!("{entry}.ptx"))
 }
 
 /// The build script of the runtime crate (`host/build.rs`): builds the kernels and writes
@@ -82,10 +83,104 @@ pub fn build_kernels() {
         .unwrap_or(&out_dir)
         .join("kernels-gpu");
 
+    // One nvptx build per PTX target (each needs one target-cpu for all its crates), in its
+    // own target directory, all at once: on two cores the builds overlap their serial parts.
+    let start = Instant::now();
+    let builds: Vec<(&Architecture, std::process::Child)> = ptx_targets()
+        .map(|arch| {
+            let child = nvptx_build(&kernels, &kernel_target_dir.join(arch.name), arch)
+                .spawn()
+                .unwrap_or_else(|error| {
+                    panic!("could not run cargo to build the kernels: {error}; {INSTALL_HINT}")
+                });
+            (arch, child)
+        })
+        .collect();
+    for (arch, mut child) in builds {
+        let status = child.wait().unwrap_or_else(|error| {
+            panic!(
+                "could not wait for the kernel build for {}: {error}",
+                arch.name
+            )
+        });
+        if !status.success() {
+            panic!(
+                "building kernels-gpu for {NVPTX_TARGET} ({}) failed ({status}); see the errors above",
+                arch.name
+            );
+        }
+        // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and
+        // cargo, missing that output, rebuilt every shard (45 s) at each run of this script.
+        // The `.s` is that PTX.
+        for shard in 0..KERNEL_SHARDS {
+            let asm = shard_ptx(&kernel_target_dir, arch, shard);
+            let linked = asm.with_extension("ptx");
+            std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
+                panic!(
+                    "cannot copy {} to {}: {error}",
+                    asm.display(),
+                    linked.display()
+                )
+            });
+        }
+    }
+    eprintln!(
+        "built the {KERNEL_SHARDS} kernel shards ({} entries, {KERNEL_SET:?} set) for {} PTX \
+         targets in {:.1} s",
+        BUILT_CONFIGS.len(),
+        ptx_targets().count(),
+        start.elapsed().as_secs_f64()
+    );
+
+    let start = Instant::now();
+    let modules = split_entries(&kernel_target_dir, &out_dir);
+    let gate_path = manifest_dir.join("ptxas-gate.tsv");
+    println!("cargo:rerun-if-changed={}", gate_path.display());
+    let gate = read_gate(&gate_path);
+    let exposed = exposed_kernels(&modules, &gate);
+    let default_api_entries = write_default_api_tables(repository, &out_dir);
+    let wanted_cubins = cubin_entries(&default_api_entries, &exposed);
+    let cubins = build_cubins(
+        &out_dir,
+        &kernel_target_dir.join("cubin-cache"),
+        &wanted_cubins,
+    );
+    write_kernel_table(&out_dir, &exposed);
+    // Where every built entry's module is, exposed or not, for the ptxas gate's measurement
+    // (the tools and `cargo test`), on the machine that built the crate.
+    println!("cargo:{PTX_DIR_METADATA}={}", utf8(&out_dir.join("ptx")));
+    write_cubin_table(&out_dir.join("cubins.rs"), &cubins);
+    eprintln!(
+        "split, deflated, assembled and listed in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// The architectures the build compiles PTX for ([`Architecture::ptx_target`]), oldest first.
+pub fn ptx_targets() -> impl Iterator<Item = &'static Architecture> {
+    ARCHITECTURES.iter().filter(|arch| arch.ptx_target)
+}
+
+/// The PTX target whose PTX a device, or the cubins, of `arch` use.
+fn ptx_of_arch(arch: &Architecture) -> &'static Architecture {
+    ptx_target_for(arch.compute_capability).expect("the oldest architecture is a PTX target")
+}
+
+/// The PTX of shard `shard` in the nvptx build for `arch`.
+fn shard_ptx(kernel_target_dir: &Path, arch: &Architecture, shard: usize) -> PathBuf {
+    kernel_target_dir
+        .join(arch.name)
+        .join(NVPTX_TARGET)
+        .join(format!("release/deps/flash_attn_kernels_shard_{shard}.s"))
+}
+
+/// The inner cargo that compiles the shard crates of `kernels` to PTX for `arch` into
+/// `target_dir`.
+fn nvptx_build(kernels: &Path, target_dir: &Path, arch: &Architecture) -> Command {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command
-        .current_dir(&kernels)
+        .current_dir(kernels)
         .args([
             "build",
             "--release",
@@ -95,7 +190,7 @@ pub fn build_kernels() {
             NVPTX_TARGET,
         ])
         .arg("--target-dir")
-        .arg(&kernel_target_dir)
+        .arg(target_dir)
         // RUSTFLAGS reach every crate of the nvptx build (core included, and no build script:
         // those are host artifacts). Each crate writes its PTX (`asm`) next to its library; the
         // bitcode linker of the shards' cdylibs is not installable here, and the PTX is
@@ -103,7 +198,7 @@ pub fn build_kernels() {
         .env(
             "RUSTFLAGS",
             [
-                &format!("-Ctarget-cpu={}", PTX_TARGET.name),
+                &format!("-Ctarget-cpu={}", arch.name),
                 "--emit=asm,link",
                 "-Clinker=/bin/true",
                 // Fragment arrays are indexed by loop counters; fully unrolled they live in
@@ -135,113 +230,72 @@ pub fn build_kernels() {
             command.env_remove(key.as_ref());
         }
     }
-    let start = Instant::now();
-    let status = command.status().unwrap_or_else(|error| {
-        panic!("could not run cargo to build the kernels: {error}; {INSTALL_HINT}")
-    });
-    if !status.success() {
-        panic!("building kernels-gpu for {NVPTX_TARGET} failed ({status}); see the errors above");
-    }
-    eprintln!(
-        "built the {KERNEL_SHARDS} kernel shards ({} entries, {KERNEL_SET:?} set) in {:.1} s",
-        BUILT_CONFIGS.len(),
-        start.elapsed().as_secs_f64()
-    );
-    // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and cargo,
-    // missing that output, rebuilt every shard (45 s) at each run of this script. The `.s` is
-    // that PTX.
-    for shard in 0..KERNEL_SHARDS {
-        let deps = kernel_target_dir.join(NVPTX_TARGET).join("release/deps");
-        let asm = deps.join(format!("flash_attn_kernels_shard_{shard}.s"));
-        let linked = deps.join(format!("flash_attn_kernels_shard_{shard}.ptx"));
-        std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
-            panic!(
-                "cannot copy {} to {}: {error}",
-                asm.display(),
-                linked.display()
-            )
-        });
-    }
-
-    let start = Instant::now();
-    let modules = split_entries(&kernel_target_dir, &out_dir);
-    let gate_path = manifest_dir.join("ptxas-gate.tsv");
-    println!("cargo:rerun-if-changed={}", gate_path.display());
-    let gate = read_gate(&gate_path);
-    let exposed = exposed_kernels(&modules, &gate);
-    let default_api_entries = write_default_api_tables(repository, &out_dir);
-    let wanted_cubins = cubin_entries(&default_api_entries, &exposed);
-    let cubins = build_cubins(
-        &out_dir,
-        &kernel_target_dir.join("cubin-cache"),
-        &wanted_cubins,
-    );
-    write_kernel_table(&out_dir, &exposed);
-    // Where every built entry's module is, exposed or not, for the ptxas gate's measurement
-    // (the tools and `cargo test`), on the machine that built the crate.
-    println!("cargo:{PTX_DIR_METADATA}={}", utf8(&out_dir.join("ptx")));
-    write_cubin_table(&out_dir.join("cubins.rs"), &cubins);
-    eprintln!(
-        "split, deflated, assembled and listed in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
+    command
 }
 
-/// A configuration of [`BUILT_CONFIGS`]: its entry, element type and tile, and its single-entry
-/// PTX module under `OUT_DIR/ptx/`.
+/// A configuration of [`BUILT_CONFIGS`]: its entry, element type and tile, and the folder of
+/// its single-entry PTX modules, one per PTX target ([`module_path`]).
 struct EntryModule {
     entry: String,
     dtype: Dtype,
     tile: TileConfig,
-    path: PathBuf,
+    ptx_dir: PathBuf,
 }
 
-/// Splits every shard's PTX into one module per entry (`OUT_DIR/ptx/<entry>.ptx`), in the
-/// order of [`BUILT_CONFIGS`], and checks that the entries are exactly those configurations.
+impl EntryModule {
+    /// The module of this entry's PTX for the PTX target `arch`.
+    fn path(&self, arch: &Architecture) -> PathBuf {
+        module_path(&self.ptx_dir, arch.name, &self.entry)
+    }
+}
+
+/// Splits every shard's PTX into one module per entry and PTX target
+/// (`OUT_DIR/ptx/<arch>/<entry>.ptx`), in the order of [`BUILT_CONFIGS`], and checks that the
+/// entries of each target are exactly those configurations.
 fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
     let modules_dir = out_dir.join("ptx");
     // Leftovers of entries that no longer exist must not linger next to the new ones.
     let _ = std::fs::remove_dir_all(&modules_dir);
-    std::fs::create_dir_all(&modules_dir)
-        .unwrap_or_else(|error| panic!("cannot create {}: {error}", modules_dir.display()));
-    let mut written = HashSet::new();
-    for shard in 0..KERNEL_SHARDS {
-        let path = kernel_target_dir
-            .join(NVPTX_TARGET)
-            .join(format!("release/deps/flash_attn_kernels_shard_{shard}.s"));
-        let ptx = std::fs::read_to_string(&path).unwrap_or_else(|error| {
-            panic!(
-                "the kernel build left no PTX at {}: {error}",
-                path.display()
-            )
-        });
-        for (entry, module) in entry_modules(&ptx) {
-            let module_path = module_path(&modules_dir, entry);
-            std::fs::write(&module_path, module)
-                .unwrap_or_else(|error| panic!("cannot write {}: {error}", module_path.display()));
-            written.insert(entry.to_owned());
-        }
-    }
     let modules: Vec<EntryModule> = BUILT_CONFIGS
         .iter()
-        .map(|&(dtype, tile)| {
-            let entry = EntryName(dtype, tile).to_string();
-            let path = module_path(&modules_dir, &entry);
-            EntryModule {
-                entry,
-                dtype,
-                tile,
-                path,
-            }
+        .map(|&(dtype, tile)| EntryModule {
+            entry: EntryName(dtype, tile).to_string(),
+            dtype,
+            tile,
+            ptx_dir: modules_dir.clone(),
         })
         .collect();
     let expected: HashSet<String> = modules.iter().map(|m| m.entry.clone()).collect();
-    if written != expected {
-        panic!(
-            "the shards' PTX entries differ from the built configurations: missing {:?}, extra {:?}",
-            expected.difference(&written).collect::<Vec<_>>(),
-            written.difference(&expected).collect::<Vec<_>>()
-        );
+    for arch in ptx_targets() {
+        let arch_dir = modules_dir.join(arch.name);
+        std::fs::create_dir_all(&arch_dir)
+            .unwrap_or_else(|error| panic!("cannot create {}: {error}", arch_dir.display()));
+        let mut written = HashSet::new();
+        for shard in 0..KERNEL_SHARDS {
+            let path = shard_ptx(kernel_target_dir, arch, shard);
+            let ptx = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+                panic!(
+                    "the kernel build left no PTX at {}: {error}",
+                    path.display()
+                )
+            });
+            for (entry, module) in entry_modules(&ptx) {
+                let module_path = module_path(&modules_dir, arch.name, entry);
+                std::fs::write(&module_path, module).unwrap_or_else(|error| {
+                    panic!("cannot write {}: {error}", module_path.display())
+                });
+                written.insert(entry.to_owned());
+            }
+        }
+        if written != expected {
+            panic!(
+                "the shards' PTX entries for {} differ from the built configurations: missing \
+                 {:?}, extra {:?}",
+                arch.name,
+                expected.difference(&written).collect::<Vec<_>>(),
+                written.difference(&expected).collect::<Vec<_>>()
+            );
+        }
     }
     modules
 }
@@ -341,13 +395,16 @@ fn build_cubins(
     let jobs: Vec<BuiltCubin> = modules
         .iter()
         .flat_map(|module| {
-            ARCHITECTURES.iter().map(|arch| BuiltCubin {
-                entry: module.entry.clone(),
-                arch: arch.name,
-                compute_capability: arch.compute_capability,
-                module: module.path.clone(),
-                image: cubin_dir.join(format!("{}.{}.cubin", module.entry, arch.name)),
-            })
+            ARCHITECTURES
+                .iter()
+                .filter(|arch| arch.cubins)
+                .map(|arch| BuiltCubin {
+                    entry: module.entry.clone(),
+                    arch: arch.name,
+                    compute_capability: arch.compute_capability,
+                    module: module.path(ptx_of_arch(arch)),
+                    image: cubin_dir.join(format!("{}.{}.cubin", module.entry, arch.name)),
+                })
         })
         .collect();
     // A module ptxas already assembled (same text, same ptxas, same architecture:
@@ -414,22 +471,31 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
          /// space, every configuration that passes the compile-time gates.\n\
          pub const FORWARD_KERNELS: &[ForwardKernel] = &[\n",
     );
-    // One module per core at a time: 266 modules, 38 MB, in the whole space.
-    let deflated_paths = ptxas::run_in_parallel(exposed, |module| {
-        let ptx = std::fs::read(&module.path).expect("the module was just written");
-        let deflated = module.path.with_extension("ptx.deflate");
+    // One module per core at a time: 266 modules, 38 MB per PTX target, in the whole space.
+    let jobs: Vec<(&EntryModule, &Architecture)> = exposed
+        .iter()
+        .flat_map(|&module| ptx_targets().map(move |arch| (module, arch)))
+        .collect();
+    let deflated_paths = ptxas::run_in_parallel(&jobs, |(module, arch)| {
+        let path = module.path(arch);
+        let ptx = std::fs::read(&path).expect("the module was just written");
+        let deflated = path.with_extension("ptx.deflate");
         std::fs::write(&deflated, miniz_oxide::deflate::compress_to_vec(&ptx, 6))
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", deflated.display()));
         deflated
     });
+    let targets = ptx_targets().count();
     let mut deflated_modules = String::new();
-    for (index, (module, deflated)) in exposed.iter().zip(&deflated_paths).enumerate() {
-        writeln!(
-            deflated_modules,
-            "    include_bytes!({:?}),",
-            utf8(deflated)
-        )
-        .unwrap();
+    for (index, (module, deflated)) in exposed
+        .iter()
+        .zip(deflated_paths.chunks(targets))
+        .enumerate()
+    {
+        let per_target: Vec<String> = deflated
+            .iter()
+            .map(|path| format!("include_bytes!({:?})", utf8(path)))
+            .collect();
+        writeln!(deflated_modules, "    [{}],", per_target.join(", ")).unwrap();
         writeln!(
             table,
             "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: tile!({}), index: {index} }},",
@@ -444,9 +510,14 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
     // that uses it: as a field of the list, the modules made flash-attn-load-time 15.5 MB, not 6.
     writeln!(
         table,
-        "/// The deflated PTX module of each of [`FORWARD_KERNELS`], by index.\n\
-         static DEFLATED_PTX: [&[u8]; {}] = [\n{deflated_modules}];\n",
-        exposed.len()
+        "/// The deflated PTX modules of each of [`FORWARD_KERNELS`], by index, one per PTX\n\
+         /// target: [`PTX_TARGETS`] in order.\n\
+         static DEFLATED_PTX: [[&[u8]; {targets}]; {}] = [\n{deflated_modules}];\n\n\
+         /// The architectures the build compiled PTX for, oldest first: the names of the columns\n\
+         /// of `DEFLATED_PTX`.\n\
+         pub const PTX_TARGETS: [&str; {targets}] = {:?};\n",
+        exposed.len(),
+        ptx_targets().map(|arch| arch.name).collect::<Vec<_>>()
     )
     .unwrap();
     let path = out_dir.join("kernel_table.rs");

@@ -14,10 +14,23 @@ pub enum Error {
         driver_version: i32,
         required_version: i32,
     },
-    /// The device is older than the PTX target (`sm_89`).
+    /// The device is older than every PTX target the build compiled (`sm_80`).
     UnsupportedDevice {
         name: String,
         compute_capability: (i32, i32),
+    },
+    /// [`crate::LoadOptions::ptx_target`] names an architecture the build compiled no PTX for,
+    /// or one newer than the device.
+    UnsupportedPtxTarget {
+        target: &'static str,
+        compute_capability: (i32, i32),
+    },
+    /// The kernel needs more shared memory per block than the device lets a block opt into
+    /// (sm_86 and sm_87 give 99 KiB, against 163 KiB on the A100).
+    SharedMemoryUnavailable {
+        kernel: &'static str,
+        needed: usize,
+        available: usize,
     },
     /// Loading the PTX module failed.
     ModuleLoad(CudaError),
@@ -101,7 +114,20 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedDevice { name, compute_capability: (major, minor) } => write!(
                 f,
-                "{name} has compute capability {major}.{minor}; the kernels are PTX for sm_89 and need 8.9 or newer"
+                "{name} has compute capability {major}.{minor}; the oldest PTX target of the kernels is {} and needs {}.{} or newer",
+                flash_attn_params::ARCHITECTURES[0].name,
+                flash_attn_params::ARCHITECTURES[0].compute_capability.0,
+                flash_attn_params::ARCHITECTURES[0].compute_capability.1
+            ),
+            Error::UnsupportedPtxTarget { target, compute_capability: (major, minor) } => write!(
+                f,
+                "the PTX target {target} was asked for, but the build compiled PTX for {:?} only, \
+                 and a device of compute capability {major}.{minor} runs PTX no newer than its own",
+                crate::kernels::PTX_TARGETS
+            ),
+            Error::SharedMemoryUnavailable { kernel, needed, available } => write!(
+                f,
+                "{kernel} needs {needed} bytes of shared memory per block; this device gives at most {available}"
             ),
             Error::ModuleLoad(error) => write!(f, "loading the kernels' PTX failed: {error}"),
             Error::UnsupportedHeadDim { head_dim, supported } => {

@@ -12,7 +12,9 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{Dtype, QSource, SmemLayout, TileConfig, PTX_TARGET};
+use flash_attn_params::{
+    ptx_target_for, Architecture, Dtype, QSource, SmemLayout, TileConfig, ARCHITECTURES,
+};
 
 use crate::Error;
 
@@ -127,6 +129,13 @@ pub struct LoadOptions {
     /// Always JIT-compile the PTX, even where a cubin for the device was built (default
     /// `false`). For measuring or working around the cubins; the kernels are the same.
     pub force_ptx: bool,
+    /// JIT-compile the PTX of this architecture, one of [`PTX_TARGETS`], whatever the device
+    /// (default `None`: the newest PTX target not newer than the device,
+    /// [`flash_attn_params::ptx_target_for`]). A device runs PTX of its own compute capability
+    /// or older: `Some(*architecture_named("sm_80").unwrap())` runs the sm_80 PTX, the one an
+    /// A100 or an RTX 30x0 loads, on an H100. No cubin is loaded when the target differs from
+    /// the device's own.
+    pub ptx_target: Option<Architecture>,
 }
 
 impl LoadOptions {
@@ -141,6 +150,12 @@ impl LoadOptions {
     ) -> Result<&'static Cubin, PtxReason> {
         if self.force_ptx {
             return Err(PtxReason::Forced);
+        }
+        // The cubins are assembled from the PTX of the device's own PTX target.
+        if let Some(target) = self.ptx_target {
+            if ptx_target_for(compute_capability).map(|own| own.name) != Some(target.name) {
+                return Err(PtxReason::Forced);
+            }
         }
         if CUBINS.is_empty() {
             return Err(PtxReason::NotBuilt);
@@ -168,7 +183,8 @@ pub enum KernelSource {
 /// Why a kernel was JIT-compiled from PTX rather than loaded from a cubin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PtxReason {
-    /// [`LoadOptions::force_ptx`] was set.
+    /// [`LoadOptions::force_ptx`] was set, or [`LoadOptions::ptx_target`] names another PTX
+    /// target than the device's own.
     Forced,
     /// The build found no ptxas, so it embedded no cubins ([`CUBINS_NOT_BUILT`]).
     NotBuilt,
@@ -176,7 +192,8 @@ pub enum PtxReason {
     /// table and the fallbacks), and this is another one (`FLASH_ATTN_CUBINS=all` at build
     /// time assembles every exposed kernel).
     NotAssembled,
-    /// Cubins exist only for compute capabilities 8.9 and 9.0, and the device is another.
+    /// Cubins exist only for the architectures of [`ARCHITECTURES`] marked for them (8.9 and
+    /// 9.0), and the device is another.
     OtherArchitecture,
     /// The driver refused the cubin (for instance a driver older than the ptxas that built it).
     CubinRejected(CudaError),
@@ -205,8 +222,6 @@ impl fmt::Display for KernelSource {
 
 /// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
-/// The PTX targets this architecture, which older devices cannot run.
-const MIN_COMPUTE_CAPABILITY: (i32, i32) = PTX_TARGET.compute_capability;
 
 /// The head dimensions with an exposed kernel, for every element type.
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
@@ -280,6 +295,10 @@ pub(crate) struct LoadedKernels {
     /// Streaming multiprocessors: the dispatch table's grid size is relative to them. Queried
     /// once here, so that a launch makes no driver query for it.
     pub(crate) sm_count: usize,
+    /// The PTX target whose PTX this device JIT-compiles: its own, or the one the options force.
+    pub(crate) ptx_target: &'static Architecture,
+    /// The most dynamic shared memory a block may opt into on this device.
+    max_smem_per_block: usize,
     /// The device and whether to force the PTX.
     options: LoadOptions,
     // Keeps the primary context retained while the modules live, and is made current on the
@@ -297,12 +316,27 @@ impl LoadedKernels {
             device.get_attribute(DeviceAttribute::ComputeCapabilityMinor)?,
         );
         let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as usize;
-        if compute_capability < MIN_COMPUTE_CAPABILITY {
+        let Some(own_target) = ptx_target_for(compute_capability) else {
             return Err(Error::UnsupportedDevice {
                 name,
                 compute_capability,
             });
-        }
+        };
+        let ptx_target = match options.ptx_target {
+            None => own_target,
+            Some(target) => ARCHITECTURES
+                .iter()
+                .find(|arch| {
+                    arch.name == target.name
+                        && PTX_TARGETS.contains(&arch.name)
+                        && arch.compute_capability <= compute_capability
+                })
+                .ok_or(Error::UnsupportedPtxTarget {
+                    target: target.name,
+                    compute_capability,
+                })?,
+        };
+        let max_smem_per_block = max_smem_per_block_optin(&device)?;
         let driver_version = driver_version()?;
         if driver_version < REQUIRED_DRIVER_VERSION {
             return Err(Error::DriverTooOld {
@@ -317,6 +351,8 @@ impl LoadedKernels {
             device_name: name,
             compute_capability,
             sm_count,
+            ptx_target,
+            max_smem_per_block,
             options: *options,
             context,
         })
@@ -350,6 +386,13 @@ impl LoadedKernels {
         }
         // The exposed kernel itself, whatever a caller's copy of it says.
         let kernel = &FORWARD_KERNELS[index];
+        if kernel.tile.smem_bytes() > self.max_smem_per_block {
+            return Err(Error::SharedMemoryUnavailable {
+                kernel: kernel.entry,
+                needed: kernel.tile.smem_bytes(),
+                available: self.max_smem_per_block,
+            });
+        }
         let (module, source) = self.load_module(kernel)?;
         let function = module.get_function(kernel.entry)?;
         allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
@@ -376,24 +419,59 @@ impl LoadedKernels {
                 Err(error) => PtxReason::CubinRejected(error),
             },
         };
-        let module = Module::from_ptx(ptx_of(kernel), &[]).map_err(Error::ModuleLoad)?;
+        let module = Module::from_ptx(ptx_of(kernel, self.ptx_target.name), &[])
+            .map_err(Error::ModuleLoad)?;
         Ok((module, KernelSource::Ptx(reason)))
     }
 }
 
-/// The PTX module of the exposed kernel `entry`, which holds that entry alone: the shard's
-/// preamble (version, target, the shared-memory declaration) plus the entry's body. The build
-/// assembles these same modules into [`CUBINS`]. `None` where no exposed kernel is `entry`.
+/// The PTX module of the exposed kernel `entry` for the newest PTX target (sm_89), which holds
+/// that entry alone: the shard's preamble (version, target, the shared-memory declaration)
+/// plus the entry's body. The build assembles these same modules into [`CUBINS`]. `None` where
+/// no exposed kernel is `entry`.
 pub fn entry_ptx(entry: &str) -> Option<String> {
-    kernel_by_name(entry).ok().map(ptx_of)
+    entry_ptx_for(entry, PTX_TARGETS[PTX_TARGETS.len() - 1])
 }
 
-/// The PTX of `kernel`, inflated: under a millisecond for one module, against 0.1-0.4 s for
-/// the driver to JIT-compile it.
-fn ptx_of(kernel: &ForwardKernel) -> String {
-    let bytes = miniz_oxide::inflate::decompress_to_vec(DEFLATED_PTX[kernel.index])
+/// As [`entry_ptx`], for the PTX target named `target` (one of [`PTX_TARGETS`]); `None` where
+/// no exposed kernel is `entry` or the build compiled no PTX for `target`.
+pub fn entry_ptx_for(entry: &str, target: &str) -> Option<String> {
+    let kernel = kernel_by_name(entry).ok()?;
+    PTX_TARGETS
+        .contains(&target)
+        .then(|| ptx_of(kernel, target))
+}
+
+/// The PTX of `kernel` for the PTX target `target`, inflated: under a millisecond for one
+/// module, against 0.1-0.4 s for the driver to JIT-compile it.
+fn ptx_of(kernel: &ForwardKernel, target: &str) -> String {
+    let column = PTX_TARGETS
+        .iter()
+        .position(|name| *name == target)
+        .expect("a PTX target of this build");
+    let bytes = miniz_oxide::inflate::decompress_to_vec(DEFLATED_PTX[kernel.index][column])
         .expect("build.rs deflated this module");
     String::from_utf8(bytes).expect("PTX is ASCII")
+}
+
+/// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` (cust's `DeviceAttribute` lacks it).
+fn max_smem_per_block_optin(device: &Device) -> Result<usize, Error> {
+    let mut bytes: c_int = 0;
+    // SAFETY: `bytes` is a live int for the driver to write, and the device handle is valid.
+    let result = unsafe {
+        cust::sys::cuDeviceGetAttribute(
+            &mut bytes,
+            cust::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            device.as_raw(),
+        )
+    };
+    match result {
+        cust::sys::CUresult::CUDA_SUCCESS => Ok(bytes.max(0) as usize),
+        failure => Err(Error::DriverCall {
+            call: "cuDeviceGetAttribute",
+            code: failure as u32,
+        }),
+    }
 }
 
 fn driver_version() -> Result<i32, Error> {

@@ -39,11 +39,11 @@ use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    for_each_candidate, for_each_gated_config, Architecture, Dtype, EntryName, ForwardParams,
-    KernelSet, QSource, SmemLayout, TensorStrides, TileConfig, ARCHITECTURES, BUILT_CONFIGS,
-    CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
-    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, PTX_TARGET,
-    SM89_MAX_SMEM_PER_BLOCK,
+    architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
+    Dtype, EntryName, ForwardParams, KernelSet, QSource, SmemLayout, TensorStrides, TileConfig,
+    ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
+    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS,
+    KERNELS_ENV, KERNEL_SET, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -53,8 +53,9 @@ pub use dispatch::{
 pub use element::{round_to, Element};
 pub use error::Error;
 pub use kernels::{
-    default_kernel, entry_ptx, kernel_by_name, kernel_named, Cubin, ForwardKernel, KernelSource,
-    LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
+    default_kernel, entry_ptx, entry_ptx_for, kernel_by_name, kernel_named, Cubin, ForwardKernel,
+    KernelSource, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, PTX_TARGETS,
+    SUPPORTED_HEAD_DIMS,
 };
 pub use problem::{
     plan, supports, AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan,
@@ -135,6 +136,13 @@ impl FlashAttention {
     /// The device's compute capability, `(major, minor)`: `(9, 0)` on an H100.
     pub fn compute_capability(&self) -> (i32, i32) {
         self.kernels.compute_capability
+    }
+
+    /// The architecture whose PTX this instance JIT-compiles where it loads no cubin: the
+    /// newest PTX target not newer than the device (sm_80 for 8.0 to 8.7, sm_89 from 8.9 up),
+    /// or the one [`LoadOptions::ptx_target`] forces.
+    pub fn ptx_target(&self) -> &'static Architecture {
+        self.kernels.ptx_target
     }
 
     /// The device's streaming multiprocessors (132 on an H100 SXM), queried once when the

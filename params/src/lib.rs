@@ -14,7 +14,7 @@
 
 pub mod arch;
 pub mod tile;
-pub use arch::{Architecture, ARCHITECTURES, PTX_TARGET};
+pub use arch::{architecture_named, ptx_target_for, Architecture, ARCHITECTURES};
 pub use tile::*;
 
 /// The tile configuration of a [`BUILT_CONFIGS`] entry (`TileArgs`' format).

@@ -13,9 +13,10 @@ pub enum Dtype {
     Bf16,
 }
 
-/// The largest dynamic shared memory one block may opt into on sm_89 (99 KiB), the PTX target:
-/// the limit of the compile-time gates.
-pub const SM89_MAX_SMEM_PER_BLOCK: usize = crate::arch::PTX_TARGET.max_smem_per_block;
+/// The largest dynamic shared memory one block may opt into on every device the PTX serves
+/// (99 KiB: sm_89's, and sm_86's, which runs the sm_80 PTX): the limit of the compile-time
+/// gates ([`crate::arch::MIN_SMEM_PER_BLOCK`]).
+pub const SM89_MAX_SMEM_PER_BLOCK: usize = crate::arch::MIN_SMEM_PER_BLOCK;
 
 /// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
 pub const CHUNK_BYTES: usize = 16;

@@ -4,8 +4,8 @@
 //! `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it, with `PTXAS`, for the build too).
 
 use flash_attn::{
-    default_api_kernels, ForwardKernel, LoadOptions, PtxReason, ARCHITECTURES, CUBINS,
-    CUBINS_NOT_BUILT, FORWARD_KERNELS,
+    architecture_named, default_api_kernels, ForwardKernel, LoadOptions, PtxReason, ARCHITECTURES,
+    CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS,
 };
 
 /// `false`, after saying why, where the build embedded no cubins; fails instead if ptxas is
@@ -37,14 +37,14 @@ fn the_build_embedded_a_cubin_per_default_kernel_and_architecture() {
         .collect();
     assert_eq!(
         CUBINS.len(),
-        assembled.len() * ARCHITECTURES.len(),
+        assembled.len() * ARCHITECTURES.iter().filter(|arch| arch.cubins).count(),
         "one cubin per (entry, architecture)"
     );
     for kernel in default_api_kernels() {
         assert!(assembled.contains(&kernel), "no cubin for {}", kernel.entry);
     }
     for kernel in assembled {
-        for arch in &ARCHITECTURES {
+        for arch in ARCHITECTURES.iter().filter(|arch| arch.cubins) {
             let matching: Vec<_> = CUBINS
                 .iter()
                 .filter(|cubin| cubin.entry == kernel.entry && cubin.arch == arch.name)
@@ -100,9 +100,36 @@ fn loading_picks_the_cubin_of_the_exact_compute_capability() {
         default,
         LoadOptions {
             device: 0,
-            force_ptx: false
+            force_ptx: false,
+            ptx_target: None,
         }
     );
+    // Forcing another PTX target than the device's own leaves the cubins (of the device's own
+    // PTX) alone; forcing its own changes nothing.
+    let sm80 = Some(*architecture_named("sm_80").unwrap());
+    let sm89 = Some(*architecture_named("sm_89").unwrap());
+    let on_sm80 = LoadOptions {
+        ptx_target: sm80,
+        ..LoadOptions::default()
+    };
+    let on_sm89 = LoadOptions {
+        ptx_target: sm89,
+        ..LoadOptions::default()
+    };
+    for kernel in FORWARD_KERNELS {
+        for compute_capability in [(8, 9), (9, 0)] {
+            assert_eq!(
+                on_sm80.cubin_for(kernel.entry, compute_capability).err(),
+                Some(PtxReason::Forced)
+            );
+            let picked = |options: &LoadOptions| {
+                options
+                    .cubin_for(kernel.entry, compute_capability)
+                    .map(|cubin| (cubin.entry, cubin.arch))
+            };
+            assert_eq!(picked(&on_sm89), picked(&default));
+        }
+    }
     let forced = LoadOptions {
         force_ptx: true,
         ..LoadOptions::default()
@@ -129,7 +156,7 @@ fn loading_picks_the_cubin_of_the_exact_compute_capability() {
             );
             continue;
         }
-        for arch in &ARCHITECTURES {
+        for arch in ARCHITECTURES.iter().filter(|arch| arch.cubins) {
             let cubin = default
                 .cubin_for(kernel.entry, arch.compute_capability)
                 .unwrap_or_else(|reason| panic!("{} on {}: {reason:?}", kernel.entry, arch.name));

@@ -1,6 +1,9 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
-use flash_attn::{entry_ptx, EntryName, ForwardParams, BUILT_CONFIGS, FORWARD_KERNELS};
+use flash_attn::{
+    entry_ptx, entry_ptx_for, ptx_target_for, EntryName, ForwardParams, BUILT_CONFIGS,
+    FORWARD_KERNELS, PTX_TARGETS,
+};
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
 #[test]
@@ -9,6 +12,16 @@ fn every_module_targets_sm89_and_holds_its_entry_alone_taking_forward_params_by_
     for kernel in FORWARD_KERNELS {
         let ptx = entry_ptx(kernel.entry).unwrap();
         assert!(ptx.contains("\n.target sm_89\n"), "{}", kernel.entry);
+        // The same entry for every PTX target, each for its own target.
+        for target in PTX_TARGETS {
+            let other = entry_ptx_for(kernel.entry, target).unwrap();
+            assert!(
+                other.contains(&format!("\n.target {target}\n")),
+                "{}",
+                kernel.entry
+            );
+            assert_eq!(other.matches(".visible .entry").count(), 1);
+        }
         assert!(ptx.contains("\n.address_size 64\n"), "{}", kernel.entry);
         assert!(ptx.starts_with("//") && ptx.contains(".version"));
         assert_eq!(
@@ -60,7 +73,7 @@ fn the_kernels_use_the_tensor_core_and_async_copy_instructions() {
     assert!(missing.is_empty(), "no kernel uses {missing:?}");
 }
 
-/// The build compiled one module per configuration of its set (the shipping set, or with
+/// The build compiled one module per PTX target and configuration of its set (the shipping set, or with
 /// `FLASH_ATTN_KERNELS=all` every one that passes the compile-time gates), exposed or not (the
 /// ptxas gate reads them), and no other.
 #[test]
@@ -70,11 +83,40 @@ fn the_build_left_a_module_for_every_built_configuration_and_no_other() {
         .map(|&(dtype, tile)| format!("{}.ptx", EntryName(dtype, tile)))
         .collect();
     expected.sort();
-    let mut found: Vec<String> = std::fs::read_dir(BUILD_PTX_DIR)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .filter(|name| name.ends_with(".ptx"))
-        .collect();
-    found.sort();
-    assert_eq!(found, expected);
+    for target in PTX_TARGETS {
+        let mut found: Vec<String> =
+            std::fs::read_dir(std::path::Path::new(BUILD_PTX_DIR).join(target))
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .filter(|name| name.ends_with(".ptx"))
+                .collect();
+        found.sort();
+        assert_eq!(found, expected, "{target}");
+    }
+}
+
+/// The build compiled PTX for sm_80 and sm_89, and each device runs the newest not newer than
+/// itself: the A100 and the RTX 30x0 (8.0, 8.6, 8.7) the sm_80 PTX, Ada and Hopper the sm_89's.
+#[test]
+fn each_device_runs_the_newest_ptx_target_not_newer_than_itself() {
+    assert_eq!(PTX_TARGETS, ["sm_80", "sm_89"]);
+    let target = |cc| ptx_target_for(cc).map(|arch| arch.name);
+    for (compute_capability, expected) in [
+        ((7, 5), None),
+        ((8, 0), Some("sm_80")),
+        ((8, 6), Some("sm_80")),
+        ((8, 7), Some("sm_80")),
+        ((8, 9), Some("sm_89")),
+        ((9, 0), Some("sm_89")),
+        ((10, 0), Some("sm_89")),
+        ((12, 0), Some("sm_89")),
+    ] {
+        assert_eq!(
+            target(compute_capability),
+            expected,
+            "{compute_capability:?}"
+        );
+    }
+    assert_eq!(entry_ptx_for("flash_fwd_no_such_kernel", "sm_80"), None);
+    assert_eq!(entry_ptx_for(FORWARD_KERNELS[0].entry, "sm_90"), None);
 }

@@ -80,7 +80,7 @@ fn tile_of(entry: &str) -> TileConfig {
 }
 
 #[test]
-fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_both_architectures() {
+fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture() {
     let (_, gate) = committed_gate();
     for kernel in FORWARD_KERNELS {
         let record = gate
@@ -108,7 +108,7 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_both_architectures() {
 #[test]
 fn the_gate_rejects_spills_stack_frames_and_register_overruns() {
     let tile = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers);
-    let [ada, hopper] = &ARCHITECTURES;
+    let [_, ada, hopper] = &ARCHITECTURES;
     let clean = Resources {
         registers: 168,
         ..Resources::default()
@@ -149,6 +149,10 @@ fn the_gate_file_round_trips() {
             entry: "flash_fwd_f16_d64_m64_n64_w4_s3".to_owned(),
             resources: [
                 Resources {
+                    registers: 168,
+                    ..Resources::default()
+                },
+                Resources {
                     registers: 166,
                     stack_frame: 0,
                     spill_stores: 0,
@@ -167,7 +171,7 @@ fn the_gate_file_round_trips() {
             resources: [Resources {
                 registers: 255,
                 ..Resources::default()
-            }; 2],
+            }; 3],
         },
     ];
     let text = format_gate_file("Cuda compilation tools, release 12.9, V12.9.86", &records);
@@ -176,7 +180,7 @@ fn the_gate_file_round_trips() {
     assert_eq!(parsed, records);
     assert!(parse_gate_file("ptxas\tv\nflash_fwd_x\t1\t2\n").is_err());
     assert!(
-        parse_gate_file("flash_fwd_x\t1\t0\t0\t0\t1\t0\t0\t0\n").is_err(),
+        parse_gate_file("flash_fwd_x\t1\t0\t0\t0\t1\t0\t0\t0\t1\t0\t0\t0\n").is_err(),
         "no version line"
     );
 }
@@ -205,11 +209,13 @@ fn the_report_parser_reads_ptxas_lines() {
 #[test]
 fn occupancy_follows_the_tightest_limit() {
     let tile = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers); // 56 KiB, 128 threads
-    let [ada, hopper] = ARCHITECTURES;
+    let [ampere, ada, hopper] = ARCHITECTURES;
     // 168 registers: 21504 per block, 3 blocks in 65536; shared memory allows 4 on Hopper.
     assert_eq!(blocks_per_sm(&tile, 168, &hopper), (3, "registers"));
     // 169 rounds up to 176: 22528 per block, only 2 fit.
     assert_eq!(blocks_per_sm(&tile, 169, &hopper), (2, "registers"));
     // Ada has 100 KiB per SM: one 57 KiB block.
     assert_eq!(blocks_per_sm(&tile, 64, &ada), (1, "shared memory"));
+    // The A100 has 164 KiB per SM: two.
+    assert_eq!(blocks_per_sm(&tile, 64, &ampere), (2, "shared memory"));
 }

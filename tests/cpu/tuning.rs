@@ -708,14 +708,25 @@ fn the_committed_tuner_runs_read_back() {
     for (file, measurements) in [("tuning.json", 624), ("screening.json", 6916)] {
         let path = format!("{}/results/tuning/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
-        let read = measurements_from_json(&text);
         match flash_attn::KERNEL_SET {
             flash_attn::KernelSet::All => {
-                let read = read.unwrap_or_else(|error| panic!("{path}: {error}"));
-                assert_eq!(read.len(), measurements, "{path}");
+                // The runs measured the 266 kernels exposed before the sm_80 column joined the
+                // ptxas gate, which rejects 2 of them (spills on sm_80): leave those out.
+                let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let all = run["measurements"].as_array_mut().unwrap();
+                assert_eq!(all.len(), measurements, "{path}");
+                all.retain(|m| flash_attn::kernel_by_name(m["config"].as_str().unwrap()).is_ok());
+                let kept = all.len();
+                assert!(
+                    kept * 100 >= measurements * 95,
+                    "{path}: {kept} of {measurements}"
+                );
+                let read = measurements_from_json(&run.to_string())
+                    .unwrap_or_else(|error| panic!("{path}: {error}"));
+                assert_eq!(read.len(), kept, "{path}");
             }
             flash_attn::KernelSet::Shipping => {
-                let error = read.unwrap_err();
+                let error = measurements_from_json(&text).unwrap_err();
                 assert!(error.contains("FLASH_ATTN_KERNELS=all"), "{path}: {error}");
             }
         }

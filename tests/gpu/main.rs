@@ -80,7 +80,7 @@ fn main() {
     } else {
         // Only a missing GPU ignores the tests: any other failure (an old driver, say) must
         // fail them where they run.
-        match FlashAttention::new() {
+        match FlashAttention::with_options(&support::load_options()) {
             Err(Error::NoGpu(error)) if !required => Some(error),
             _ => None,
         }

@@ -275,7 +275,7 @@ pub(crate) fn concurrent_calls_give_the_bits_of_serial_calls() {
         for (problem, expected) in problems.iter().zip(&serial) {
             let start = &start;
             scope.spawn(move || {
-                let own = FlashAttention::new().unwrap();
+                let own = crate::support::gpu();
                 start.wait();
                 for (run, output) in outputs(&own, problem, repeats).iter().enumerate() {
                     assert!(

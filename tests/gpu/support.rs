@@ -5,14 +5,31 @@ use flash_attn::reference::{
     ReferenceOutput,
 };
 use flash_attn::{
-    AttentionShape, Element, Error, FlashAttention, ForwardKernel, ForwardOptions, Layout,
+    architecture_named, AttentionShape, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, Layout, LoadOptions, PTX_TARGETS,
 };
 
 /// The GPU. The harness (`main.rs`) runs the tests that call this only where
-/// [`FlashAttention::new`] succeeded (or where `FLASH_ATTN_REQUIRE_GPU` is set, so that a
-/// missing GPU fails them).
+/// [`FlashAttention::with_options`] succeeded (or where `FLASH_ATTN_REQUIRE_GPU` is set, so
+/// that a missing GPU fails them).
 pub fn gpu() -> FlashAttention {
-    FlashAttention::new().unwrap_or_else(|error| panic!("could not set up the GPU: {error}"))
+    FlashAttention::with_options(&load_options())
+        .unwrap_or_else(|error| panic!("could not set up the GPU: {error}"))
+}
+
+/// The options every test's instance is made with: the defaults, or with
+/// `FLASH_ATTN_PTX_TARGET=sm_80` (any of `flash_attn::PTX_TARGETS`) that PTX target forced, so
+/// that the whole suite runs, say, the sm_80 PTX through the JIT on an H100.
+pub fn load_options() -> LoadOptions {
+    let ptx_target = std::env::var("FLASH_ATTN_PTX_TARGET").ok().map(|name| {
+        *architecture_named(&name).unwrap_or_else(|| {
+            panic!("FLASH_ATTN_PTX_TARGET={name:?}: expected one of {PTX_TARGETS:?}")
+        })
+    });
+    LoadOptions {
+        ptx_target,
+        ..LoadOptions::default()
+    }
 }
 
 /// Whether the tests that run every kernel run `kernel` in this process: all of them, unless

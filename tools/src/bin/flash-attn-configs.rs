@@ -24,7 +24,7 @@ use flash_attn_tools::gate::{committed_gate, measure_ptxas_gate};
 const USAGE: &str = "usage: flash-attn-configs [--write-gate FILE]
   (no argument)      list every candidate configuration, its gates and its resources
   --write-gate FILE  assemble every entry with ptxas ($PTXAS, PATH or /usr/local/cuda/bin) for
-                     sm_89 and sm_90 and write the gate file (host/ptxas-gate.tsv); rebuild to
+                     every architecture and write the gate file (host/ptxas-gate.tsv); rebuild to
                      apply it. Needs a build of the whole space (FLASH_ATTN_KERNELS=all)";
 
 fn main() -> ExitCode {
@@ -72,7 +72,7 @@ fn write_gate(path: &str) -> Result<(), String> {
 
 fn list() {
     println!(
-        "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {:>8}  {:<8} {:<24} {:<24}  entry, or why rejected",
+        "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {:>8}  {:<8} {}  entry, or why rejected",
         "dtype",
         "D",
         "BM",
@@ -83,8 +83,9 @@ fn list() {
         "Q",
         "smem KiB",
         "status",
-        "sm_89 regs/spill/blocks",
-        "sm_90 regs/spill/blocks"
+        ARCHITECTURES
+            .map(|arch| format!("{:<24}", format!("{} regs/spill/blocks", arch.name)))
+            .join(" ")
     );
     let (gate_version, gate) = committed_gate();
     let (mut candidates, mut compile_rejected, mut ptxas_rejected, mut ungated, mut not_built) =
@@ -95,7 +96,12 @@ fn list() {
         let (smem, columns, status, reason) = match verdict {
             Err(limit) => {
                 compile_rejected += 1;
-                (none(), [none(), none()], "rejected", limit.to_owned())
+                (
+                    none(),
+                    ARCHITECTURES.map(|_| none()),
+                    "rejected",
+                    limit.to_owned(),
+                )
             }
             Ok(tile) => {
                 let entry = EntryName(dtype, tile).to_string();
@@ -131,7 +137,7 @@ fn list() {
             }
         };
         println!(
-            "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {smem:>8}  {status:<8} {:<24} {:<24}  {reason}",
+            "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {smem:>8}  {status:<8} {}  {reason}",
             format!("{dtype:?}"),
             candidate.head_dim,
             candidate.block_m,
@@ -143,8 +149,7 @@ fn list() {
                 QSource::Registers => "registers",
                 QSource::SharedMemory => "shared",
             },
-            columns[0],
-            columns[1]
+            columns.map(|column| format!("{column:<24}")).join(" ")
         );
     });
     println!(
