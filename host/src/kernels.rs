@@ -94,7 +94,8 @@ const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
 
 /// One kernel entry assembled ahead of time by `ptxas -O3` for one architecture, from the same
 /// single-entry module as [`entry_ptx`]. A cubin runs only on devices of exactly its compute
-/// capability; [`CUBINS`] holds one for sm_89 and one for sm_90 per kernel the build assembled.
+/// capability; [`CUBINS`] holds one per architecture of [`ARCHITECTURES`] marked for cubins
+/// (sm_89 and sm_90) and kernel the build assembled.
 #[derive(Clone, Copy)]
 pub struct Cubin {
     /// The PTX entry name, as in [`ForwardKernel::entry`].

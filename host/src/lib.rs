@@ -1,8 +1,11 @@
 //! A FlashAttention forward pass written in pure Rust.
 //!
-//! The kernels are `#![no_std]` Rust compiled to PTX for sm_89 (the `kernels-gpu` crate); this
-//! crate embeds that PTX, one deflated module per kernel (and, where the build found `ptxas`,
-//! the default API's kernels assembled into cubins for sm_89 and sm_90), loads it through `cust`, validates every call and launches it.
+//! The kernels are `#![no_std]` Rust compiled to PTX (the `kernels-gpu` crate) for each PTX
+//! target of the architecture table ([`ARCHITECTURES`]: sm_80 and sm_89); this crate embeds
+//! that PTX, one deflated module per kernel and target (and, where the build found `ptxas`,
+//! the default API's kernels assembled into cubins for sm_89 and sm_90), loads the cubin or
+//! the PTX matching the device through `cust` ([`ptx_target_for`]), validates every call and
+//! launches it.
 //!
 //! Which kernels a build holds ([`FORWARD_KERNELS`]) is chosen at build time ([`KERNEL_SET`]):
 //! by default the **shipping set**, the kernels the dispatch table and the fallbacks name

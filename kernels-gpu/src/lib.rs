@@ -1,5 +1,6 @@
 //! FlashAttention forward kernels in `#![no_std]` Rust, compiled by rustc's `nvptx64-nvidia-cuda`
-//! backend to PTX for sm_89.
+//! backend to PTX, once for each PTX target of `flash_attn_params::ARCHITECTURES` (sm_80 and
+//! sm_89: the instructions are sm_80's).
 //!
 //! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, ...).
 //! - [`smem`]: the swizzled shared-memory tile.
