@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use flash_attn_params::{ptx_target_for, Architecture, TileConfig, ARCHITECTURES};
 
-use crate::kernels::module_path;
+use crate::modules::module_path;
 use crate::ptxas::{assemble_module, cache_file_name, ptxas_version, run_in_parallel, Resources};
 
 /// Shared memory the driver reserves per resident block.

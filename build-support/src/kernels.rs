@@ -31,22 +31,12 @@ use flash_attn_params::{
 
 use crate::dispatch::write_default_api_tables;
 use crate::gate::{parse_gate_file, record_failures, Gate};
+use crate::modules::{module_path, PTX_DIR_METADATA};
 use crate::ptxas;
 
 const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
 const INSTALL_HINT: &str =
     "run `rustup toolchain install --no-self-update` in the repository root (it reads rust-toolchain.toml)";
-
-/// The `cargo:` metadata key under which the build publishes the folder of every gated entry's
-/// PTX module: crates that depend on the runtime directly read it in their build script as
-/// `DEP_FLASH_ATTN_KERNELS_PTX_DIR` (the runtime's `links` name is `flash_attn_kernels`).
-pub const PTX_DIR_METADATA: &str = "ptx_dir";
-
-/// The single-entry PTX module of `entry` for the PTX target `arch` in the build's module
-/// folder `ptx_dir`: `ptx_dir/<arch>/<entry>.ptx`.
-pub fn module_path(ptx_dir: &Path, arch: &str, entry: &str) -> PathBuf {
-    ptx_dir.join(arch).join(format!("{entry}.ptx"))
-}
 
 /// The build script of the runtime crate (`host/build.rs`): builds the kernels and writes
 /// `kernel_table.rs`, `cubins.rs`, `dispatch_table.rs` and `fallback_kernels.rs` into `OUT_DIR`

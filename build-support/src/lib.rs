@@ -8,6 +8,8 @@
 pub mod dispatch;
 pub mod gate;
 mod kernels;
+mod modules;
 pub mod ptxas;
 
-pub use kernels::{build_kernels, module_path, PTX_DIR_METADATA};
+pub use kernels::build_kernels;
+pub use modules::{module_path, PTX_DIR_METADATA};

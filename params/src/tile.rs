@@ -13,6 +13,16 @@ pub enum Dtype {
     Bf16,
 }
 
+impl Dtype {
+    /// `f16` or `bf16`: in entry names, reports and the tools' files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+}
+
 /// The largest dynamic shared memory one block may opt into on every device the PTX serves
 /// (99 KiB: sm_89's, and sm_86's, which runs the sm_80 PTX): the limit of the compile-time
 /// gates ([`crate::arch::MIN_SMEM_PER_BLOCK`]).
@@ -321,14 +331,15 @@ pub struct EntryName(pub Dtype, pub TileConfig);
 impl fmt::Display for EntryName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let EntryName(dtype, tile) = self;
-        let dtype = match dtype {
-            Dtype::F16 => "f16",
-            Dtype::Bf16 => "bf16",
-        };
         write!(
             f,
-            "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}",
-            tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
+            "flash_fwd_{}_d{}_m{}_n{}_w{}_s{}",
+            dtype.name(),
+            tile.head_dim,
+            tile.block_m,
+            tile.block_n,
+            tile.warps,
+            tile.stages
         )?;
         if tile.layout == SmemLayout::Padded {
             f.write_str("_pad")?;

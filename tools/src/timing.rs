@@ -6,8 +6,6 @@ use cust::stream::Stream;
 use flash_attn::{AttentionShape, Error, ForwardKernel};
 use serde::{Deserialize, Serialize};
 
-use crate::tuning::dtype_name;
-
 /// The shapes `(batch, heads, seq_len, head_dim)` of the peer table in the project's anchors,
 /// timed by the benchmarks and the timing tool; the seed shape first.
 pub const ANCHOR_SHAPES: [(usize, usize, usize, usize); 6] = [
@@ -133,7 +131,7 @@ impl TimedCase {
             seq_len: shape.seq_len_q,
             head_dim: shape.head_dim,
             causal,
-            dtype: dtype_name(kernel.dtype).to_owned(),
+            dtype: kernel.dtype.name().to_owned(),
             median_us: microseconds(times.median()),
             min_us: microseconds(times.quantile(0.0)),
             max_us: microseconds(times.quantile(1.0)),

@@ -37,14 +37,6 @@ pub const CONFIRMATION_ALPHA: f64 = 0.05;
 /// The element types the tuner covers, in the dispatch table's order.
 pub const DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 
-/// `f16` or `bf16`.
-pub fn dtype_name(dtype: Dtype) -> &'static str {
-    match dtype {
-        Dtype::F16 => "f16",
-        Dtype::Bf16 => "bf16",
-    }
-}
-
 /// Sequence lengths of the sweep besides the S = 512 shapes: one per key-length bucket.
 pub const SWEEP_SEQ_LENS: [usize; 5] = [128, 256, 1024, 2048, 4096];
 
@@ -173,7 +165,7 @@ impl GroupKey {
     pub fn label(&self) -> String {
         format!(
             "{} D={} {} keys{} {}",
-            dtype_name(self.dtype),
+            self.dtype.name(),
             self.head_dim,
             if self.causal { "causal" } else { "non-causal" },
             self.bucket.label(),

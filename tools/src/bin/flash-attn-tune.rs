@@ -50,7 +50,7 @@ use flash_attn::{
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes};
 use flash_attn_tools::tuning::{
-    confirmation_report, dtype_name, group_rankings, groups, measurements_from_json, ranked_tables,
+    confirmation_report, group_rankings, groups, measurements_from_json, ranked_tables,
     render_dispatch_table, sample_rows, sweep_shapes, table_report, to_json, to_svg, updated_table,
     utc_date, Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation,
     CONFIRMATION_ALPHA, DTYPES,
@@ -451,7 +451,7 @@ fn sweep_shape<T: Element>(
         for &kernel in &family.candidates {
             progress.show(&format!(
                 "{} D={} {} B,H,S={},{},{} {}",
-                dtype_name(family.dtype),
+                family.dtype.name(),
                 family.head_dim,
                 if causal { "causal" } else { "non-causal" },
                 shape.batch,

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::report::{MeasurementJson, TOOL};
-use super::{dtype_name, Measurement, Timing, Validation};
+use super::{Measurement, Timing, Validation};
 use crate::stats::Interval;
 use flash_attn::reference::ErrorStats;
 use flash_attn::{AttentionShape, GridSize};
@@ -93,7 +93,7 @@ fn measurement(json: MeasurementJson) -> Result<Measurement, String> {
         };
         format!("config: {error}{hint}")
     })?;
-    if dtype != dtype_name(kernel.dtype) || head_dim != kernel.tile.head_dim {
+    if dtype != kernel.dtype.name() || head_dim != kernel.tile.head_dim {
         return Err(format!("{config} is not a {dtype} D={head_dim} kernel"));
     }
     let validation = match (valid, failure) {

@@ -12,7 +12,7 @@ use flash_attn::{AttentionShape, DispatchEntry};
 
 use crate::timing::rounded;
 
-use super::{dtype_name, ratio_to_best, Confirmation, Group, Measurement, Validation};
+use super::{ratio_to_best, Confirmation, Group, Measurement, Validation};
 
 /// Everything a tuner run produced, for [`to_json`].
 #[derive(Clone, Copy, Debug)]
@@ -68,7 +68,7 @@ pub fn ranked_tables(measurements: &[Measurement]) -> String {
         let _ = writeln!(
             text,
             "\n{} D={} {} B,H,S={} (keys{}, {})",
-            dtype_name(first.kernel.dtype),
+            first.kernel.dtype.name(),
             first.shape.head_dim,
             causal_label(first.causal),
             shape_label(&first.shape),
@@ -191,7 +191,7 @@ pub fn table_report(entries: &[DispatchEntry]) -> String {
         let _ = writeln!(
             text,
             "{:<5} {:>4} {:<10} {:<7} {:<10} {:<36} {:>6.1}% {:<9} {}",
-            dtype_name(entry.dtype),
+            entry.dtype.name(),
             entry.head_dim,
             causal_label(entry.causal),
             entry.bucket.label(),
@@ -260,7 +260,7 @@ impl MeasurementJson {
         };
         let timing = m.timing.as_ref();
         Self {
-            dtype: dtype_name(m.kernel.dtype).to_owned(),
+            dtype: m.kernel.dtype.name().to_owned(),
             head_dim: m.shape.head_dim,
             causal: m.causal,
             batch: m.shape.batch,
@@ -314,7 +314,7 @@ struct ConfirmationJson {
 impl ConfirmationJson {
     fn new(c: &Confirmation) -> Self {
         Self {
-            dtype: dtype_name(c.key.dtype),
+            dtype: c.key.dtype.name(),
             head_dim: c.key.head_dim,
             causal: c.key.causal,
             bucket: c.key.bucket.label(),
@@ -354,7 +354,7 @@ struct EntryJson {
 impl EntryJson {
     fn new(e: &DispatchEntry) -> Self {
         Self {
-            dtype: dtype_name(e.dtype),
+            dtype: e.dtype.name(),
             head_dim: e.head_dim,
             causal: e.causal,
             bucket: e.bucket.label(),
@@ -525,7 +525,7 @@ fn panel(
     let (plot_area, legend) = area.split_horizontally(PLOT_WIDTH);
     let title = format!(
         "{} D={} {}: median time per configuration, relative to the fastest at each shape",
-        dtype_name(first.kernel.dtype),
+        first.kernel.dtype.name(),
         first.shape.head_dim,
         causal_label(first.causal)
     );
