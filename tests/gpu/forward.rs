@@ -180,6 +180,15 @@ pub(crate) fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
     .unwrap();
     let (major, minor) = gpu.compute_capability();
     let device_arch = format!("sm_{major}{minor}");
+    // A forced PTX target (FLASH_ATTN_PTX_TARGET) is the one every kernel loads from.
+    if let Some(target) = options.ptx_target {
+        assert_eq!(gpu.ptx_target().name, target.name);
+    }
+    // With `force_ptx` unset, `Forced` means a PTX target other than the device's own.
+    let forced_target = matches!(
+        options.cubin_for("", (major, minor)),
+        Err(PtxReason::Forced)
+    );
     let problem = Problem::<f16>::new(AttentionShape::new(2, 4, 300, 64), true, None);
     for kernel in FORWARD_KERNELS.iter().filter(|k| k.dtype == Dtype::F16) {
         let source = gpu.preload(kernel).unwrap();
@@ -188,7 +197,14 @@ pub(crate) fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
             .any(|cubin| cubin.entry == kernel.entry && cubin.arch == device_arch);
         // Unless the options force another PTX target (FLASH_ATTN_PTX_TARGET), whose PTX then
         // loads instead.
-        if has_cubin && options.cubin_for(kernel.entry, (major, minor)).is_ok() {
+        if forced_target {
+            assert_eq!(
+                source,
+                KernelSource::Ptx(PtxReason::Forced),
+                "{}",
+                kernel.entry
+            );
+        } else if has_cubin && options.cubin_for(kernel.entry, (major, minor)).is_ok() {
             assert!(
                 matches!(source, KernelSource::Cubin { arch } if arch == device_arch),
                 "{}: {source:?}",
