@@ -16,7 +16,7 @@ use flash_attn_params::{
     ptx_target_for, Architecture, Dtype, QSource, SmemLayout, TileConfig, ARCHITECTURES,
 };
 
-use crate::Error;
+use crate::{driver, Error};
 
 /// An exposed forward kernel: its PTX entry point, element type and tile configuration.
 ///
@@ -224,8 +224,9 @@ impl fmt::Display for KernelSource {
 /// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
 
-/// The head dimensions with an exposed kernel, for every element type.
-pub const SUPPORTED_HEAD_DIMS: &[usize] = &[64, 128];
+/// The head dimensions with an exposed kernel, for every element type: the candidate space's
+/// (every one has fallback kernels in the shipping set; a CPU test checks it).
+pub const SUPPORTED_HEAD_DIMS: &[usize] = &flash_attn_params::CANDIDATE_HEAD_DIMS;
 
 /// The kernel for each element type and head dim where the dispatch table has no entry, as
 /// `host/fallback-kernels.txt` lists them (the build writes the list as `kernel_named` calls, so
@@ -466,13 +467,8 @@ fn max_smem_per_block_optin(device: &Device) -> Result<usize, Error> {
             device.as_raw(),
         )
     };
-    match result {
-        cust::sys::CUresult::CUDA_SUCCESS => Ok(bytes.max(0) as usize),
-        failure => Err(Error::DriverCall {
-            call: "cuDeviceGetAttribute",
-            code: failure as u32,
-        }),
-    }
+    driver::check("cuDeviceGetAttribute", result)?;
+    Ok(bytes.max(0) as usize)
 }
 
 fn driver_version() -> Result<i32, Error> {
@@ -490,11 +486,5 @@ fn allow_dynamic_shared_memory(function: &Function<'_>, bytes: usize) -> Result<
             bytes as c_int,
         )
     };
-    match result {
-        cust::sys::CUresult::CUDA_SUCCESS => Ok(()),
-        failure => Err(Error::DriverCall {
-            call: "cuFuncSetAttribute",
-            code: failure as u32,
-        }),
-    }
+    driver::check("cuFuncSetAttribute", result)
 }

@@ -2,10 +2,10 @@
 
 use std::ffi::c_void;
 
-use cust::sys::{cuLaunchKernel, CUfunction, CUresult, CUstream};
+use cust::sys::{cuLaunchKernel, CUfunction, CUstream};
 use flash_attn_params::{ForwardParams, TileConfig};
 
-use crate::Error;
+use crate::{driver, Error};
 
 /// Enqueues one forward kernel on `stream` without waiting for it.
 ///
@@ -39,11 +39,5 @@ pub(crate) unsafe fn launch_forward(
         arguments.as_mut_ptr(),
         std::ptr::null_mut(),
     );
-    match result {
-        CUresult::CUDA_SUCCESS => Ok(()),
-        failure => Err(Error::DriverCall {
-            call: "cuLaunchKernel",
-            code: failure as u32,
-        }),
-    }
+    driver::check("cuLaunchKernel", result)
 }

@@ -28,6 +28,7 @@
 //! ```
 
 mod dispatch;
+mod driver;
 mod element;
 mod error;
 mod kernels;
