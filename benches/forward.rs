@@ -1,4 +1,5 @@
-//! Criterion benchmark of the forward pass over the anchor shapes (ANCHORS.md), causal and not,
+//! Criterion benchmark of the forward pass over the anchor shapes (`ANCHOR_SHAPES`, the shapes
+//! of the peer comparison in the README's results), causal and not,
 //! fp16 and bf16, default kernels; timed with CUDA events around back-to-back launches on one
 //! stream. Throughput is in FLOP (criterion prints it as "elem/s"): `4 · B · H · S² · D` per call,
 //! halved for causal.

@@ -2,8 +2,9 @@
 //! with rustc's nvptx64 backend, splits it into one module per entry, exposes the entries that
 //! pass the ptxas gate and embeds their modules deflated, and assembles cubins.
 //!
-//! This is the project's own equivalent of cuda_builder (see `../shared/TOOLCHAIN.md` for why
-//! rustc_codegen_nvvm is not used). The inner cargo uses its own target directory, so it never
+//! This is the project's own equivalent of cuda_builder: rustc_codegen_nvvm's published
+//! releases need an LLVM 7 install and stop at compute_80, so the kernels are compiled by
+//! rustc's own `nvptx64-nvidia-cuda` backend instead. The inner cargo uses its own target directory, so it never
 //! waits on the outer build's lock. It builds the shard crates of `kernels-gpu/shards/` in
 //! parallel; each entry's PTX is then split into a module of its own (`OUT_DIR/ptx/`).
 //!
