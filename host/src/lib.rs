@@ -33,10 +33,10 @@ use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
-    for_each_candidate, for_each_gated_config, Dtype, EntryName, ForwardParams, QSource,
-    SmemLayout, TensorStrides, TileConfig, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS,
-    SM89_MAX_SMEM_PER_BLOCK,
+    for_each_candidate, for_each_gated_config, Dtype, EntryName, ForwardParams, Mask, QSource,
+    SmemLayout, TensorStrides, TileConfig, TileMask, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
+    CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES,
+    CANDIDATE_STAGES, CANDIDATE_WARPS, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{

@@ -190,23 +190,15 @@ pub unsafe fn forward<
     // `seq_len_q + seq_len_kv` fits in i32): on 64-bit indices it took ~2x the instructions of
     // the per-block prologue and epilogue (SASS, flash_fwd_f16_d64_m64_n64_w4_s3).
     let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
-    let causal = params.causal != 0;
+    let mask = params.mask();
     let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
     // `max(1)`: the host never passes 0, and the kernel must not carry a division-by-zero panic.
     let kv_head = head / params.kv_group_size.max(1);
     let first_query = _block_idx_x() as u32 * BLOCK_M as u32;
 
-    // Keys this block needs: all, or with causal masking those up to the diagonal of its last
-    // query row (query i sees key j iff j + seq_len_q <= i + seq_len_kv).
+    // Keys this block needs: those its last query row sees.
     let last_query = (first_query + BLOCK_M as u32).min(seq_len_q) - 1;
-    let key_end = if causal {
-        (last_query + 1 + seq_len_kv)
-            .saturating_sub(seq_len_q)
-            .min(seq_len_kv)
-    } else {
-        seq_len_kv
-    };
-    let key_blocks = key_end.div_ceil(BLOCK_N as u32);
+    let key_blocks = mask.key_end(last_query).div_ceil(BLOCK_N as u32);
 
     let q_rows = RowBlock {
         base: (params.q as *const u16).add(slice_offset(&params.q_strides, batch, head)),
@@ -355,24 +347,16 @@ pub unsafe fn forward<
         }
 
         if masked {
-            // In block coordinates (key k, query row r of the block), k exists iff
-            // k < keys_left and is visible iff k <= r + diagonal. Per row that is one bound,
-            // `k < key_limit`; with this lane's part of k split off, each element is compared
-            // with a compile-time constant. Sequence lengths are below 2^31 (host-checked), so
-            // i32 is exact.
-            let keys_left = (seq_len_kv - block * BLOCK_N as u32) as i32;
+            // In block coordinates (key k, query row r of the block), k is visible iff
+            // k < key_end(r). With this lane's part of k split off into `key_limit`, each
+            // element is compared with a compile-time constant.
+            let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
             let lane_key = (2 * thread_in_group) as i32;
             let lane_row = (warp_row + group) as i32;
-            let diagonal =
-                (first_query + seq_len_kv) as i32 - (seq_len_q + block * BLOCK_N as u32) as i32;
             for m in 0..M_TILES {
                 for half_m in 0..2 {
                     let row = lane_row + (16 * m + 8 * half_m) as i32;
-                    let key_limit = if causal {
-                        keys_left.min(row + diagonal + 1)
-                    } else {
-                        keys_left
-                    } - lane_key;
+                    let key_limit = block_mask.key_end(row) - lane_key;
                     for n in 0..KEY_STEPS {
                         for half_n in 0..2 {
                             for column in 0..2 {
@@ -418,16 +402,9 @@ pub unsafe fn forward<
         prefetch_stage = next_slot(prefetch_stage);
     };
 
-    // Blocks before `unmasked_blocks` hold no key past the end and, if causal, none after the
-    // diagonal of the block's first query (key j is visible to query i iff
-    // j + seq_len_q <= i + seq_len_kv). The rest need the per-element mask.
-    let complete_blocks = seq_len_kv / BLOCK_N as u32;
-    let unmasked_blocks = if causal {
-        ((first_query + 1 + seq_len_kv).saturating_sub(seq_len_q) / BLOCK_N as u32)
-            .min(complete_blocks)
-    } else {
-        complete_blocks
-    };
+    // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
+    // every query of the block, sees (none past the end). The rest need the per-element mask.
+    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
     for block in 0..unmasked_blocks {
         key_block(block, false);
     }

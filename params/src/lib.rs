@@ -4,12 +4,15 @@
 //! - [`TileConfig`]: a tile configuration and everything derived from it (threads, shared-memory
 //!   bytes, copies per thread), validated at compile time; the candidate space and the entry
 //!   name of each configuration ([`tile`]).
+//! - [`Mask`]: which keys each query row sees ([`mask`]), for the kernels and the CPU reference.
 //! - [`for_each_kernel_entry_of_shard!`]: the list of PTX entries, generated from the space and
 //!   the gates. The GPU crate expands it into entry points; the host's build script enumerates
 //!   the same space ([`for_each_gated_config`]) to list the kernels it exposes.
 #![no_std]
 
+pub mod mask;
 pub mod tile;
+pub use mask::{Mask, TileMask};
 pub use tile::*;
 
 include!(concat!(env!("OUT_DIR"), "/kernel_entries.rs"));
@@ -49,7 +52,14 @@ pub struct ForwardParams {
     /// `softmax_scale * log2(e)`: scores are exponentiated with `ex2`, so the scale is folded
     /// into log2 space once on the host.
     pub scale_log2: f32,
-    /// Nonzero for causal masking, aligned to the bottom right: query `i` sees key `j` iff
-    /// `j + seq_len_q <= i + seq_len_kv`.
+    /// Nonzero for causal masking, aligned to the bottom right (see [`Mask`]).
     pub causal: u32,
+}
+
+impl ForwardParams {
+    /// The visibility rule of this launch.
+    #[inline(always)]
+    pub fn mask(&self) -> Mask {
+        Mask::new(self.seq_len_q, self.seq_len_kv, self.causal != 0)
+    }
 }

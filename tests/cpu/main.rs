@@ -1,4 +1,4 @@
-//! Tests that need no GPU: the CPU reference, problem validation, the PTX and its ptxas
+//! Tests that need no GPU: the visibility rule, the CPU reference, problem validation, the PTX and its ptxas
 //! resource report, the embedded cubins, the tile configurations, and the autotuner's logic
 //! and dispatch table.
 //! They run everywhere `cargo test` runs, CI included.
@@ -6,6 +6,7 @@
 mod config;
 mod cubin;
 mod dispatch;
+mod mask;
 mod problem;
 mod ptx;
 mod ptxas;
