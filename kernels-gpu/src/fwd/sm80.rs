@@ -1,11 +1,13 @@
-//! The FlashAttention-2 forward main loop.
+//! The sm80 main loop of the FlashAttention-2 forward pass: `mma.sync`, `ldmatrix` and
+//! `cp.async` (sm_80 and later; the PTX targets sm_89).
 //!
 //! One block computes `BLOCK_M` query rows of one (batch, query head); each warp owns
 //! `BLOCK_M / WARPS` of them. Per key block `j` of `BLOCK_N` keys:
 //! 1. wait for this block's K/V in the `cp.async` ring;
-//! 2. `S = Q Kᵀ` with Q fragments held in registers for the whole loop; between its dim steps,
-//!    start the copy of block `j + STAGES - 1` (K after the first, V after the second), so loads
-//!    overlap the math of `STAGES - 1` blocks;
+//! 2. `S = Q Kᵀ`, with Q fragments held in registers for the whole loop, or (the `_qsmem`
+//!    entries) re-read from the Q tile at every dim step; between its dim steps, start the copy
+//!    of block `j + STAGES - 1` (K after the first, V after the second), so loads overlap the
+//!    math of `STAGES - 1` blocks;
 //! 3. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
 //!    that contain such keys, which run in a loop of their own); blocks entirely after the
 //!    diagonal are never loaded;
@@ -26,6 +28,7 @@ use flash_attn_params::{
     ForwardParams, QSource, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
 };
 
+use crate::attn::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 use crate::element::Element;
 use crate::ptx::{
     bar_sync_0, bar_warp_sync, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
@@ -33,7 +36,6 @@ use crate::ptx::{
     shared_window_address, st_global_v4_b32, st_shared_b32,
 };
 use crate::smem::SharedTile;
-use crate::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 
 /// The dynamic shared-memory window. Its alignment is the base alignment that the swizzle and
 /// every 16-byte copy rely on.
@@ -77,9 +79,8 @@ unsafe fn copy_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usiz
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
     if source.first_row + ROWS as u32 <= source.rows {
         // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
-        // that LLVM
-        // keeps one pointer instead of a 64-bit induction variable per copy (which cost 16
-        // registers and 16 instructions per key block).
+        // that LLVM keeps one pointer instead of a 64-bit induction variable per copy (which
+        // cost 16 registers and 16 instructions per key block).
         let step = opaque_to_optimizer(rows_per_copy * source.row_stride);
         let mut row_pointer = source.base.add(
             (source.first_row + first as u32) as usize * source.row_stride + chunk * CHUNK_ELEMS,
@@ -131,7 +132,7 @@ fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
 /// `Tile` is the shared-memory layout and `Q_IN_REGISTERS` says whether Q fragments stay in
 /// registers or are re-read from shared memory at every key block. `M_TILES`, `KEY_STEPS` and
 /// `DIM_STEPS` size the register fragments and must equal `BLOCK_M / (16 WARPS)`,
-/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_kernels!` macro
+/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_entries!` macro
 /// derives them.
 ///
 /// # Safety

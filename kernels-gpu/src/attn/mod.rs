@@ -1,0 +1,4 @@
+//! The attention parts that a main loop shares with the next one (a Hopper wgmma loop will sit
+//! beside the sm80 one): the online softmax ([`softmax`]).
+
+pub mod softmax;
