@@ -28,6 +28,7 @@ use flash_attn_params::{
     ForwardParams, QSource, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
 };
 
+use crate::attn::mask::mask_scores;
 use crate::attn::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 use crate::element::Element;
 use crate::ptx::{
@@ -348,27 +349,10 @@ pub unsafe fn forward<
         }
 
         if masked {
-            // In block coordinates (key k, query row r of the block), k is visible iff
-            // k < key_end(r). With this lane's part of k split off into `key_limit`, each
-            // element is compared with a compile-time constant.
             let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
             let lane_key = (2 * thread_in_group) as i32;
             let lane_row = (warp_row + group) as i32;
-            for m in 0..M_TILES {
-                for half_m in 0..2 {
-                    let row = lane_row + (16 * m + 8 * half_m) as i32;
-                    let key_limit = block_mask.key_end(row) - lane_key;
-                    for n in 0..KEY_STEPS {
-                        for half_n in 0..2 {
-                            for column in 0..2 {
-                                if (16 * n + 8 * half_n + column) as i32 >= key_limit {
-                                    scores[m][n][half_n][2 * half_m + column] = f32::NEG_INFINITY;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            mask_scores(&mut scores, block_mask, lane_row, lane_key);
         }
 
         softmax.update(&mut scores, &mut output, params.scale_log2);
