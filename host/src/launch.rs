@@ -12,7 +12,7 @@ use crate::{driver, Error};
 /// # Safety
 /// - `function` is the entry compiled for `tile`, from a module loaded in the context current
 ///   on this thread, and `stream` belongs to that context.
-/// - `params` satisfies the kernel's contract (`flash_attn_kernels::forward::forward`): every
+/// - `params` satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
 ///   row its strides name for `grid` is a 16-byte-aligned device address that stays valid until
 ///   the kernel finishes, readable for q, k, v and writable for o (and lse, if not 0); output
 ///   rows don't overlap each other or the inputs.

@@ -44,10 +44,10 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
-    Dtype, EntryName, ForwardParams, KernelSet, QSource, SmemLayout, TensorStrides, TileConfig,
-    ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS,
-    KERNELS_ENV, KERNEL_SET, SM89_MAX_SMEM_PER_BLOCK,
+    Dtype, EntryName, ForwardParams, KernelSet, Mask, QSource, SmemLayout, TensorStrides,
+    TileConfig, TileMask, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
+    CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES,
+    CANDIDATE_STAGES, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{

@@ -2,14 +2,15 @@
 //! the error budget.
 //!
 //! Tensors are dense `[batch, heads, seq_len, head_dim]` ([`crate::Layout::Bhsd`]); use
-//! [`relayout`] for others. Causal masking is aligned to the bottom right, as in the kernels.
+//! [`relayout`] for others. Which keys a query sees is the kernels' own rule, [`Mask`] (causal
+//! masking aligned to the bottom right).
 
 use std::ops::Range;
 
-use flash_attn_params::Dtype;
+use flash_attn_params::{Dtype, Mask};
 
 use crate::rng::SplitMix64;
-use crate::{round_to, AttentionShape, Element, Layout};
+use crate::{round_to, AttentionShape, Element, Layout, MAX_SEQ_LEN};
 
 /// How the arithmetic of [`attention`] is carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,15 +67,28 @@ impl QueryRow {
         let d = shape.head_dim;
         let kv_head = self.head / (shape.heads_q / shape.heads_kv);
         let start = (self.batch * shape.heads_kv + kv_head) * shape.seq_len_kv * d;
-        let visible = if causal {
-            (self.query + 1 + shape.seq_len_kv)
-                .saturating_sub(shape.seq_len_q)
-                .min(shape.seq_len_kv)
-        } else {
-            shape.seq_len_kv
-        };
+        let visible = mask(shape, causal).key_end(u32_length(self.query)) as usize;
         start..start + visible * d
     }
+}
+
+/// The kernels' visibility rule ([`Mask`]) for `shape`.
+fn mask(shape: &AttentionShape, causal: bool) -> Mask {
+    Mask::new(
+        u32_length(shape.seq_len_q),
+        u32_length(shape.seq_len_kv),
+        causal,
+    )
+}
+
+/// A sequence length or position as the mask rule takes it: the rule is exact for lengths up
+/// to [`MAX_SEQ_LEN`], as in the kernels.
+fn u32_length(length: usize) -> u32 {
+    assert!(
+        length <= MAX_SEQ_LEN,
+        "the reference, like the kernels, takes sequences of at most MAX_SEQ_LEN"
+    );
+    length as u32
 }
 
 /// Query rows per unit of parallel work.

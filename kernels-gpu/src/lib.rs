@@ -3,10 +3,12 @@
 //! sm_89: the instructions are sm_80's).
 //!
 //! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, ...).
-//! - [`smem`]: the swizzled shared-memory tile.
-//! - [`softmax`]: online softmax on accumulator fragments.
+//! - [`smem`]: the swizzled and padded shared-memory tiles.
 //! - [`element`]: fp16 and bf16, each with its MMA and packing instructions.
-//! - [`forward`]: the main loop, generic over the element type and the tile configuration.
+//! - [`attn`]: what main loops share: the online softmax on accumulator fragments
+//!   ([`attn::softmax`]).
+//! - [`fwd`]: the forward pass: the sm80 main loop ([`fwd::sm80`]), generic over the element
+//!   type and the tile configuration.
 //!
 //! Every configuration in [`flash_attn_params::for_each_kernel_entry_of_shard!`] becomes one PTX
 //! entry, through [`forward_entries!`], in one of the shard crates under `shards/`: cargo compiles
@@ -25,11 +27,11 @@
 // index loops they read like the fragment layouts they implement.
 #![allow(clippy::needless_range_loop)]
 
+pub mod attn;
 pub mod element;
-pub mod forward;
+pub mod fwd;
 pub mod ptx;
 pub mod smem;
-pub mod softmax;
 
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
@@ -49,13 +51,13 @@ macro_rules! shared_tile {
 #[macro_export]
 macro_rules! forward_entries {
     ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
-        /// A forward kernel entry point; see [`forward::forward`] for the launch contract.
+        /// A forward kernel entry point; see [`fwd::sm80::forward`] for the launch contract.
         ///
         /// # Safety
-        /// As for [`forward::forward`].
+        /// As for [`fwd::sm80::forward`].
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
-            $crate::forward::forward::<
+            $crate::fwd::sm80::forward::<
                 $crate::element::$dtype, $crate::shared_tile!($layout, $head_dim),
                 $block_m, $block_n, $warps, $stages, $head_dim,
                 { matches!($crate::QSource::$q_source, $crate::QSource::Registers) },

@@ -1,11 +1,12 @@
-//! Tests that need no GPU: the CPU reference, problem validation, the PTX and its ptxas
-//! resource report, the embedded cubins, the tile configurations, the autotuner's logic
-//! and dispatch table, and the regression check.
+//! Tests that need no GPU: the visibility rule, the CPU reference, problem validation, the PTX
+//! and its ptxas resource report, the embedded cubins, the tile configurations, the autotuner's
+//! logic and dispatch table, and the regression check.
 //! They run everywhere `cargo test` runs, CI included.
 
 mod config;
 mod cubin;
 mod dispatch;
+mod mask;
 mod problem;
 mod ptx;
 mod ptxas;

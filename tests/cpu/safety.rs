@@ -9,7 +9,7 @@
 //!   i32 mask arithmetic, and 64-bit element offsets whose byte value stays below 2^63;
 //! - distinct output rows never share an element.
 //!
-//! The model follows `kernels-gpu/src/forward.rs`. Offsets grow with each index (strides are
+//! The model follows `kernels-gpu/src/fwd/sm80.rs`. Offsets grow with each index (strides are
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
 
 use flash_attn::{
@@ -281,7 +281,7 @@ fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
         for head in [0, grid.1 - 1] {
             for batch in [0, grid.2 - 1] {
                 let kv_head = head / params.kv_group_size;
-                // Query rows and the keys they need (forward.rs: first_query .. key_blocks).
+                // Query rows and the keys they need (fwd/sm80.rs: first_query .. key_blocks).
                 let first_query = u32_value(block_x as u128 * block_m) as u128;
                 u32_value(first_query + block_m);
                 let last_query = (first_query + block_m).min(seq_q) - 1;

@@ -1,11 +1,13 @@
-//! The FlashAttention-2 forward main loop.
+//! The sm80 main loop of the FlashAttention-2 forward pass: `mma.sync`, `ldmatrix` and
+//! `cp.async` (sm_80 and later; the PTX targets sm_89).
 //!
 //! One block computes `BLOCK_M` query rows of one (batch, query head); each warp owns
 //! `BLOCK_M / WARPS` of them. Per key block `j` of `BLOCK_N` keys:
 //! 1. wait for this block's K/V in the `cp.async` ring;
-//! 2. `S = Q Kᵀ` with Q fragments held in registers for the whole loop; between its dim steps,
-//!    start the copy of block `j + STAGES - 1` (K after the first, V after the second), so loads
-//!    overlap the math of `STAGES - 1` blocks;
+//! 2. `S = Q Kᵀ`, with Q fragments held in registers for the whole loop, or (the `_qsmem`
+//!    entries) re-read from the Q tile at every dim step; between its dim steps, start the copy
+//!    of block `j + STAGES - 1` (K after the first, V after the second), so loads overlap the
+//!    math of `STAGES - 1` blocks;
 //! 3. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
 //!    that contain such keys, which run in a loop of their own); blocks entirely after the
 //!    diagonal are never loaded;
@@ -26,6 +28,8 @@ use flash_attn_params::{
     ForwardParams, QSource, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
 };
 
+use crate::attn::mask::mask_scores;
+use crate::attn::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 use crate::element::Element;
 use crate::ptx::{
     bar_sync_0, bar_warp_sync, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
@@ -33,7 +37,6 @@ use crate::ptx::{
     shared_window_address, st_global_v4_b32, st_shared_b32,
 };
 use crate::smem::SharedTile;
-use crate::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
 
 /// The dynamic shared-memory window. Its alignment is the base alignment that the swizzle and
 /// every 16-byte copy rely on.
@@ -77,9 +80,8 @@ unsafe fn copy_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usiz
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
     if source.first_row + ROWS as u32 <= source.rows {
         // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
-        // that LLVM
-        // keeps one pointer instead of a 64-bit induction variable per copy (which cost 16
-        // registers and 16 instructions per key block).
+        // that LLVM keeps one pointer instead of a 64-bit induction variable per copy (which
+        // cost 16 registers and 16 instructions per key block).
         let step = opaque_to_optimizer(rows_per_copy * source.row_stride);
         let mut row_pointer = source.base.add(
             (source.first_row + first as u32) as usize * source.row_stride + chunk * CHUNK_ELEMS,
@@ -131,7 +133,7 @@ fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
 /// `Tile` is the shared-memory layout and `Q_IN_REGISTERS` says whether Q fragments stay in
 /// registers or are re-read from shared memory at every key block. `M_TILES`, `KEY_STEPS` and
 /// `DIM_STEPS` size the register fragments and must equal `BLOCK_M / (16 WARPS)`,
-/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_kernels!` macro
+/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_entries!` macro
 /// derives them.
 ///
 /// # Safety
@@ -190,23 +192,15 @@ pub unsafe fn forward<
     // `seq_len_q + seq_len_kv` fits in i32): on 64-bit indices it took ~2x the instructions of
     // the per-block prologue and epilogue (SASS, flash_fwd_f16_d64_m64_n64_w4_s3).
     let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
-    let causal = params.causal != 0;
+    let mask = params.mask();
     let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
     // `max(1)`: the host never passes 0, and the kernel must not carry a division-by-zero panic.
     let kv_head = head / params.kv_group_size.max(1);
     let first_query = _block_idx_x() as u32 * BLOCK_M as u32;
 
-    // Keys this block needs: all, or with causal masking those up to the diagonal of its last
-    // query row (query i sees key j iff j + seq_len_q <= i + seq_len_kv).
+    // Keys this block needs: those its last query row sees.
     let last_query = (first_query + BLOCK_M as u32).min(seq_len_q) - 1;
-    let key_end = if causal {
-        (last_query + 1 + seq_len_kv)
-            .saturating_sub(seq_len_q)
-            .min(seq_len_kv)
-    } else {
-        seq_len_kv
-    };
-    let key_blocks = key_end.div_ceil(BLOCK_N as u32);
+    let key_blocks = mask.key_end(last_query).div_ceil(BLOCK_N as u32);
 
     let q_rows = RowBlock {
         base: (params.q as *const u16).add(slice_offset(&params.q_strides, batch, head)),
@@ -355,35 +349,10 @@ pub unsafe fn forward<
         }
 
         if masked {
-            // In block coordinates (key k, query row r of the block), k exists iff
-            // k < keys_left and is visible iff k <= r + diagonal. Per row that is one bound,
-            // `k < key_limit`; with this lane's part of k split off, each element is compared
-            // with a compile-time constant. Sequence lengths are below 2^31 (host-checked), so
-            // i32 is exact.
-            let keys_left = (seq_len_kv - block * BLOCK_N as u32) as i32;
+            let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
             let lane_key = (2 * thread_in_group) as i32;
             let lane_row = (warp_row + group) as i32;
-            let diagonal =
-                (first_query + seq_len_kv) as i32 - (seq_len_q + block * BLOCK_N as u32) as i32;
-            for m in 0..M_TILES {
-                for half_m in 0..2 {
-                    let row = lane_row + (16 * m + 8 * half_m) as i32;
-                    let key_limit = if causal {
-                        keys_left.min(row + diagonal + 1)
-                    } else {
-                        keys_left
-                    } - lane_key;
-                    for n in 0..KEY_STEPS {
-                        for half_n in 0..2 {
-                            for column in 0..2 {
-                                if (16 * n + 8 * half_n + column) as i32 >= key_limit {
-                                    scores[m][n][half_n][2 * half_m + column] = f32::NEG_INFINITY;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            mask_scores(&mut scores, block_mask, lane_row, lane_key);
         }
 
         softmax.update(&mut scores, &mut output, params.scale_log2);
@@ -418,16 +387,9 @@ pub unsafe fn forward<
         prefetch_stage = next_slot(prefetch_stage);
     };
 
-    // Blocks before `unmasked_blocks` hold no key past the end and, if causal, none after the
-    // diagonal of the block's first query (key j is visible to query i iff
-    // j + seq_len_q <= i + seq_len_kv). The rest need the per-element mask.
-    let complete_blocks = seq_len_kv / BLOCK_N as u32;
-    let unmasked_blocks = if causal {
-        ((first_query + 1 + seq_len_kv).saturating_sub(seq_len_q) / BLOCK_N as u32)
-            .min(complete_blocks)
-    } else {
-        complete_blocks
-    };
+    // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
+    // every query of the block, sees (none past the end). The rest need the per-element mask.
+    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
     for block in 0..unmasked_blocks {
         key_block(block, false);
     }

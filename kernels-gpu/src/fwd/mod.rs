@@ -1,0 +1,4 @@
+//! The forward pass, one main loop per architecture: [`sm80`] (`mma.sync`, `ldmatrix`,
+//! `cp.async`).
+
+pub mod sm80;
