@@ -489,7 +489,7 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
         writeln!(deflated_modules, "    [{}],", per_target.join(", ")).unwrap();
         writeln!(
             table,
-            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: tile!({}), index: {index} }},",
+            "    ForwardKernel {{ entry: {:?}, dtype: Dtype::{:?}, tile: flash_attn_params::built_tile!({}), index: {index} }},",
             module.entry,
             module.dtype,
             TileArgs(module.tile)

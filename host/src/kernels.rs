@@ -12,9 +12,7 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{
-    ptx_target_for, Architecture, Dtype, QSource, SmemLayout, TileConfig, ARCHITECTURES,
-};
+use flash_attn_params::{ptx_target_for, Architecture, Dtype, TileConfig, ARCHITECTURES};
 
 use crate::{driver, Error};
 
@@ -37,21 +35,6 @@ impl ForwardKernel {
     pub const fn index(&self) -> usize {
         self.index
     }
-}
-
-/// The tile configuration of a generated list's entry (`TileArgs`' format).
-macro_rules! tile {
-    ($block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident) => {
-        TileConfig::new(
-            $block_m,
-            $block_n,
-            $warps,
-            $stages,
-            $head_dim,
-            SmemLayout::$layout,
-            QSource::$q_source,
-        )
-    };
 }
 
 // `FORWARD_KERNELS` and `DEFLATED_PTX`, written by build.rs (`flash_attn_build::build_kernels`)

@@ -20,17 +20,20 @@ pub use arch::{architecture_named, ptx_target_for, Architecture, ARCHITECTURES};
 pub use mask::{Mask, TileMask};
 pub use tile::*;
 
-/// The tile configuration of a [`BUILT_CONFIGS`] entry (`TileArgs`' format).
+/// The tile configuration of a generated list's entry (`TileArgs`' format): [`BUILT_CONFIGS`]
+/// here, and the runtime's kernel table.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! built_tile {
     ($block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident) => {
-        TileConfig::new(
+        $crate::TileConfig::new(
             $block_m,
             $block_n,
             $warps,
             $stages,
             $head_dim,
-            SmemLayout::$layout,
-            QSource::$q_source,
+            $crate::SmemLayout::$layout,
+            $crate::QSource::$q_source,
         )
     };
 }
