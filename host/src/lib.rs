@@ -212,8 +212,7 @@ impl FlashAttention {
             lse,
         };
         // SAFETY: the buffers hold every element the shape and strides reach (checked above, with
-        // overflow-checked extents)
-        // and live at least as long as this call's borrows; `output` (and `lse`) are borrowed
+        // overflow-checked extents) and live at least as long as this call's borrows; `output` (and `lse`) are borrowed
         // mutably, so they cannot alias the inputs, and `plan` rejected overlapping output
         // strides. Work enqueued here may outlive the borrows: cust frees device memory with
         // cuMemFree, which waits for outstanding work on the device.
@@ -230,7 +229,8 @@ impl FlashAttention {
     ///   [`FlashAttention`] uses; cudarc's and the runtime API's default context).
     /// - Each address is a device allocation holding every element that `shape` and the
     ///   options' strides reach (`[batch, heads_q, seq_len_q]` f32 for `lse`), of element type
-    ///   `dtype`, alive until the kernel finishes.
+    ///   `dtype`, alive until the kernel finishes. [`plan`]`(..).required()` gives those
+    ///   lengths, computed as `forward` checks them.
     /// - `o` and `lse` are writable and overlap neither each other nor the inputs.
     pub unsafe fn forward_raw(
         &self,
