@@ -255,9 +255,10 @@ impl LaunchPlan {
     /// [`Error::BufferTooSmall`] names the first that does not.
     pub fn check_buffers(&self, actual: &BufferLengths) -> Result<(), Error> {
         let required = self.required;
-        let lse = actual
-            .lse
-            .map(|actual| ("lse", required.lse.unwrap_or(0), actual));
+        // The plan always knows the logsumexp's length; it matters only when one is given.
+        let lse = (actual.lse)
+            .zip(required.lse)
+            .map(|(actual, required)| ("lse", required, actual));
         [
             ("q", required.q, actual.q),
             ("k", required.k, actual.k),
