@@ -4,11 +4,13 @@
 //!
 //! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, ...).
 //! - [`smem`]: the swizzled and padded shared-memory tiles.
-//! - [`element`]: fp16 and bf16, each with its MMA and packing instructions.
-//! - [`attn`]: what main loops share: the online softmax on accumulator fragments
-//!   ([`attn::softmax`]).
-//! - [`fwd`]: the forward pass: the sm80 main loop ([`fwd::sm80`]), generic over the element
-//!   type and the tile configuration.
+//! - [`element`]: fp16 and bf16 and their packing; [`mma`]: the MMA atoms that multiply them.
+//! - [`fragment`]: register fragments as types that carry their layout.
+//! - [`attn`]: what main loops share: the block's sequence information
+//!   ([`attn::block_info`]), the mask ([`attn::mask`]), the online softmax on accumulator
+//!   fragments ([`attn::softmax`]) and the epilogue ([`attn::epilogue`]).
+//! - [`fwd`]: the forward pass: the sm80 main loop ([`fwd::sm80`]), generic over the MMA atom
+//!   and the tile configuration.
 //!
 //! Every configuration in [`flash_attn_params::for_each_kernel_entry_of_shard!`] becomes one PTX
 //! entry, through [`forward_entries!`], in one of the shard crates under `shards/`: cargo compiles
@@ -29,7 +31,9 @@
 
 pub mod attn;
 pub mod element;
+pub mod fragment;
 pub mod fwd;
+pub mod mma;
 pub mod ptx;
 pub mod smem;
 
@@ -58,7 +62,8 @@ macro_rules! forward_entries {
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
             $crate::fwd::sm80::forward::<
-                $crate::element::$dtype, $crate::shared_tile!($layout, $head_dim),
+                $crate::mma::MmaSync<$crate::element::$dtype>,
+                $crate::shared_tile!($layout, $head_dim),
                 $block_m, $block_n, $warps, $stages, $head_dim,
                 { matches!($crate::QSource::$q_source, $crate::QSource::Registers) },
                 { $block_m / (16 * $warps) }, { $block_n / 16 }, { $head_dim / 16 },

@@ -79,11 +79,3 @@ pub struct ForwardParams {
     /// Nonzero for causal masking, aligned to the bottom right (see [`Mask`]).
     pub causal: u32,
 }
-
-impl ForwardParams {
-    /// The visibility rule of this launch.
-    #[inline(always)]
-    pub fn mask(&self) -> Mask {
-        Mask::new(self.seq_len_q, self.seq_len_kv, self.causal != 0)
-    }
-}

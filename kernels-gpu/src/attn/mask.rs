@@ -4,31 +4,31 @@
 
 use flash_attn_params::TileMask;
 
-use crate::attn::softmax::ScoreFragments;
+use crate::attn::softmax::Scores;
+use crate::fragment::Lane;
 
-/// Masks `scores`, the warp's block of scores, with `rule`, the visibility rule in block
-/// coordinates (row `r` and key `k` of the block). This lane's rows are
-/// `lane_row + 16 m + 8 half_m` and its keys `lane_key + 16 n + 8 half_n + column` (the
-/// accumulator layout).
+/// Masks `scores`, the warp's block of scores (rows from `warp_row` of the block, keys from 0),
+/// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block).
 ///
 /// Per row the rule is one bound, `k < key_end(r)`; with this lane's part of `k` split off
 /// into `key_limit`, each element is compared with a compile-time constant.
 #[inline(always)]
 pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
-    scores: &mut ScoreFragments<M_TILES, KEY_STEPS>,
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
     rule: TileMask,
-    lane_row: i32,
-    lane_key: i32,
+    warp_row: usize,
+    lane: Lane,
 ) {
     for m in 0..M_TILES {
         for half_m in 0..2 {
-            let row = lane_row + (16 * m + 8 * half_m) as i32;
-            let key_limit = rule.key_end(row) - lane_key;
+            let row = (warp_row + lane.row(m, half_m)) as i32;
+            let key_limit = rule.key_end(row) - lane.first_column() as i32;
             for n in 0..KEY_STEPS {
                 for half_n in 0..2 {
                     for column in 0..2 {
-                        if (16 * n + 8 * half_n + column) as i32 >= key_limit {
-                            scores[m][n][half_n][2 * half_m + column] = f32::NEG_INFINITY;
+                        let column_past_first = Lane::column_past_first(n, half_n, column);
+                        if column_past_first as i32 >= key_limit {
+                            *scores.element(m, half_m, n, half_n, column) = f32::NEG_INFINITY;
                         }
                     }
                 }

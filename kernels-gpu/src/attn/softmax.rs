@@ -3,23 +3,22 @@
 //! Each lane holds two rows per m16 tile (rows `g` and `g + 8`, `g = lane / 4`); the four lanes of
 //! a quad share a row, so row reductions are two butterfly shuffles.
 
+use crate::fragment::{Accumulator, AccumulatorTile, LaneRows};
 use crate::ptx::{
     ex2_approx_ftz_f32, lg2_approx_ftz_f32, max_f32, shfl_sync_bfly_f32, vote_sync_any,
 };
 
-/// Scores or probabilities of one warp for one key block: `[m_tile][key_step][n8 half]`, each a
-/// 16x8 accumulator fragment (`[f32; 4]`: rows g, g, g+8, g+8).
-pub type ScoreFragments<const M_TILES: usize, const KEY_STEPS: usize> =
-    [[[[f32; 4]; 2]; KEY_STEPS]; M_TILES];
+/// Scores or probabilities of one warp for one key block: rows of the warp by `16 KEY_STEPS`
+/// keys.
+pub type Scores<const M_TILES: usize, const KEY_STEPS: usize> = Accumulator<M_TILES, KEY_STEPS>;
 
-/// The output accumulator of one warp: `[m_tile][dim_step][n8 half]`, 16x8 f32 fragments.
-pub type OutputFragments<const M_TILES: usize, const DIM_STEPS: usize> =
-    [[[[f32; 4]; 2]; DIM_STEPS]; M_TILES];
+/// The output accumulator of one warp: rows of the warp by `16 DIM_STEPS` head dims.
+pub type Output<const M_TILES: usize, const DIM_STEPS: usize> = Accumulator<M_TILES, DIM_STEPS>;
 
-/// Running row maxima (in raw score units) and partial row sums of one lane: `[m_tile][row half]`.
+/// Running row maxima (in raw score units) and partial row sums of this lane's rows.
 pub struct OnlineSoftmax<const M_TILES: usize> {
-    row_max: [[f32; 2]; M_TILES],
-    row_sum: [[f32; 2]; M_TILES],
+    row_max: LaneRows<M_TILES>,
+    row_sum: LaneRows<M_TILES>,
 }
 
 /// How far (in log2 units of the scaled scores) a row maximum may grow past the running one
@@ -42,7 +41,7 @@ fn finite_or_zero(value: f32) -> f32 {
 /// dependent `max` (16 for BLOCK_N = 64), which only two or four rows per lane could interleave.
 #[inline(always)]
 unsafe fn lane_row_max<const KEY_STEPS: usize>(
-    tile_row: &[[[f32; 4]; 2]; KEY_STEPS],
+    tile_row: &[[AccumulatorTile; 2]; KEY_STEPS],
     half: usize,
 ) -> f32 {
     // `max_f32` is inline assembly: LLVM re-linearises a tree of `maxnum` into one chain.
@@ -106,8 +105,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     #[inline(always)]
     pub unsafe fn update<const KEY_STEPS: usize, const DIM_STEPS: usize>(
         &mut self,
-        scores: &mut ScoreFragments<M_TILES, KEY_STEPS>,
-        output: &mut OutputFragments<M_TILES, DIM_STEPS>,
+        scores: &mut Scores<M_TILES, KEY_STEPS>,
+        output: &mut Output<M_TILES, DIM_STEPS>,
         scale_log2: f32,
     ) {
         // new_max[m][half]: the row maxima over the running maximum and this block.
@@ -115,7 +114,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max = lane_row_max(&scores[m], half);
+                let block_max = lane_row_max(&scores.tiles[m], half);
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
@@ -132,10 +131,11 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                     );
                     self.row_max[m][half] = new_max[m][half];
                     self.row_sum[m][half] *= rescale;
-                    for step in output[m].iter_mut() {
-                        for tile in step.iter_mut() {
-                            tile[2 * half] *= rescale;
-                            tile[2 * half + 1] *= rescale;
+                    for d in 0..DIM_STEPS {
+                        for half_d in 0..2 {
+                            for column in 0..2 {
+                                *output.element(m, half, d, half_d, column) *= rescale;
+                            }
                         }
                     }
                 }
@@ -146,10 +146,10 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                 // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
                 // that its probabilities are ex2(-inf) = 0 rather than NaN.
                 let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
-                for step in scores[m].iter_mut() {
-                    for tile in step.iter_mut() {
+                for n in 0..KEY_STEPS {
+                    for half_n in 0..2 {
                         for column in 0..2 {
-                            let score = &mut tile[2 * half + column];
+                            let score = scores.element(m, half, n, half_n, column);
                             *score = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
                                 *score,
                                 scale_log2,
@@ -160,10 +160,11 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                 }
                 // A chain, not a tree: it hides behind the `ex2` that feed it.
                 let mut block_sum = 0.0;
-                for step in scores[m].iter() {
-                    for tile in step.iter() {
-                        block_sum += tile[2 * half];
-                        block_sum += tile[2 * half + 1];
+                for n in 0..KEY_STEPS {
+                    for half_n in 0..2 {
+                        for column in 0..2 {
+                            block_sum += *scores.element(m, half, n, half_n, column);
+                        }
                     }
                 }
                 self.row_sum[m][half] += block_sum;
@@ -196,8 +197,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     }
 }
 
-/// Per-row results of [`OnlineSoftmax::finish`]: `[m_tile][row half]`.
+/// Per-row results of [`OnlineSoftmax::finish`], for this lane's rows.
 pub struct RowResults<const M_TILES: usize> {
-    pub inverse_sum: [[f32; 2]; M_TILES],
-    pub logsumexp: [[f32; 2]; M_TILES],
+    pub inverse_sum: LaneRows<M_TILES>,
+    pub logsumexp: LaneRows<M_TILES>,
 }

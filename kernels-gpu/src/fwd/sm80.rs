@@ -21,20 +21,20 @@
 //! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
 //! read from or written to global memory.
 
-use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z, _thread_idx_x};
+use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
-use flash_attn_params::{
-    ForwardParams, QSource, TensorStrides, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
-};
+use flash_attn_params::{ForwardParams, QSource, TileConfig, CHUNK_BYTES, CHUNK_ELEMS};
 
+use crate::attn::block_info::{BlockInfo, RowBlock};
+use crate::attn::epilogue::{write_logsumexp, write_output};
 use crate::attn::mask::mask_scores;
-use crate::attn::softmax::{OnlineSoftmax, OutputFragments, ScoreFragments};
-use crate::element::Element;
+use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
+use crate::fragment::{Lane, OperandA, OperandB};
+use crate::mma::WarpMma16x8x16;
 use crate::ptx::{
-    bar_sync_0, bar_warp_sync, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
-    cp_async_wait_group, ld_shared_v4_b32, ldmatrix_x4, ldmatrix_x4_trans, opaque_to_optimizer,
-    shared_window_address, st_global_v4_b32, st_shared_b32,
+    bar_sync_0, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group, cp_async_wait_group,
+    ldmatrix_x4, ldmatrix_x4_trans, opaque_to_optimizer, shared_window_address,
 };
 use crate::smem::SharedTile;
 
@@ -42,18 +42,6 @@ use crate::smem::SharedTile;
 /// every 16-byte copy rely on.
 #[repr(C, align(128))]
 struct SharedMemoryBase;
-
-/// Rows `first_row .. first_row + ROWS` of one (batch, head) slice of a tensor in global memory.
-#[derive(Clone, Copy)]
-struct RowBlock {
-    /// The slice's row 0; 16-byte aligned.
-    base: *const u16,
-    /// Elements between consecutive rows; a multiple of 8.
-    row_stride: usize,
-    first_row: u32,
-    /// Rows that exist in the slice (`seq_len`): later rows are zero-filled, never read.
-    rows: u32,
-}
 
 /// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile.
 ///
@@ -121,16 +109,9 @@ unsafe fn cp_async_wait_at_most(pending: usize) {
     }
 }
 
-/// Element offset of the (batch, head) slice of a tensor: the one place where indices widen to
-/// 64 bits (with the sequence-stride products), so that large tensors cannot overflow.
-#[inline(always)]
-fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
-    batch as usize * strides.batch as usize + head as usize * strides.head as usize
-}
-
-/// The forward kernel body for one element type and tile configuration.
+/// The forward kernel body for one MMA atom (and so element type) and tile configuration.
 ///
-/// `Tile` is the shared-memory layout and `Q_IN_REGISTERS` says whether Q fragments stay in
+/// `Mma` is the warp MMA instruction and its input element type, `Tile` the shared-memory layout and `Q_IN_REGISTERS` says whether Q fragments stay in
 /// registers or are re-read from shared memory at every key block. `M_TILES`, `KEY_STEPS` and
 /// `DIM_STEPS` size the register fragments and must equal `BLOCK_M / (16 WARPS)`,
 /// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_entries!` macro
@@ -145,7 +126,7 @@ fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
 /// has `batch * heads_q * seq_len_q` writable f32.
 #[inline(always)]
 pub unsafe fn forward<
-    T: Element,
+    Mma: WarpMma16x8x16,
     Tile: SharedTile,
     const BLOCK_M: usize,
     const BLOCK_N: usize,
@@ -188,33 +169,14 @@ pub unsafe fn forward<
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
-    // Row and block arithmetic is 32-bit (the host keeps both sequence lengths <= 2^30, so
-    // `seq_len_q + seq_len_kv` fits in i32): on 64-bit indices it took ~2x the instructions of
-    // the per-block prologue and epilogue (SASS, flash_fwd_f16_d64_m64_n64_w4_s3).
-    let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
-    let mask = params.mask();
-    let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
-    // `max(1)`: the host never passes 0, and the kernel must not carry a division-by-zero panic.
-    let kv_head = head / params.kv_group_size.max(1);
-    let first_query = _block_idx_x() as u32 * BLOCK_M as u32;
+    let info = BlockInfo::new::<BLOCK_M>(params);
+    let mask = info.mask;
+    let first_query = info.first_query;
 
     // Keys this block needs: those its last query row sees.
-    let last_query = (first_query + BLOCK_M as u32).min(seq_len_q) - 1;
+    let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
     let key_blocks = mask.key_end(last_query).div_ceil(BLOCK_N as u32);
-
-    let q_rows = RowBlock {
-        base: (params.q as *const u16).add(slice_offset(&params.q_strides, batch, head)),
-        row_stride: params.q_strides.seq as usize,
-        first_row: first_query,
-        rows: seq_len_q,
-    };
-    let key_rows = #[inline(always)]
-    |strides: &TensorStrides, pointer: u64, block: u32| RowBlock {
-        base: (pointer as *const u16).add(slice_offset(strides, batch, kv_head)),
-        row_stride: strides.seq as usize,
-        first_row: block * BLOCK_N as u32,
-        rows: seq_len_kv,
-    };
+    let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = Tile::at(smem, 0);
@@ -225,12 +187,12 @@ pub unsafe fn forward<
     // prefetch issues them at different points) or together.
     let copy_key_tile = #[inline(always)]
     |block: u32, stage: u32| {
-        let k_rows = key_rows(&params.k_strides, params.k, block);
+        let k_rows = info.key_rows(&params.k_strides, params.k, block * BLOCK_N as u32);
         copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
     };
     let copy_value_tile = #[inline(always)]
     |block: u32, stage: u32| {
-        let v_rows = key_rows(&params.v_strides, params.v, block);
+        let v_rows = info.key_rows(&params.v_strides, params.v, block * BLOCK_N as u32);
         copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
     };
     let copy_key_block = #[inline(always)]
@@ -255,16 +217,14 @@ pub unsafe fn forward<
     // Lane roles in ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i.
     let lane_row_in_8 = lane % 8;
     let lane_matrix = lane / 8;
-    // Lane roles in the MMA accumulators: rows `group` and `group + 8`, columns
-    // `2 * thread_in_group` and `+ 1` of each 16x8 tile.
-    let (group, thread_in_group) = (lane / 4, lane % 4);
+    let this_lane = Lane::of(lane);
 
     // The 16x16 A fragment of Q rows warp_row + 16m.., dims 16d... Matrices 0..3 = (rows 0-7,
     // dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15), (rows 8-15, dims 8-15): the A
     // fragment order. A warp only ever reads its own rows of the Q tile.
     let load_q_fragment = |m: usize, d: usize| {
         let row = warp_row + 16 * m + lane % 16;
-        ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16))
+        OperandA(ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16)))
     };
     // Q has landed: the `STAGES - 1` K/V groups committed after it may still be in flight.
     // The barrier makes every thread's Q copies visible, and (with no key block) orders them
@@ -272,9 +232,9 @@ pub unsafe fn forward<
     cp_async_wait_at_most(STAGES - 1);
     bar_sync_0();
     // q_fragments[m][d], loaded once for the whole loop when Q lives in registers.
-    let q_fragments: Option<[[[u32; 4]; DIM_STEPS]; M_TILES]> = Q_IN_REGISTERS
+    let q_fragments: Option<[[OperandA; DIM_STEPS]; M_TILES]> = Q_IN_REGISTERS
         .then(|| core::array::from_fn(|m| core::array::from_fn(|d| load_q_fragment(m, d))));
-    let mut output: OutputFragments<M_TILES, DIM_STEPS> = [[[[0.0; 4]; 2]; DIM_STEPS]; M_TILES];
+    let mut output = Output::<M_TILES, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<M_TILES>::default();
 
     // Ring slots of the block computed and of the block prefetched, advanced by one each
@@ -308,11 +268,10 @@ pub unsafe fn forward<
         // done with the slot the prefetch below overwrites (it held block - 1).
         bar_sync_0();
 
-        // scores[m][n][half]: S for rows 16m.., keys 16n + 8 half ...
-        let mut scores: ScoreFragments<M_TILES, KEY_STEPS> = [[[[0.0; 4]; 2]; KEY_STEPS]; M_TILES];
+        let mut scores = Scores::<M_TILES, KEY_STEPS>::zero();
         for d in 0..DIM_STEPS {
             // q[m]: this dim step's A fragments, from registers or re-read from the Q tile.
-            let q: [[u32; 4]; M_TILES] = core::array::from_fn(|m| match &q_fragments {
+            let q: [OperandA; M_TILES] = core::array::from_fn(|m| match &q_fragments {
                 Some(fragments) => fragments[m][d],
                 None => load_q_fragment(m, d),
             });
@@ -321,10 +280,11 @@ pub unsafe fn forward<
                 // (keys 8-15, dims 8-15): the B fragments of key tiles 16n and 16n + 8.
                 let key = 16 * n + lane_row_in_8 + 8 * (lane_matrix / 2);
                 let chunk = 2 * d + lane_matrix % 2;
-                let [b0, b1, b2, b3] = ldmatrix_x4(k_tile(stage).chunk_address(key, chunk));
+                let [b_low, b_high] =
+                    OperandB::pair_of_x4(ldmatrix_x4(k_tile(stage).chunk_address(key, chunk)));
                 for m in 0..M_TILES {
-                    T::mma(&mut scores[m][n][0], &q[m], &[b0, b1]);
-                    T::mma(&mut scores[m][n][1], &q[m], &[b2, b3]);
+                    Mma::mma(&mut scores.tiles[m][n][0], &q[m], &b_low);
+                    Mma::mma(&mut scores.tiles[m][n][1], &q[m], &b_high);
                 }
             }
             // The prefetch is split over the first two dim steps of the S MMAs (K after the
@@ -350,36 +310,26 @@ pub unsafe fn forward<
 
         if masked {
             let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
-            let lane_key = (2 * thread_in_group) as i32;
-            let lane_row = (warp_row + group) as i32;
-            mask_scores(&mut scores, block_mask, lane_row, lane_key);
+            mask_scores(&mut scores, block_mask, warp_row, this_lane);
         }
 
         softmax.update(&mut scores, &mut output, params.scale_log2);
 
         for n in 0..KEY_STEPS {
-            // p[m]: the 16x16 A fragment of probabilities for keys 16n.., built from the two
-            // 16x8 score fragments of that key step.
-            let mut p = [[0u32; 4]; M_TILES];
-            for m in 0..M_TILES {
-                let [low, high] = scores[m][n];
-                p[m] = [
-                    T::pack(low[0], low[1]),
-                    T::pack(low[2], low[3]),
-                    T::pack(high[0], high[1]),
-                    T::pack(high[2], high[3]),
-                ];
-            }
+            // p[m]: the A operand of probabilities for keys 16n...
+            let p = scores.to_operand_a::<Mma::Input>(n);
             for d in 0..DIM_STEPS {
                 // Transposed matrices: (keys 0-7, dims 0-7), (keys 8-15, dims 0-7),
                 // (keys 0-7, dims 8-15), (keys 8-15, dims 8-15): the B fragments of dim tiles
                 // 16d and 16d + 8.
                 let key = 16 * n + lane_row_in_8 + 8 * (lane_matrix % 2);
                 let chunk = 2 * d + lane_matrix / 2;
-                let [b0, b1, b2, b3] = ldmatrix_x4_trans(v_tile(stage).chunk_address(key, chunk));
+                let [b_low, b_high] = OperandB::pair_of_x4(ldmatrix_x4_trans(
+                    v_tile(stage).chunk_address(key, chunk),
+                ));
                 for m in 0..M_TILES {
-                    T::mma(&mut output[m][d][0], &p[m], &[b0, b1]);
-                    T::mma(&mut output[m][d][1], &p[m], &[b2, b3]);
+                    Mma::mma(&mut output.tiles[m][d][0], &p[m], &b_low);
+                    Mma::mma(&mut output.tiles[m][d][1], &p[m], &b_high);
                 }
             }
         }
@@ -397,72 +347,11 @@ pub unsafe fn forward<
         key_block(block, true);
     }
 
-    // Epilogue: normalise, stage this warp's rows in its own rows of the Q tile (only this warp
-    // ever read them), then write the rows that exist out 16 bytes per lane. Lanes of a warp
-    // may drift apart: the warp barrier orders every lane's Q `ldmatrix` (and, with no key
-    // block, the block barrier above ordered every Q copy) before the staging stores.
+    // Epilogue: this warp's rows of the Q tile (only this warp ever read them; with no key
+    // block, the block barrier above ordered every Q copy) stage its output rows.
     let rows = softmax.finish(params.scale_log2);
-    bar_warp_sync();
-    for m in 0..M_TILES {
-        for d in 0..DIM_STEPS {
-            for half_d in 0..2 {
-                let fragment = output[m][d][half_d];
-                for half_m in 0..2 {
-                    let row = warp_row + 16 * m + group + 8 * half_m;
-                    let inverse = rows.inverse_sum[m][half_m];
-                    let packed = T::pack(
-                        fragment[2 * half_m] * inverse,
-                        fragment[2 * half_m + 1] * inverse,
-                    );
-                    let chunk = 2 * d + half_d;
-                    let address = q_tile.chunk_address(row, chunk) + 4 * thread_in_group as u32;
-                    st_shared_b32(address, packed);
-                }
-            }
-        }
-    }
-    bar_warp_sync();
-    // Lane `l` writes chunk `l % row_chunks` of rows `l / row_chunks + i * rows_per_step`
-    // through one walking pointer (the Q copies' reason: no 64-bit multiply per store).
-    let (rows_per_step, steps) = const {
-        let row_chunks = Tile::ROW_CHUNKS;
-        assert!(
-            32usize.is_multiple_of(row_chunks) && (BLOCK_M / WARPS * row_chunks).is_multiple_of(32),
-            "a warp's output rows must split into whole rows of chunks per lane"
-        );
-        (32 / row_chunks, BLOCK_M / WARPS * row_chunks / 32)
-    };
-    let row_chunks = Tile::ROW_CHUNKS;
-    let (lane_row, chunk) = (warp_row + lane / row_chunks, lane % row_chunks);
-    let o_row_stride = params.o_strides.seq as usize;
-    let o_step = opaque_to_optimizer(rows_per_step * o_row_stride);
-    // Rows past `seq_len_q` are never stored to, but their addresses are formed, and they may
-    // lie past the allocation: `wrapping_add`, not `add`. The host keeps every such offset below
-    // 2^63 bytes (`MAX_TENSOR_BYTES`), so the offset arithmetic itself cannot wrap.
-    let mut o_pointer = (params.o as *mut u16).wrapping_add(
-        slice_offset(&params.o_strides, batch, head)
-            + (first_query as usize + lane_row) * o_row_stride
-            + chunk * CHUNK_ELEMS,
+    write_output::<Mma::Input, Tile, BLOCK_M, WARPS, M_TILES, DIM_STEPS>(
+        &output, &rows, q_tile, &info, params, warp_row, this_lane,
     );
-    for step in 0..steps {
-        let row = lane_row + step * rows_per_step;
-        if first_query + (row as u32) < seq_len_q {
-            let value = ld_shared_v4_b32(q_tile.chunk_address(row, chunk));
-            st_global_v4_b32(o_pointer.cast(), value);
-        }
-        o_pointer = o_pointer.wrapping_add(o_step);
-    }
-
-    if params.lse != 0 && thread_in_group == 0 {
-        let slice = batch as usize * params.heads_q as usize + head as usize;
-        let lse = (params.lse as *mut f32).add(slice * seq_len_q as usize);
-        for m in 0..M_TILES {
-            for half_m in 0..2 {
-                let row = first_query + (warp_row + 16 * m + group + 8 * half_m) as u32;
-                if row < seq_len_q {
-                    *lse.add(row as usize) = rows.logsumexp[m][half_m];
-                }
-            }
-        }
-    }
+    write_logsumexp(&rows, &info, params, warp_row, this_lane);
 }

@@ -1,0 +1,117 @@
+//! The epilogue: a warp's output rows, normalised, rounded and written to global memory, and
+//! their logsumexp.
+
+use flash_attn_params::{ForwardParams, CHUNK_ELEMS};
+
+use crate::attn::block_info::BlockInfo;
+use crate::attn::softmax::{Output, RowResults};
+use crate::element::Element;
+use crate::fragment::Lane;
+use crate::ptx::{
+    bar_warp_sync, ld_shared_v4_b32, opaque_to_optimizer, st_global_v4_b32, st_shared_b32,
+};
+use crate::smem::SharedTile;
+
+/// Writes this warp's `BLOCK_M / WARPS` output rows (from block row `warp_row`) that exist:
+/// normalises `output` by `rows.inverse_sum`, rounds it to `T`, stages it in the warp's own rows
+/// of `staging` (a tile of the block's rows that only this warp reads from now on) and stores
+/// it 16 bytes per lane.
+///
+/// # Safety
+/// All lanes of the warp call it together, after their last read of their rows of `staging`
+/// (the staging stores are ordered after those by a warp barrier here, not by a block barrier);
+/// `params` and `info` satisfy the kernel's launch contract.
+#[inline(always)]
+pub unsafe fn write_output<
+    T: Element,
+    Tile: SharedTile,
+    const BLOCK_M: usize,
+    const WARPS: usize,
+    const M_TILES: usize,
+    const DIM_STEPS: usize,
+>(
+    output: &Output<M_TILES, DIM_STEPS>,
+    rows: &RowResults<M_TILES>,
+    staging: Tile,
+    info: &BlockInfo,
+    params: &ForwardParams,
+    warp_row: usize,
+    lane: Lane,
+) {
+    // Lanes of a warp may drift apart: the warp barrier orders every lane's last read of the
+    // staging rows before the staging stores.
+    bar_warp_sync();
+    for m in 0..M_TILES {
+        for d in 0..DIM_STEPS {
+            for half_d in 0..2 {
+                let fragment = output.tiles[m][d][half_d];
+                for half_m in 0..2 {
+                    let row = warp_row + lane.row(m, half_m);
+                    let inverse = rows.inverse_sum[m][half_m];
+                    let packed = T::pack(
+                        fragment[2 * half_m] * inverse,
+                        fragment[2 * half_m + 1] * inverse,
+                    );
+                    let chunk = 2 * d + half_d;
+                    // This lane's two elements: 4 bytes from its first column on.
+                    let address = staging.chunk_address(row, chunk) + 4 * lane.position as u32;
+                    st_shared_b32(address, packed);
+                }
+            }
+        }
+    }
+    bar_warp_sync();
+    // Lane `l` writes chunk `l % row_chunks` of rows `l / row_chunks + i * rows_per_step`
+    // through one walking pointer (as the tile copies: no 64-bit multiply per store).
+    let (rows_per_step, steps) = const {
+        let row_chunks = Tile::ROW_CHUNKS;
+        assert!(
+            32usize.is_multiple_of(row_chunks) && (BLOCK_M / WARPS * row_chunks).is_multiple_of(32),
+            "a warp's output rows must split into whole rows of chunks per lane"
+        );
+        (32 / row_chunks, BLOCK_M / WARPS * row_chunks / 32)
+    };
+    let row_chunks = Tile::ROW_CHUNKS;
+    let (lane_row, chunk) = (warp_row + lane.index / row_chunks, lane.index % row_chunks);
+    let o_step = opaque_to_optimizer(rows_per_step * params.o_strides.seq as usize);
+    // Rows past `seq_len_q` are never stored to, but their addresses are formed, and they may
+    // lie past the allocation: `wrapping_add`, not `add`. The host keeps every such offset below
+    // 2^63 bytes (`MAX_TENSOR_BYTES`), so the offset arithmetic itself cannot wrap.
+    let mut o_pointer = (params.o as *mut u16)
+        .wrapping_add(info.output_row_offset(params, lane_row) + chunk * CHUNK_ELEMS);
+    for step in 0..steps {
+        let row = lane_row + step * rows_per_step;
+        if info.first_query + (row as u32) < info.seq_len_q {
+            let value = ld_shared_v4_b32(staging.chunk_address(row, chunk));
+            st_global_v4_b32(o_pointer.cast(), value);
+        }
+        o_pointer = o_pointer.wrapping_add(o_step);
+    }
+}
+
+/// Writes the logsumexp of this warp's rows that exist (from block row `warp_row`), if
+/// `params.lse` asks for it.
+///
+/// # Safety
+/// `params` and `info` satisfy the kernel's launch contract.
+#[inline(always)]
+pub unsafe fn write_logsumexp<const M_TILES: usize>(
+    rows: &RowResults<M_TILES>,
+    info: &BlockInfo,
+    params: &ForwardParams,
+    warp_row: usize,
+    lane: Lane,
+) {
+    // The four lanes of a quad hold the same rows: one of them writes.
+    if params.lse != 0 && lane.position == 0 {
+        let lse = info.logsumexp_row(params);
+        for m in 0..M_TILES {
+            for half_m in 0..2 {
+                let row = info.first_query + (warp_row + lane.row(m, half_m)) as u32;
+                if row < info.seq_len_q {
+                    *lse.add(row as usize) = rows.logsumexp[m][half_m];
+                }
+            }
+        }
+    }
+}
