@@ -1,13 +1,14 @@
-//! Generates the list of PTX entries the build compiles, from the candidate space and the
-//! compile-time gates in `src/tile.rs` and, by default, the data files that name the shipping
-//! set (the dispatch table and the fallbacks, read by `build-support/src/dispatch.rs`). This
-//! script includes those files, so the list cannot drift from the gates or the data:
+//! Generates the list of PTX entries the build compiles, from the candidate space of
+//! `src/spec.rs`, the compile-time gates in `src/tile.rs` and, by default, the data files that
+//! name the shipping set (the dispatch table and the fallbacks, read by
+//! `build-support/src/dispatch.rs`). This script includes those files, so the list cannot drift
+//! from the space, the gates or the data:
 //!
 //! - `for_each_kernel_entry_of_shard!`, which the GPU crate's shards expand into entry points;
 //! - `KERNEL_SET` and `BUILT_CONFIGS`, the same list for the host.
 //!
-//! `FLASH_ATTN_KERNELS=all` compiles the search space, every configuration that passes the
-//! compile-time gates; unset (or `shipping`), only the shipping set.
+//! `FLASH_ATTN_KERNELS=all` compiles the search space, every spec that passes the compile-time
+//! gates; unset (or `shipping`), only the shipping set.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,14 +19,14 @@ mod arch;
 #[path = "../build-support/src/dispatch.rs"]
 #[allow(dead_code)]
 mod dispatch;
+#[path = "src/spec.rs"]
+#[allow(dead_code)]
+mod spec;
 #[path = "src/tile.rs"]
 #[allow(dead_code)]
 mod tile;
 
-use tile::{
-    for_each_gated_config, Dtype, EntryName, KernelSet, TileArgs, TileConfig, KERNELS_ENV,
-    KERNEL_SHARDS,
-};
+use spec::{for_each_gated_config, KernelSet, KernelSpec, SpecArgs, KERNELS_ENV, KERNEL_SHARDS};
 
 /// The kernel set `FLASH_ATTN_KERNELS` asks for.
 fn kernel_set() -> KernelSet {
@@ -41,10 +42,10 @@ fn kernel_set() -> KernelSet {
     }
 }
 
-/// The configurations to compile, in entry order.
-fn built_configs(set: KernelSet) -> Vec<(Dtype, TileConfig)> {
+/// The specs to compile, in entry order.
+fn built_configs(set: KernelSet) -> Vec<KernelSpec> {
     let mut gated = Vec::new();
-    for_each_gated_config(|dtype, tile| gated.push((dtype, tile)));
+    for_each_gated_config(|spec| gated.push(spec));
     if set == KernelSet::All {
         return gated;
     }
@@ -54,23 +55,23 @@ fn built_configs(set: KernelSet) -> Vec<(Dtype, TileConfig)> {
         .expect("params/ sits in the repository root");
     let (rows, fallbacks) = dispatch::read_default_api_data(repository);
     let shipping = dispatch::shipping_set(&rows, &fallbacks);
-    let name = |&(dtype, tile): &(Dtype, TileConfig)| EntryName(dtype, tile).to_string();
     let unknown: Vec<&String> = shipping
         .iter()
-        .filter(|entry| !gated.iter().any(|config| &name(config) == *entry))
+        .filter(|entry| !gated.iter().any(|spec| spec.to_string() == **entry))
         .collect();
     if !unknown.is_empty() {
         panic!(
-            "the dispatch table or the fallbacks ({}/) name kernels that are not configurations \
-             passing the compile-time gates: {unknown:?}",
+            "the dispatch table or the fallbacks ({}/) name kernels that are not specs passing \
+             the compile-time gates: {unknown:?}",
             dispatch::DATA_DIR
         );
     }
-    gated.retain(|config| shipping.contains(&name(config)));
+    gated.retain(|spec| shipping.contains(&spec.to_string()));
     gated
 }
 
 fn main() {
+    println!("cargo:rerun-if-changed=src/spec.rs");
     println!("cargo:rerun-if-changed=src/tile.rs");
     println!("cargo:rerun-if-changed=src/arch.rs");
     println!("cargo:rerun-if-changed=../build-support/src/dispatch.rs");
@@ -78,34 +79,28 @@ fn main() {
     let configs = built_configs(set);
     let mut shards = vec![String::new(); KERNEL_SHARDS];
     let mut built = String::new();
-    for (index, &(dtype, tile)) in configs.iter().enumerate() {
+    for (index, &spec) in configs.iter().enumerate() {
         writeln!(
             shards[index % KERNEL_SHARDS],
-            "            ({}, {dtype:?}, {}),",
-            EntryName(dtype, tile),
-            TileArgs(tile)
+            "            ({spec}, {}),",
+            SpecArgs(spec)
         )
         .unwrap();
-        writeln!(
-            built,
-            "    (Dtype::{dtype:?}, built_tile!({})),",
-            TileArgs(tile)
-        )
-        .unwrap();
+        writeln!(built, "    built_spec!({}),", SpecArgs(spec)).unwrap();
     }
     let mut source = format!(
         "/// The kernels this build compiles: `FLASH_ATTN_KERNELS` at build time.\n\
          pub const KERNEL_SET: KernelSet = KernelSet::{set:?};\n\n\
-         /// Every configuration this build compiles into a PTX entry, in entry order: the\n\
-         /// shipping set, or with `FLASH_ATTN_KERNELS=all` every one that passes the\n\
-         /// compile-time gates ([`KERNEL_SET`] says which). Generated by `params/build.rs`.\n\
-         pub const BUILT_CONFIGS: &[(Dtype, TileConfig)] = &[\n{built}];\n\n"
+         /// Every spec this build compiles into a PTX entry, in entry order: the shipping set,\n\
+         /// or with `FLASH_ATTN_KERNELS=all` every one that passes the compile-time gates\n\
+         /// ([`KERNEL_SET`] says which). Generated by `params/build.rs`.\n\
+         pub const BUILT_CONFIGS: &[KernelSpec] = &[\n{built}];\n\n"
     );
     source.push_str(
-        "/// Calls `$callback!` once with every configuration of shard `$shard` (a literal in\n\
-         /// `0..KERNEL_SHARDS`) of [`BUILT_CONFIGS`], as\n\
-         /// `(entry, dtype, block_m, block_n, warps, stages, head_dim, layout, q_source)`.\n\
-         /// The shards together hold every such configuration once; each becomes one PTX entry.\n\
+        "/// Calls `$callback!` once with every spec of shard `$shard` (a literal in\n\
+         /// `0..KERNEL_SHARDS`) of [`BUILT_CONFIGS`], as `(entry, family, dtype, variant,\n\
+         /// block_m, block_n, warps, stages, head_dim, layout, q_source)`, every axis by name or\n\
+         /// literal. The shards together hold every such spec once; each becomes one PTX entry.\n\
          /// Generated by `params/build.rs`.\n\
          #[macro_export]\n\
          macro_rules! for_each_kernel_entry_of_shard {\n",

@@ -239,8 +239,8 @@ pub fn gate_records(ptxas: &Path, modules: &[EntryModules], cache: &Path) -> Res
 pub fn measure_gate(ptxas: &Path, ptx_dir: &Path) -> Result<Gate, String> {
     let modules: Vec<EntryModules> = flash_attn_params::BUILT_CONFIGS
         .iter()
-        .map(|&(dtype, tile)| {
-            let entry = flash_attn_params::EntryName(dtype, tile).to_string();
+        .map(|spec| {
+            let entry = spec.to_string();
             let paths = ARCHITECTURES.map(|arch| {
                 let ptx = ptx_target_for(arch.compute_capability)
                     .expect("the oldest architecture is a PTX target");

@@ -12,20 +12,22 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{ptx_target_for, Architecture, Dtype, TileConfig, ARCHITECTURES};
+use flash_attn_params::{ptx_target_for, Architecture, Dtype, KernelSpec, ARCHITECTURES};
 
 use crate::{driver, Error};
 
-/// An exposed forward kernel: its PTX entry point, element type and tile configuration.
+/// An exposed forward kernel: its PTX entry point and its spec (family, element type, variant
+/// and tile).
 ///
 /// Only [`FORWARD_KERNELS`] holds them (the private fields keep other crates from building
 /// one), so a `&ForwardKernel` always names an exposed entry, and its [`Self::index`] is its
 /// place in that list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardKernel {
+    /// The PTX entry name, `spec`'s `Display`, written out by the build so that
+    /// [`kernel_named`] can compare it in a `const fn`.
     pub entry: &'static str,
-    pub dtype: Dtype,
-    pub tile: TileConfig,
+    pub spec: KernelSpec,
     index: usize,
 }
 
@@ -225,7 +227,7 @@ pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardK
     FALLBACK_KERNELS
         .iter()
         .copied()
-        .find(|kernel| kernel.dtype == dtype && kernel.tile.head_dim == head_dim)
+        .find(|kernel| kernel.spec.dtype == dtype && kernel.spec.tile.head_dim == head_dim)
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,
             supported: SUPPORTED_HEAD_DIMS,
@@ -371,16 +373,16 @@ impl LoadedKernels {
         }
         // The exposed kernel itself, whatever a caller's copy of it says.
         let kernel = &FORWARD_KERNELS[index];
-        if kernel.tile.smem_bytes() > self.max_smem_per_block {
+        if kernel.spec.tile.smem_bytes() > self.max_smem_per_block {
             return Err(Error::SharedMemoryUnavailable {
                 kernel: kernel.entry,
-                needed: kernel.tile.smem_bytes(),
+                needed: kernel.spec.tile.smem_bytes(),
                 available: self.max_smem_per_block,
             });
         }
         let (module, source) = self.load_module(kernel)?;
         let function = module.get_function(kernel.entry)?;
-        allow_dynamic_shared_memory(&function, kernel.tile.smem_bytes())?;
+        allow_dynamic_shared_memory(&function, kernel.spec.tile.smem_bytes())?;
         let function = function.to_raw();
         // Cannot be taken: the lock is held and the slot was empty.
         let _ = slot.set(LoadedEntry {

@@ -7,13 +7,15 @@
 //! the PTX matching the device through `cust` ([`ptx_target_for`]), validates every call and
 //! launches it.
 //!
-//! Which kernels a build holds ([`FORWARD_KERNELS`]) is chosen at build time ([`KERNEL_SET`]):
-//! by default the **shipping set**, the kernels the dispatch table and the fallbacks name
-//! (`host/dispatch-table.tsv`, `host/fallback-kernels.txt`; 25 today), which is all the default
-//! API runs; with `FLASH_ATTN_KERNELS=all` in the build's environment, the **search space**,
-//! every tile configuration that passes the compile-time gates and the ptxas gate (266), for
-//! the tuner and for naming other kernels in [`ForwardOptions::kernel`]. Either way a kernel
-//! whose ptxas record fails is not exposed.
+//! A kernel is a [`KernelSpec`]: its main loop's [`Family`], element type ([`Dtype`]),
+//! [`Variant`] of the main loop and [`TileConfig`] (head dim included); its PTX entry name
+//! spells the spec out. Which kernels a build holds ([`FORWARD_KERNELS`]) is chosen at build
+//! time ([`KERNEL_SET`]): by default the **shipping set**, the kernels the dispatch table and
+//! the fallbacks name (`host/dispatch-table.tsv`, `host/fallback-kernels.txt`; 25 today), which
+//! is all the default API runs; with `FLASH_ATTN_KERNELS=all` in the build's environment, the
+//! **search space**, every spec that passes the compile-time gates and the ptxas gate (262),
+//! for the tuner and for naming other kernels in [`ForwardOptions::kernel`]. Either way a
+//! kernel whose ptxas record fails is not exposed.
 //!
 //! ```no_run
 //! use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};
@@ -44,10 +46,11 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
-    Dtype, EntryName, ForwardParams, KernelSet, Mask, QSource, SmemLayout, TensorStrides,
-    TileConfig, TileMask, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
-    CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES,
-    CANDIDATE_STAGES, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, SM89_MAX_SMEM_PER_BLOCK,
+    Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, QSource, SmemLayout, TensorStrides,
+    TileConfig, TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
+    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
+    KERNELS_ENV, KERNEL_SET, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -280,7 +283,13 @@ impl FlashAttention {
         ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
         CurrentContext::set_current(&self.kernels.context)?;
         let function = self.kernels.function(plan.kernel)?;
-        launch::launch_forward(stream, function, &plan.kernel.tile, plan.grid, plan.params)
+        launch::launch_forward(
+            stream,
+            function,
+            &plan.kernel.spec.tile,
+            plan.grid,
+            plan.params,
+        )
     }
 
     /// Copies host tensors to the GPU, runs [`Self::forward`] and copies the output back, laid

@@ -333,16 +333,16 @@ pub fn plan(
         Some(kernel) => kernel,
         None => dispatch_kernel(dtype, shape, options.causal, sm_count)?,
     };
-    if kernel.dtype != dtype {
+    if kernel.spec.dtype != dtype {
         return Err(Error::KernelDtypeMismatch {
             kernel: kernel.entry,
             dtype,
         });
     }
-    if kernel.tile.head_dim != shape.head_dim {
+    if kernel.spec.tile.head_dim != shape.head_dim {
         return Err(Error::KernelHeadDimMismatch {
             kernel: kernel.entry,
-            kernel_head_dim: kernel.tile.head_dim,
+            kernel_head_dim: kernel.spec.tile.head_dim,
             head_dim: shape.head_dim,
         });
     }
@@ -400,20 +400,20 @@ pub fn plan(
     }
     // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here, so these
     // casts are exact.
-    let query_tiles = shape.seq_len_q.div_ceil(kernel.tile.block_m);
-    let key_tiles = shape.seq_len_kv.div_ceil(kernel.tile.block_n);
+    let query_tiles = shape.seq_len_q.div_ceil(kernel.spec.tile.block_m);
+    let key_tiles = shape.seq_len_kv.div_ceil(kernel.spec.tile.block_n);
     let dtype_bytes = 2;
     let q_rows = Rows {
         batch: shape.batch,
         heads: shape.heads_q,
         seq_len: shape.seq_len_q,
-        padded_seq_len: query_tiles * kernel.tile.block_m,
+        padded_seq_len: query_tiles * kernel.spec.tile.block_m,
         head_dim: shape.head_dim,
     };
     let kv_rows = Rows {
         heads: shape.heads_kv,
         seq_len: shape.seq_len_kv,
-        padded_seq_len: key_tiles * kernel.tile.block_n,
+        padded_seq_len: key_tiles * kernel.spec.tile.block_n,
         ..q_rows
     };
     let lse_elements = shape.lse_elements()?;

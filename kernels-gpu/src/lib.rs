@@ -12,9 +12,11 @@
 //! - [`fwd`]: the forward pass: the sm80 main loop ([`fwd::sm80`]), generic over the MMA atom
 //!   and the tile configuration.
 //!
-//! Every configuration in [`flash_attn_params::for_each_kernel_entry_of_shard!`] becomes one PTX
-//! entry, through [`forward_entries!`], in one of the shard crates under `shards/`: cargo compiles
-//! them in parallel, where one crate would run LLVM over every entry on one core.
+//! Every spec in [`flash_attn_params::for_each_kernel_entry_of_shard!`] becomes one PTX entry,
+//! through [`forward_entries!`], which runs its family's main loop (only
+//! [`Family::Sm80`](flash_attn_params::Family::Sm80) today: [`fwd::sm80`]), in one of the shard
+//! crates under `shards/`: cargo compiles them in parallel, where one crate would run LLVM over
+//! every entry on one core.
 #![no_std]
 #![feature(
     asm_experimental_arch,
@@ -49,27 +51,48 @@ macro_rules! shared_tile {
     (Padded, $head_dim:literal) => { $crate::smem::PaddedTile<$head_dim> };
 }
 
-/// Defines one PTX entry per configuration it is given, in the format of
+/// Defines one PTX entry per spec it is given, in the format of
 /// [`flash_attn_params::for_each_kernel_entry_of_shard!`]; each shard crate under `shards/`
-/// passes it its part of the list.
+/// passes it its part of the list. Only [`Variant::Dense`](flash_attn_params::Variant::Dense)
+/// matches: a variant the main loops do not implement yet fails to compile here.
 #[macro_export]
 macro_rules! forward_entries {
-    ($(($entry:ident, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
-        /// A forward kernel entry point; see [`fwd::sm80::forward`] for the launch contract.
+    ($(($entry:ident, $family:ident, $dtype:ident, Dense, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
+        /// A forward kernel entry point; see its family's main loop for the launch contract.
         ///
         /// # Safety
-        /// As for [`fwd::sm80::forward`].
+        /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
-            $crate::fwd::sm80::forward::<
-                $crate::mma::MmaSync<$crate::element::$dtype>,
-                $crate::shared_tile!($layout, $head_dim),
-                $block_m, $block_n, $warps, $stages, $head_dim,
-                { matches!($crate::QSource::$q_source, $crate::QSource::Registers) },
-                { $block_m / (16 * $warps) }, { $block_n / 16 }, { $head_dim / 16 },
-            >(&params);
+            $crate::main_loop!(
+                $family, $dtype, $block_m, $block_n, $warps, $stages, $head_dim, $layout, $q_source,
+                &params
+            );
         }
     )*};
+}
+
+/// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
+/// for one element type and tile: one arm per family, so a family without a main loop fails to
+/// compile here.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! main_loop {
+    (Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident, $params:expr) => {
+        $crate::fwd::sm80::forward::<
+            $crate::mma::MmaSync<$crate::element::$dtype>,
+            $crate::shared_tile!($layout, $head_dim),
+            $block_m,
+            $block_n,
+            $warps,
+            $stages,
+            $head_dim,
+            { matches!($crate::QSource::$q_source, $crate::QSource::Registers) },
+            { $block_m / (16 * $warps) },
+            { $block_n / 16 },
+            { $head_dim / 16 },
+        >($params)
+    };
 }
 
 #[panic_handler]

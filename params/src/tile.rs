@@ -1,27 +1,9 @@
-//! The tile configurations of the forward kernel: the candidate space, the compile-time gates
-//! ([`TileConfig::check`]) and the PTX entry name of each configuration.
+//! The tile configurations of the forward kernel, the tile axis of a
+//! [`KernelSpec`](crate::spec::KernelSpec): the candidate values and the compile-time gates
+//! ([`TileConfig::check`]).
 //!
 //! Only `core`: the crate re-exports it, and `build.rs` includes this file with `#[path]` to
 //! generate the list of entries, so that the list and the gates have one implementation.
-
-use core::fmt;
-
-/// The element type of Q, K, V and O.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Dtype {
-    F16,
-    Bf16,
-}
-
-impl Dtype {
-    /// `f16` or `bf16`: in entry names, reports and the tools' files.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Dtype::F16 => "f16",
-            Dtype::Bf16 => "bf16",
-        }
-    }
-}
 
 /// The largest dynamic shared memory one block may opt into on every device the PTX serves
 /// (99 KiB: sm_89's, and sm_86's, which runs the sm_80 PTX): the limit of the compile-time
@@ -65,7 +47,7 @@ pub const ROW_PADDING_BYTES: usize = CHUNK_BYTES;
 
 /// One tile configuration of the forward kernel. Build it with [`TileConfig::new`], which
 /// rejects (at compile time, when used in a `const`) every configuration that cannot run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileConfig {
     /// Query rows per block.
     pub block_m: usize,
@@ -239,10 +221,8 @@ impl TileConfig {
     }
 }
 
-/// The candidate values of each tile parameter. Every combination is a candidate
-/// configuration; each one that passes [`TileConfig::check`] becomes one PTX entry (see
-/// [`for_each_gated_config`]).
-pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+/// The candidate values of each tile parameter. Every combination is a candidate tile of every
+/// candidate spec ([`crate::spec::for_each_candidate`]).
 pub const CANDIDATE_HEAD_DIMS: [usize; 2] = [64, 128];
 pub const CANDIDATE_BLOCK_M: [usize; 2] = [64, 128];
 pub const CANDIDATE_BLOCK_N: [usize; 3] = [32, 64, 128];
@@ -251,35 +231,33 @@ pub const CANDIDATE_STAGES: [usize; 3] = [1, 2, 3];
 pub const CANDIDATE_LAYOUTS: [SmemLayout; 2] = [SmemLayout::Swizzled, SmemLayout::Padded];
 pub const CANDIDATE_Q_SOURCES: [QSource; 2] = [QSource::Registers, QSource::SharedMemory];
 
-/// Calls `visit(dtype, candidate, verdict)` for every candidate configuration, in the order of
-/// the PTX entries: element type, head dim, `block_m`, `block_n`, warps, stages, layout, Q
-/// source. `candidate` holds the parameters, checked or not; `verdict` is
-/// [`TileConfig::check`]'s: `Ok` with the same configuration, or the first limit it violates.
-pub fn for_each_candidate(
-    mut visit: impl FnMut(Dtype, TileConfig, Result<TileConfig, &'static str>),
+/// Calls `visit(candidate, verdict)` for every candidate tile, in the order of the PTX entries:
+/// head dim, `block_m`, `block_n`, warps, stages, layout, Q source. `candidate` holds the
+/// parameters, checked or not; `verdict` is [`TileConfig::check`]'s: `Ok` with the same
+/// configuration, or the first limit it violates.
+pub(crate) fn for_each_tile_candidate(
+    mut visit: impl FnMut(TileConfig, Result<TileConfig, &'static str>),
 ) {
-    for dtype in CANDIDATE_DTYPES {
-        for head_dim in CANDIDATE_HEAD_DIMS {
-            for block_m in CANDIDATE_BLOCK_M {
-                for block_n in CANDIDATE_BLOCK_N {
-                    for warps in CANDIDATE_WARPS {
-                        for stages in CANDIDATE_STAGES {
-                            for layout in CANDIDATE_LAYOUTS {
-                                for q_source in CANDIDATE_Q_SOURCES {
-                                    let candidate = TileConfig {
-                                        block_m,
-                                        block_n,
-                                        warps,
-                                        stages,
-                                        head_dim,
-                                        layout,
-                                        q_source,
-                                    };
-                                    let verdict = TileConfig::check(
-                                        block_m, block_n, warps, stages, head_dim, layout, q_source,
-                                    );
-                                    visit(dtype, candidate, verdict);
-                                }
+    for head_dim in CANDIDATE_HEAD_DIMS {
+        for block_m in CANDIDATE_BLOCK_M {
+            for block_n in CANDIDATE_BLOCK_N {
+                for warps in CANDIDATE_WARPS {
+                    for stages in CANDIDATE_STAGES {
+                        for layout in CANDIDATE_LAYOUTS {
+                            for q_source in CANDIDATE_Q_SOURCES {
+                                let candidate = TileConfig {
+                                    block_m,
+                                    block_n,
+                                    warps,
+                                    stages,
+                                    head_dim,
+                                    layout,
+                                    q_source,
+                                };
+                                let verdict = TileConfig::check(
+                                    block_m, block_n, warps, stages, head_dim, layout, q_source,
+                                );
+                                visit(candidate, verdict);
                             }
                         }
                     }
@@ -288,89 +266,3 @@ pub fn for_each_candidate(
         }
     }
 }
-
-/// Calls `visit(dtype, tile)` for every candidate that passes the compile-time gates, in entry
-/// order: these are the configurations compiled into PTX entries.
-pub fn for_each_gated_config(mut visit: impl FnMut(Dtype, TileConfig)) {
-    for_each_candidate(|dtype, _, verdict| {
-        if let Ok(tile) = verdict {
-            visit(dtype, tile);
-        }
-    });
-}
-
-/// A configuration's parameters as the generated lists write them:
-/// `block_m, block_n, warps, stages, head_dim, Layout, QSource` (the last two by variant name).
-#[derive(Clone, Copy, Debug)]
-pub struct TileArgs(pub TileConfig);
-
-impl fmt::Display for TileArgs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let TileArgs(tile) = self;
-        write!(
-            f,
-            "{}, {}, {}, {}, {}, {:?}, {:?}",
-            tile.block_m,
-            tile.block_n,
-            tile.warps,
-            tile.stages,
-            tile.head_dim,
-            tile.layout,
-            tile.q_source
-        )
-    }
-}
-
-/// The PTX entry name of a configuration, which spells it out:
-/// `flash_fwd_{f16|bf16}_d{head_dim}_m{block_m}_n{block_n}_w{warps}_s{stages}`, then `_pad`
-/// for [`SmemLayout::Padded`] and `_qsmem` for [`QSource::SharedMemory`]. Formats with
-/// `{}`; allocation-free, so that the no_std side can use it too.
-#[derive(Clone, Copy, Debug)]
-pub struct EntryName(pub Dtype, pub TileConfig);
-
-impl fmt::Display for EntryName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let EntryName(dtype, tile) = self;
-        write!(
-            f,
-            "flash_fwd_{}_d{}_m{}_n{}_w{}_s{}",
-            dtype.name(),
-            tile.head_dim,
-            tile.block_m,
-            tile.block_n,
-            tile.warps,
-            tile.stages
-        )?;
-        if tile.layout == SmemLayout::Padded {
-            f.write_str("_pad")?;
-        }
-        if tile.q_source == QSource::SharedMemory {
-            f.write_str("_qsmem")?;
-        }
-        Ok(())
-    }
-}
-
-/// Which configurations a build compiles into PTX entries, chosen at build time by the
-/// environment variable [`KERNELS_ENV`] (watched by the build scripts): the build's choice is
-/// [`crate::KERNEL_SET`], its configurations [`crate::BUILT_CONFIGS`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KernelSet {
-    /// The default (`FLASH_ATTN_KERNELS` unset, or `shipping`): the kernels the default API
-    /// runs, those the dispatch table (`host/dispatch-table.tsv`) and the fallbacks
-    /// (`host/fallback-kernels.txt`) name.
-    Shipping,
-    /// `FLASH_ATTN_KERNELS=all`: the search space, every configuration that passes the
-    /// compile-time gates ([`for_each_gated_config`]); what the tuner and the full GPU
-    /// verification need.
-    All,
-}
-
-/// The build-time switch between the [`KernelSet`]s: unset or `shipping`, or `all`.
-pub const KERNELS_ENV: &str = "FLASH_ATTN_KERNELS";
-
-/// The PTX entries are compiled in this many shards, round-robin in entry order
-/// ([`crate::BUILT_CONFIGS`]): one crate each under `kernels-gpu/shards/`, which cargo builds
-/// in parallel. rustc's nvptx backend emits one PTX file per crate whatever the codegen units,
-/// and LLVM takes ~0.3 s per entry, so one crate of 320 entries took 100 s on one core.
-pub const KERNEL_SHARDS: usize = 4;

@@ -2,10 +2,11 @@ use flash_attn::QSource::{Registers, SharedMemory};
 use flash_attn::SmemLayout::{Padded, Swizzled};
 use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn::{
-    default_kernel, for_each_candidate, Dtype, EntryName, TileConfig, CANDIDATE_BLOCK_M,
-    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
-    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_WARPS, FORWARD_KERNELS,
-    SM89_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
+    default_kernel, for_each_candidate, Dtype, Family, KernelSpec, TileConfig, Variant,
+    CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
+    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
+    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    SUPPORTED_HEAD_DIMS,
 };
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
 use flash_attn_build::gate::record_failures;
@@ -20,16 +21,13 @@ const FALLBACK_KERNELS_FILE: &str = include_str!("../../host/fallback-kernels.tx
 #[test]
 fn the_build_compiled_the_set_it_says_it_did() {
     let mut gated = Vec::new();
-    for_each_candidate(|dtype, _, verdict| {
-        if let Ok(tile) = verdict {
-            gated.push((dtype, tile));
+    for_each_candidate(|_, verdict| {
+        if let Ok(spec) = verdict {
+            gated.push(spec);
         }
     });
-    let names = |configs: &[(Dtype, TileConfig)]| -> Vec<String> {
-        let mut names: Vec<String> = configs
-            .iter()
-            .map(|&(dtype, tile)| EntryName(dtype, tile).to_string())
-            .collect();
+    let names = |specs: &[KernelSpec]| -> Vec<String> {
+        let mut names: Vec<String> = specs.iter().map(KernelSpec::to_string).collect();
         names.sort();
         names
     };
@@ -41,10 +39,10 @@ fn the_build_compiled_the_set_it_says_it_did() {
         KernelSet::All => assert_eq!(BUILT_CONFIGS, gated.as_slice()),
     }
     // Either way, in entry order, and the default API's kernels are all in it and exposed.
-    assert!(BUILT_CONFIGS.iter().all(|config| gated.contains(config)));
+    assert!(BUILT_CONFIGS.iter().all(|spec| gated.contains(spec)));
     let positions: Vec<usize> = BUILT_CONFIGS
         .iter()
-        .map(|config| gated.iter().position(|gated| gated == config).unwrap())
+        .map(|spec| gated.iter().position(|gated| gated == spec).unwrap())
         .collect();
     assert!(positions.windows(2).all(|pair| pair[0] < pair[1]));
     let mut default_api: Vec<String> = default_api_kernels()
@@ -65,10 +63,15 @@ fn the_build_compiled_the_set_it_says_it_did() {
 }
 
 #[test]
-fn entry_names_spell_out_their_tile_configuration() {
+fn entry_names_spell_out_their_spec() {
     for kernel in FORWARD_KERNELS {
-        let tile = kernel.tile;
-        let dtype = match kernel.dtype {
+        let KernelSpec {
+            family: Family::Sm80,
+            dtype,
+            variant: Variant::Dense,
+            tile,
+        } = kernel.spec;
+        let dtype = match dtype {
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
         };
@@ -85,6 +88,7 @@ fn entry_names_spell_out_their_tile_configuration() {
             tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
         );
         assert_eq!(kernel.entry, expected);
+        assert_eq!(kernel.spec.to_string(), expected);
     }
 }
 
@@ -104,7 +108,7 @@ fn derived_quantities_of_the_default_tile() {
 #[test]
 fn every_exposed_tile_is_aligned_and_fits_sm89() {
     for kernel in FORWARD_KERNELS {
-        let tile = kernel.tile;
+        let tile = kernel.spec.tile;
         assert!(
             tile.smem_bytes() <= SM89_MAX_SMEM_PER_BLOCK,
             "{}",
@@ -147,12 +151,15 @@ fn every_dtype_has_a_default_kernel_for_every_supported_head_dim_and_no_other() 
     for dtype in [Dtype::F16, Dtype::Bf16] {
         for &head_dim in SUPPORTED_HEAD_DIMS {
             let kernel = default_kernel(dtype, head_dim).unwrap();
-            assert_eq!((kernel.dtype, kernel.tile.head_dim), (dtype, head_dim));
+            assert_eq!(
+                (kernel.spec.dtype, kernel.spec.tile.head_dim),
+                (dtype, head_dim)
+            );
         }
     }
     for kernel in FORWARD_KERNELS {
         assert!(
-            SUPPORTED_HEAD_DIMS.contains(&kernel.tile.head_dim),
+            SUPPORTED_HEAD_DIMS.contains(&kernel.spec.tile.head_dim),
             "{}",
             kernel.entry
         );
@@ -198,6 +205,8 @@ fn the_space_spans_every_value_the_issue_asks_for() {
     assert_eq!(CANDIDATE_Q_SOURCES, [Registers, SharedMemory]);
     assert_eq!(CANDIDATE_HEAD_DIMS, SUPPORTED_HEAD_DIMS);
     assert_eq!(CANDIDATE_DTYPES, [Dtype::F16, Dtype::Bf16]);
+    assert_eq!(CANDIDATE_FAMILIES, [Family::Sm80]);
+    assert_eq!(CANDIDATE_VARIANTS, [Variant::Dense]);
 }
 
 /// Every candidate is accounted for: rejected by a compile-time gate with the limit it breaks,
@@ -208,17 +217,17 @@ fn the_space_spans_every_value_the_issue_asks_for() {
 fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
     let (_, gate) = committed_gate();
     let (mut candidates, mut gated) = (0, 0);
-    for_each_candidate(|dtype, candidate, verdict| {
+    for_each_candidate(|candidate, verdict| {
         candidates += 1;
-        let Ok(tile) = verdict else { return };
+        let Ok(spec) = verdict else { return };
         gated += 1;
-        assert_eq!(tile, candidate);
-        let entry = EntryName(dtype, tile).to_string();
+        assert_eq!(spec, candidate);
+        let entry = spec.to_string();
         let record = gate
             .iter()
             .find(|record| record.entry == entry)
             .unwrap_or_else(|| panic!("{entry} has no record in host/ptxas-gate.tsv"));
-        let failures = record_failures(&tile, record);
+        let failures = record_failures(&spec.tile, record);
         let exposed = FORWARD_KERNELS.iter().find(|kernel| kernel.entry == entry);
         match exposed {
             Some(kernel) => {
@@ -226,10 +235,10 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
                     failures.is_empty(),
                     "{entry} is exposed but fails {failures:?}"
                 );
-                assert_eq!((kernel.dtype, kernel.tile), (dtype, tile));
+                assert_eq!(kernel.spec, spec);
             }
             None => assert!(
-                !failures.is_empty() || !BUILT_CONFIGS.contains(&(dtype, tile)),
+                !failures.is_empty() || !BUILT_CONFIGS.contains(&spec),
                 "{entry} was built and passes the gate but is not exposed"
             ),
         }

@@ -168,7 +168,10 @@ fn the_dispatch_table_has_one_entry_per_key_with_a_matching_compiled_kernel() {
                         let entry = matching[0];
                         let kernel = entry.kernel;
                         assert_eq!(FORWARD_KERNELS[kernel.index()], *kernel);
-                        assert_eq!((kernel.dtype, kernel.tile.head_dim), (dtype, head_dim));
+                        assert_eq!(
+                            (kernel.spec.dtype, kernel.spec.tile.head_dim),
+                            (dtype, head_dim)
+                        );
                         assert!(entry.margin_percent >= 0.0, "{entry:?}");
                         assert!(!entry.measured_on.is_empty(), "{entry:?}");
                         assert!(

@@ -312,8 +312,8 @@ fn a_changed_copy_of_a_compiled_kernel_is_rejected() {
     // Launched, it would run the compiled kernel's code with the other tile's threads.
     let compiled = default_kernel(Dtype::F16, 64).unwrap();
     let mut copy = *compiled;
-    copy.tile = FORWARD_KERNELS[1].tile;
-    assert_ne!(copy.tile, compiled.tile);
+    copy.spec.tile = FORWARD_KERNELS[1].spec.tile;
+    assert_ne!(copy.spec.tile, compiled.spec.tile);
     let changed: &'static ForwardKernel = Box::leak(Box::new(copy));
     let options = |kernel| ForwardOptions {
         kernel: Some(kernel),

@@ -1,8 +1,8 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
 use flash_attn::{
-    entry_ptx, entry_ptx_for, ptx_target_for, EntryName, ForwardParams, BUILT_CONFIGS,
-    FORWARD_KERNELS, PTX_TARGETS,
+    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, BUILT_CONFIGS, FORWARD_KERNELS,
+    PTX_TARGETS,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
@@ -80,7 +80,7 @@ fn the_kernels_use_the_tensor_core_and_async_copy_instructions() {
 fn the_build_left_a_module_for_every_built_configuration_and_no_other() {
     let mut expected: Vec<String> = BUILT_CONFIGS
         .iter()
-        .map(|&(dtype, tile)| format!("{}.ptx", EntryName(dtype, tile)))
+        .map(|spec| format!("{spec}.ptx"))
         .collect();
     expected.sort();
     for target in PTX_TARGETS {

@@ -71,9 +71,9 @@ fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
 /// The tile of a gated entry, found by name in the space.
 fn tile_of(entry: &str) -> TileConfig {
     let mut found = None;
-    flash_attn::for_each_gated_config(|dtype, tile| {
-        if flash_attn::EntryName(dtype, tile).to_string() == entry {
-            found = Some(tile);
+    flash_attn::for_each_gated_config(|spec| {
+        if spec.to_string() == entry {
+            found = Some(spec.tile);
         }
     });
     found.unwrap_or_else(|| panic!("{entry} is not a gated configuration"))
@@ -100,7 +100,7 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture() {
                 "{}",
                 kernel.entry
             );
-            assert!(blocks_per_sm(&kernel.tile, used.registers, arch).0 >= 1);
+            assert!(blocks_per_sm(&kernel.spec.tile, used.registers, arch).0 >= 1);
         }
     }
 }

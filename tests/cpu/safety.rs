@@ -241,10 +241,10 @@ fn i32_value(value: i128) -> i32 {
 /// Checks an accepted launch against the model of the kernel: see the module's doc.
 fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
     let shape = &case.shape;
-    let tile = plan.kernel().tile;
+    let tile = plan.kernel().spec.tile;
     let params = plan.params();
     let strides = expected_strides(case).expect("accepted strides fit in u64");
-    assert_eq!(plan.kernel().dtype, case.dtype);
+    assert_eq!(plan.kernel().spec.dtype, case.dtype);
     assert_eq!(tile.head_dim, shape.head_dim);
     assert_eq!(
         (

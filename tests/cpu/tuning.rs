@@ -145,7 +145,7 @@ fn cliffs_delta_has_the_sign_and_extremes_of_dominance() {
 fn kernels_of(dtype: Dtype, head_dim: usize) -> Vec<&'static ForwardKernel> {
     FORWARD_KERNELS
         .iter()
-        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+        .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
         .collect()
 }
 
@@ -620,7 +620,7 @@ fn replottable() -> Vec<Measurement> {
         for causal in [false, true] {
             let us = 10.0 + k as f64 + if causal { 0.5 } else { 0.0 };
             // 256 to 1024 query tiles: small grids, then large ones.
-            let shape = AttentionShape::new(4, 8, 512 * (k + 1), kernel.tile.head_dim);
+            let shape = AttentionShape::new(4, 8, 512 * (k + 1), kernel.spec.tile.head_dim);
             measurements.push(Measurement {
                 kernel,
                 shape,

@@ -197,7 +197,7 @@ pub(crate) fn a_nan_in_k_past_a_query_diagonal_block_does_not_reach_it() {
 /// absorbs into a stale maximum for several blocks (probabilities up to 2^8), and by about 20,
 /// which forces a rescale at every block. Each kernel must match the reference either way.
 fn check_growing_maxima<T: Element>(gpu: &FlashAttention, kernel: &'static ForwardKernel) {
-    let shape = AttentionShape::new(1, 2, 512, kernel.tile.head_dim);
+    let shape = AttentionShape::new(1, 2, 512, kernel.spec.tile.head_dim);
     let d = shape.head_dim;
     // Scaled score of key j: q.k * log2(e) / sqrt(d), with q ~ 1 and k_j ~ slope * j / d per
     // component: slope * j * log2(e) / sqrt(d), i.e. `growth_per_64_keys` every 64 keys.
@@ -228,7 +228,7 @@ fn check_growing_maxima<T: Element>(gpu: &FlashAttention, kernel: &'static Forwa
 pub(crate) fn running_maxima_that_grow_at_every_key_block() {
     let gpu = gpu();
     for kernel in FORWARD_KERNELS {
-        match kernel.dtype {
+        match kernel.spec.dtype {
             Dtype::F16 => check_growing_maxima::<f16>(&gpu, kernel),
             Dtype::Bf16 => check_growing_maxima::<bf16>(&gpu, kernel),
         }

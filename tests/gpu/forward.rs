@@ -13,9 +13,9 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
             let bf16_problem = Problem::<bf16>::new(shape, causal, None);
             for kernel in FORWARD_KERNELS
                 .iter()
-                .filter(|k| k.tile.head_dim == shape.head_dim && in_kernel_shard(k))
+                .filter(|k| k.spec.tile.head_dim == shape.head_dim && in_kernel_shard(k))
             {
-                match kernel.dtype {
+                match kernel.spec.dtype {
                     Dtype::F16 => {
                         f16_problem.check(&gpu, &f16_problem.options(Layout::Bhsd, Some(kernel)))
                     }
@@ -190,7 +190,10 @@ pub(crate) fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
         Err(PtxReason::Forced)
     );
     let problem = Problem::<f16>::new(AttentionShape::new(2, 4, 300, 64), true, None);
-    for kernel in FORWARD_KERNELS.iter().filter(|k| k.dtype == Dtype::F16) {
+    for kernel in FORWARD_KERNELS
+        .iter()
+        .filter(|k| k.spec.dtype == Dtype::F16)
+    {
         let source = gpu.preload(kernel).unwrap();
         let has_cubin = CUBINS
             .iter()
@@ -215,7 +218,7 @@ pub(crate) fn kernels_load_from_cubins_where_built_and_from_ptx_when_forced() {
             forced.preload(kernel).unwrap(),
             KernelSource::Ptx(PtxReason::Forced)
         );
-        if kernel.tile.head_dim == 64 {
+        if kernel.spec.tile.head_dim == 64 {
             let options = problem.options(Layout::Bhsd, Some(kernel));
             problem.check(&gpu, &options);
             problem.check(&forced, &options);

@@ -131,7 +131,7 @@ impl TimedCase {
             seq_len: shape.seq_len_q,
             head_dim: shape.head_dim,
             causal,
-            dtype: kernel.dtype.name().to_owned(),
+            dtype: kernel.spec.dtype.name().to_owned(),
             median_us: microseconds(times.median()),
             min_us: microseconds(times.quantile(0.0)),
             max_us: microseconds(times.quantile(1.0)),

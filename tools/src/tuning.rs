@@ -227,7 +227,7 @@ pub struct Measurement {
 impl Measurement {
     /// The dispatch-table group this measurement counts for.
     pub fn group(&self) -> GroupKey {
-        GroupKey::of(self.kernel.dtype, &self.shape, self.causal, self.grid)
+        GroupKey::of(self.kernel.spec.dtype, &self.shape, self.causal, self.grid)
     }
 
     /// The median time per launch of a configuration that passed validation and was timed.
@@ -246,8 +246,8 @@ impl Measurement {
 
     /// Whether both ran the same problem (element type, shape and masking).
     fn same_problem(&self, other: &Measurement) -> bool {
-        (self.kernel.dtype, self.shape, self.causal)
-            == (other.kernel.dtype, other.shape, other.causal)
+        (self.kernel.spec.dtype, self.shape, self.causal)
+            == (other.kernel.spec.dtype, other.shape, other.causal)
     }
 }
 

@@ -114,7 +114,7 @@ unsafe fn cp_async_wait_at_most(pending: usize) {
 /// `Mma` is the warp MMA instruction and its input element type, `Tile` the shared-memory layout and `Q_IN_REGISTERS` says whether Q fragments stay in
 /// registers or are re-read from shared memory at every key block. `M_TILES`, `KEY_STEPS` and
 /// `DIM_STEPS` size the register fragments and must equal `BLOCK_M / (16 WARPS)`,
-/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `forward_entries!` macro
+/// `BLOCK_N / 16` and `HEAD_DIM / 16` (checked at compile time); the `main_loop!` macro
 /// derives them.
 ///
 /// # Safety

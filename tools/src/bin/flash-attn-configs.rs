@@ -1,5 +1,6 @@
-//! Lists the tile-configuration space of the forward kernel and both of its gates: for each
-//! candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
+//! Lists the candidate space of the forward kernel's specs and both of its gates (the table
+//! shows each spec's element type and tile: there is one family and one variant so far): for
+//! each candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
 //! for each accepted one, its registers, spills and theoretical occupancy on sm_89 and sm_90
 //! from the ptxas gate (`host/ptxas-gate.tsv`, read at compile time, so no ptxas is needed),
 //! and whether the crate exposes it, why the ptxas gate rejects it, or that this build did not
@@ -14,8 +15,8 @@
 use std::process::ExitCode;
 
 use flash_attn::{
-    for_each_candidate, Architecture, EntryName, KernelSet, QSource, TileConfig, ARCHITECTURES,
-    BUILT_CONFIGS, FORWARD_KERNELS, KERNEL_SET,
+    for_each_candidate, Architecture, KernelSet, QSource, TileConfig, ARCHITECTURES, BUILT_CONFIGS,
+    FORWARD_KERNELS, KERNEL_SET,
 };
 use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures};
 use flash_attn_build::ptxas::{find_ptxas, Resources};
@@ -90,7 +91,7 @@ fn list() {
     let (gate_version, gate) = committed_gate();
     let (mut candidates, mut compile_rejected, mut ptxas_rejected, mut ungated, mut not_built) =
         (0, 0, 0, 0, 0);
-    for_each_candidate(|dtype, candidate, verdict| {
+    for_each_candidate(|candidate, verdict| {
         candidates += 1;
         let none = || "-".to_owned();
         let (smem, columns, status, reason) = match verdict {
@@ -103,8 +104,8 @@ fn list() {
                     limit.to_owned(),
                 )
             }
-            Ok(tile) => {
-                let entry = EntryName(dtype, tile).to_string();
+            Ok(spec) => {
+                let (entry, tile) = (spec.to_string(), spec.tile);
                 let record = gate.iter().find(|record| record.entry == entry);
                 let columns = match record {
                     Some(record) => std::array::from_fn(|arch| {
@@ -113,7 +114,7 @@ fn list() {
                     None => ARCHITECTURES.map(|_| none()),
                 };
                 let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
-                let built = BUILT_CONFIGS.contains(&(dtype, tile));
+                let built = BUILT_CONFIGS.contains(&spec);
                 let (status, reason) = match (record, exposed) {
                     (_, true) => ("exposed", entry),
                     (Some(record), false) if !record_failures(&tile, record).is_empty() => {
@@ -138,14 +139,14 @@ fn list() {
         };
         println!(
             "{:<5} {:>4} {:>4} {:>5} {:>6} {:>4} {:<8} {:<9} {smem:>8}  {status:<8} {}  {reason}",
-            format!("{dtype:?}"),
-            candidate.head_dim,
-            candidate.block_m,
-            candidate.block_n,
-            candidate.warps,
-            candidate.stages,
-            format!("{:?}", candidate.layout),
-            match candidate.q_source {
+            format!("{:?}", candidate.dtype),
+            candidate.tile.head_dim,
+            candidate.tile.block_m,
+            candidate.tile.block_n,
+            candidate.tile.warps,
+            candidate.tile.stages,
+            format!("{:?}", candidate.tile.layout),
+            match candidate.tile.q_source {
                 QSource::Registers => "registers",
                 QSource::SharedMemory => "shared",
             },

@@ -100,14 +100,14 @@ fn main() -> Result<(), Error> {
             let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
             for causal in [false, true] {
                 let kernels: Vec<&'static ForwardKernel> = if let Some(kernel) = only_kernel {
-                    if kernel.dtype != dtype || kernel.tile.head_dim != head_dim {
+                    if kernel.spec.dtype != dtype || kernel.spec.tile.head_dim != head_dim {
                         continue;
                     }
                     vec![kernel]
                 } else if all_kernels {
                     FORWARD_KERNELS
                         .iter()
-                        .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+                        .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
                         .collect()
                 } else {
                     vec![dispatch_kernel(dtype, &shape, causal, gpu.sm_count())?]
@@ -154,7 +154,7 @@ fn main() -> Result<(), Error> {
                 .collect()
         };
         let is_default = |m: &Measurement| {
-            dispatch_kernel(m.kernel.dtype, &m.shape, m.causal, gpu.sm_count())
+            dispatch_kernel(m.kernel.spec.dtype, &m.shape, m.causal, gpu.sm_count())
                 .is_ok_and(|d| d == m.kernel)
         };
         let file = TimingFile {

@@ -427,17 +427,17 @@ fn validate<T: Element>(
     })
 }
 
-/// The configurations of one element type and head dim, on every shape of the sweep.
-struct Family {
+/// The exposed kernels of one element type and head dim, each timed on every shape of the sweep.
+struct KernelPool {
     dtype: Dtype,
     head_dim: usize,
     candidates: Vec<&'static ForwardKernel>,
 }
 
-/// Validates and times every candidate of `family` on `shape`, causal and not.
+/// Validates and times every candidate of `pool` on `shape`, causal and not.
 fn sweep_shape<T: Element>(
     gpu: &FlashAttention,
-    family: &Family,
+    pool: &KernelPool,
     shape: AttentionShape,
     (repeats, seed): (usize, u64),
     progress: &mut Progress,
@@ -448,11 +448,11 @@ fn sweep_shape<T: Element>(
     let poison = vec![T::from_f64(f64::NAN); inputs.q.len()];
     for causal in [false, true] {
         let reference = RowReference::new(&inputs, shape, causal, seed ^ causal as u64);
-        for &kernel in &family.candidates {
+        for &kernel in &pool.candidates {
             progress.show(&format!(
                 "{} D={} {} B,H,S={},{},{} {}",
-                family.dtype.name(),
-                family.head_dim,
+                pool.dtype.name(),
+                pool.head_dim,
                 if causal { "causal" } else { "non-causal" },
                 shape.batch,
                 shape.heads_q,
@@ -606,43 +606,36 @@ fn run(args: &Args) -> Result<usize, String> {
         if args.quick { ", QUICK run" } else { "" }
     ));
 
-    let families: Vec<Family> = DTYPES
+    let pools: Vec<KernelPool> = DTYPES
         .into_iter()
         .flat_map(|dtype| SUPPORTED_HEAD_DIMS.iter().map(move |&d| (dtype, d)))
-        .map(|(dtype, head_dim)| Family {
+        .map(|(dtype, head_dim)| KernelPool {
             dtype,
             head_dim,
             candidates: FORWARD_KERNELS
                 .iter()
-                .filter(|k| k.dtype == dtype && k.tile.head_dim == head_dim)
+                .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
                 .collect(),
         })
         .collect();
-    let runs: usize = families
+    let runs: usize = pools
         .iter()
-        .map(|family| {
-            family.candidates.len() * sweep_shapes(family.head_dim, gpu.sm_count()).len() * 2
-        })
+        .map(|pool| pool.candidates.len() * sweep_shapes(pool.head_dim, gpu.sm_count()).len() * 2)
         .sum();
     let mut progress = Progress::new(runs);
     let mut screening = Vec::with_capacity(runs);
     let mut problem_seed = seed;
-    for family in &families {
-        for shape in sweep_shapes(family.head_dim, gpu.sm_count()) {
+    for pool in &pools {
+        for shape in sweep_shapes(pool.head_dim, gpu.sm_count()) {
             problem_seed = problem_seed.wrapping_add(1);
             let settings = (repeats.screen, problem_seed);
-            match family.dtype {
+            match pool.dtype {
                 Dtype::F16 => {
-                    sweep_shape::<f16>(&gpu, family, shape, settings, &mut progress, &mut screening)
+                    sweep_shape::<f16>(&gpu, pool, shape, settings, &mut progress, &mut screening)
                 }
-                Dtype::Bf16 => sweep_shape::<bf16>(
-                    &gpu,
-                    family,
-                    shape,
-                    settings,
-                    &mut progress,
-                    &mut screening,
-                ),
+                Dtype::Bf16 => {
+                    sweep_shape::<bf16>(&gpu, pool, shape, settings, &mut progress, &mut screening)
+                }
             }
             .map_err(gpu_error)?;
         }

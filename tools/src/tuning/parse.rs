@@ -93,7 +93,7 @@ fn measurement(json: MeasurementJson) -> Result<Measurement, String> {
         };
         format!("config: {error}{hint}")
     })?;
-    if dtype != kernel.dtype.name() || head_dim != kernel.tile.head_dim {
+    if dtype != kernel.spec.dtype.name() || head_dim != kernel.spec.tile.head_dim {
         return Err(format!("{config} is not a {dtype} D={head_dim} kernel"));
     }
     let validation = match (valid, failure) {

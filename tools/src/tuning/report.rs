@@ -68,7 +68,7 @@ pub fn ranked_tables(measurements: &[Measurement]) -> String {
         let _ = writeln!(
             text,
             "\n{} D={} {} B,H,S={} (keys{}, {})",
-            first.kernel.dtype.name(),
+            first.kernel.spec.dtype.name(),
             first.shape.head_dim,
             causal_label(first.causal),
             shape_label(&first.shape),
@@ -260,7 +260,7 @@ impl MeasurementJson {
         };
         let timing = m.timing.as_ref();
         Self {
-            dtype: m.kernel.dtype.name().to_owned(),
+            dtype: m.kernel.spec.dtype.name().to_owned(),
             head_dim: m.shape.head_dim,
             causal: m.causal,
             batch: m.shape.batch,
@@ -447,23 +447,23 @@ const LEGEND_LINE: u32 = 16;
 /// configuration that failed validation at a shape has no dot there, and the legend counts
 /// its failures. Drawn with plotters' SVG backend.
 pub fn to_svg(measurements: &[Measurement]) -> String {
-    let mut families: Vec<Vec<&Measurement>> = Vec::new();
+    let mut panels: Vec<Vec<&Measurement>> = Vec::new();
     for m in measurements {
-        let family = (m.kernel.dtype, m.shape.head_dim, m.causal);
-        match families.iter_mut().find(|f| {
-            let first = f[0];
-            (first.kernel.dtype, first.shape.head_dim, first.causal) == family
+        let key = (m.kernel.spec.dtype, m.shape.head_dim, m.causal);
+        match panels.iter_mut().find(|shown| {
+            let first = shown[0];
+            (first.kernel.spec.dtype, first.shape.head_dim, first.causal) == key
         }) {
-            Some(f) => f.push(m),
-            None => families.push(vec![m]),
+            Some(shown) => shown.push(m),
+            None => panels.push(vec![m]),
         }
     }
     // A panel grows with its legend (one line per configuration), so that the legend of the
     // screening's 88 configurations does not run into the next panel.
-    let heights: Vec<u32> = families
+    let heights: Vec<u32> = panels
         .iter()
-        .map(|family| {
-            let mut configs: Vec<&str> = family.iter().map(|m| m.kernel.entry).collect();
+        .map(|shown| {
+            let mut configs: Vec<&str> = shown.iter().map(|m| m.kernel.entry).collect();
             configs.sort_unstable();
             configs.dedup();
             PANEL_HEIGHT.max(LEGEND_TOP as u32 + LEGEND_LINE * configs.len() as u32 + 20)
@@ -475,9 +475,9 @@ pub fn to_svg(measurements: &[Measurement]) -> String {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).expect("drawing into a string");
         let mut rest = root;
-        for (family, &panel_height) in families.iter().zip(&heights) {
+        for (shown, &panel_height) in panels.iter().zip(&heights) {
             let (area, below) = rest.split_vertically(panel_height);
-            panel(&area, measurements, family).expect("drawing into a string");
+            panel(&area, measurements, shown).expect("drawing into a string");
             rest = below;
         }
     }
@@ -487,16 +487,17 @@ pub fn to_svg(measurements: &[Measurement]) -> String {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
-/// Draws one family's panel into `area`.
+/// Draws into `area` the panel of `shown`, the measurements of one element type, head dim and
+/// masking.
 fn panel(
     area: &Area<'_>,
     all: &[Measurement],
-    family: &[&Measurement],
+    shown: &[&Measurement],
 ) -> Result<(), DrawingAreaErrorKind<<SVGBackend<'static> as DrawingBackend>::ErrorType>> {
-    let first = family[0];
+    let first = shown[0];
     let mut shapes: Vec<AttentionShape> = Vec::new();
     let mut configs: Vec<&'static str> = Vec::new();
-    for m in family {
+    for m in shown {
         if !shapes.contains(&m.shape) {
             shapes.push(m.shape);
         }
@@ -505,12 +506,12 @@ fn panel(
         }
     }
     let ratio = |config: &str, shape: &AttentionShape| {
-        family
+        shown
             .iter()
             .find(|m| m.kernel.entry == config && m.shape == *shape)
             .and_then(|m| ratio_to_best(all, m))
     };
-    let worst = family
+    let worst = shown
         .iter()
         .filter_map(|m| ratio_to_best(all, m))
         .fold(1.0, f64::max);
@@ -525,7 +526,7 @@ fn panel(
     let (plot_area, legend) = area.split_horizontally(PLOT_WIDTH);
     let title = format!(
         "{} D={} {}: median time per configuration, relative to the fastest at each shape",
-        first.kernel.dtype.name(),
+        first.kernel.spec.dtype.name(),
         first.shape.head_dim,
         causal_label(first.causal)
     );

@@ -1,0 +1,188 @@
+//! A forward kernel named by its axes ([`KernelSpec`]): the main loop's family, the element
+//! type, the variant of the main loop and the tile (head dim included); the candidate space of
+//! specs, the PTX entry name of each, and which of them a build compiles ([`KernelSet`]).
+//!
+//! Only `core`: the crate re-exports it, and `build.rs` includes this file with `#[path]` (as it
+//! does `tile.rs`) to generate the list of entries, so that the list, the space and the names
+//! have one implementation.
+
+use core::fmt;
+
+use crate::tile::{for_each_tile_candidate, QSource, SmemLayout, TileConfig};
+
+/// The main loop a kernel runs, and so the instructions and the PTX targets it needs.
+///
+/// A Hopper family (`wgmma` + TMA, sm_90a PTX) will be a second value, with its own main loop
+/// beside `kernels-gpu/src/fwd/sm80.rs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// The `mma.sync` + `ldmatrix` + `cp.async` main loop (`kernels-gpu/src/fwd/sm80.rs`): sm_80
+    /// PTX and later.
+    Sm80,
+}
+
+/// The element type of Q, K, V and O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    F16,
+    Bf16,
+}
+
+impl Dtype {
+    /// `f16` or `bf16`: in entry names, reports and the tools' files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+}
+
+/// What a family's main loop does to the scores besides the softmax.
+///
+/// Score modifiers (softcap, ALiBi, ...) will be values here, each a compile-time specialisation
+/// of the main loop, so that a problem without one does not pay for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// No score modifier beyond the causal mask (a run-time switch,
+    /// [`ForwardParams::causal`](crate::ForwardParams::causal)).
+    Dense,
+}
+
+/// One forward kernel, named by its axes; each spec that passes the compile-time gates can be
+/// compiled into one PTX entry, whose name is the spec's `Display`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    pub family: Family,
+    pub dtype: Dtype,
+    pub variant: Variant,
+    /// The tile configuration, head dim included.
+    pub tile: TileConfig,
+}
+
+/// The PTX entry name, which spells the spec out:
+/// `flash_fwd_{f16|bf16}_d{head_dim}_m{block_m}_n{block_n}_w{warps}_s{stages}`, then `_pad` for
+/// [`SmemLayout::Padded`] and `_qsmem` for [`QSource::SharedMemory`]. [`Family::Sm80`] and
+/// [`Variant::Dense`] add nothing: the names predate those axes, and the data files (the
+/// dispatch table, the fallbacks, the ptxas gate) name kernels by them. Another family or
+/// variant will append a suffix of its own (`_sm90a`, `_softcap`), leaving these names as they
+/// are. Allocation-free, so that the no_std side can use it too.
+impl fmt::Display for KernelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Exhaustive on purpose: a new family or variant fails to compile here until it has its
+        // suffix.
+        let KernelSpec {
+            family: Family::Sm80,
+            dtype,
+            variant: Variant::Dense,
+            tile,
+        } = self;
+        write!(
+            f,
+            "flash_fwd_{}_d{}_m{}_n{}_w{}_s{}",
+            dtype.name(),
+            tile.head_dim,
+            tile.block_m,
+            tile.block_n,
+            tile.warps,
+            tile.stages
+        )?;
+        if tile.layout == SmemLayout::Padded {
+            f.write_str("_pad")?;
+        }
+        if tile.q_source == QSource::SharedMemory {
+            f.write_str("_qsmem")?;
+        }
+        Ok(())
+    }
+}
+
+/// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
+/// is a candidate spec; each one that passes [`TileConfig::check`] can become one PTX entry (see
+/// [`for_each_gated_config`]).
+pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
+pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+pub const CANDIDATE_VARIANTS: [Variant; 1] = [Variant::Dense];
+
+/// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:
+/// family, element type, variant, then the tile's (head dim, `block_m`, `block_n`, warps,
+/// stages, layout, Q source). `candidate` holds the axes, its tile checked or not; `verdict` is
+/// [`TileConfig::check`]'s: `Ok` with the same spec, or the first limit its tile violates.
+pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &'static str>)) {
+    for family in CANDIDATE_FAMILIES {
+        for dtype in CANDIDATE_DTYPES {
+            for variant in CANDIDATE_VARIANTS {
+                for_each_tile_candidate(|tile, verdict| {
+                    let spec = |tile| KernelSpec {
+                        family,
+                        dtype,
+                        variant,
+                        tile,
+                    };
+                    visit(spec(tile), verdict.map(spec));
+                });
+            }
+        }
+    }
+}
+
+/// Calls `visit(spec)` for every candidate that passes the compile-time gates, in entry order:
+/// the search space, the specs `FLASH_ATTN_KERNELS=all` compiles into PTX entries.
+pub fn for_each_gated_config(mut visit: impl FnMut(KernelSpec)) {
+    for_each_candidate(|_, verdict| {
+        if let Ok(spec) = verdict {
+            visit(spec);
+        }
+    });
+}
+
+/// A spec's axes as the generated lists write them (enums by variant name):
+/// `Family, Dtype, Variant, block_m, block_n, warps, stages, head_dim, Layout, QSource`. The
+/// arguments of [`crate::built_spec!`] and of the GPU crate's `forward_entries!`.
+#[derive(Clone, Copy, Debug)]
+pub struct SpecArgs(pub KernelSpec);
+
+impl fmt::Display for SpecArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let SpecArgs(KernelSpec {
+            family,
+            dtype,
+            variant,
+            tile,
+        }) = self;
+        write!(
+            f,
+            "{family:?}, {dtype:?}, {variant:?}, {}, {}, {}, {}, {}, {:?}, {:?}",
+            tile.block_m,
+            tile.block_n,
+            tile.warps,
+            tile.stages,
+            tile.head_dim,
+            tile.layout,
+            tile.q_source
+        )
+    }
+}
+
+/// Which specs a build compiles into PTX entries, chosen at build time by the environment
+/// variable [`KERNELS_ENV`] (watched by the build scripts): the build's choice is
+/// [`crate::KERNEL_SET`], its specs [`crate::BUILT_CONFIGS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelSet {
+    /// The default (`FLASH_ATTN_KERNELS` unset, or `shipping`): the kernels the default API
+    /// runs, those the dispatch table (`host/dispatch-table.tsv`) and the fallbacks
+    /// (`host/fallback-kernels.txt`) name.
+    Shipping,
+    /// `FLASH_ATTN_KERNELS=all`: the search space, every spec that passes the compile-time
+    /// gates ([`for_each_gated_config`]); what the tuner and the full GPU verification need.
+    All,
+}
+
+/// The build-time switch between the [`KernelSet`]s: unset or `shipping`, or `all`.
+pub const KERNELS_ENV: &str = "FLASH_ATTN_KERNELS";
+
+/// The PTX entries are compiled in this many shards, round-robin in entry order
+/// ([`crate::BUILT_CONFIGS`]): one crate each under `kernels-gpu/shards/`, which cargo builds
+/// in parallel. rustc's nvptx backend emits one PTX file per crate whatever the codegen units,
+/// and LLVM takes ~0.3 s per entry, so one crate of 320 entries took 100 s on one core.
+pub const KERNEL_SHARDS: usize = 4;
