@@ -16,16 +16,22 @@ use std::path::{Path, PathBuf};
 use flash_attn_params::{ptx_target_for, Architecture, TileConfig, ARCHITECTURES};
 
 use crate::modules::module_path;
-use crate::ptxas::{assemble_module, cache_file_name, ptxas_version, run_in_parallel, Resources};
+use crate::ptxas::{
+    assemble_module, cache_file_name, digest, ptxas_version, run_in_parallel, Resources,
+};
 
 /// Shared memory the driver reserves per resident block.
 const RESERVED_SMEM_PER_BLOCK: usize = 1024;
 
-/// One line of the gate file: an entry's resources on each of [`ARCHITECTURES`], in order.
+/// One line of the gate file: an entry's resources on each of [`ARCHITECTURES`], in order, and
+/// the digest ([`digest`]) of the PTX module each was measured on. ptxas gives the same
+/// resources for the same text, so a record whose digests match the modules a build compiled
+/// is current for that build without running ptxas ([`built_module_digests`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateRecord {
     pub entry: String,
     pub resources: [Resources; ARCHITECTURES.len()],
+    pub ptx_digests: [u64; ARCHITECTURES.len()],
 }
 
 /// Resident blocks per SM for `tile` at `registers` per thread, and the resource that limits
@@ -94,26 +100,28 @@ pub fn record_failures(tile: &TileConfig, record: &GateRecord) -> Vec<String> {
 
 const GATE_FILE_HEADER: &str =
     "# The ptxas gate: every PTX entry's resources from `ptxas -O3 -v`, for each architecture.\n\
-# Written by `flash-attn-configs --write-gate host/ptxas-gate.tsv`; `cargo test` re-derives it\n\
-# and fails where it is stale. The build exposes the entries whose resources pass the gate\n\
-# (build-support/src/gate.rs: no spill, no stack frame, at most 255 registers, one block per SM).\n";
+# Written by `flash-attn-configs --write-gate host/ptxas-gate.tsv`; `cargo test` fails where it is\n\
+# stale (a `_ptx` digest that is not the built module's, or resources ptxas no longer reports).\n\
+# The build exposes the entries whose resources pass the gate (build-support/src/gate.rs: no\n\
+# spill, no stack frame, at most 255 registers, one block per SM).\n";
 
 /// The gate file's text: a header, the ptxas version line, then one tab-separated line per
-/// entry: name, then registers, stack frame, spill stores and spill loads for each architecture.
+/// entry: name, then registers, stack frame, spill stores, spill loads and the PTX digest (16
+/// hex digits) for each architecture.
 pub fn format_gate_file(ptxas_version: &str, records: &[GateRecord]) -> String {
     let mut text = format!("{GATE_FILE_HEADER}ptxas\t{ptxas_version}\n");
     text.push_str("# entry");
     for arch in &ARCHITECTURES {
-        for column in ["registers", "stack", "spill_stores", "spill_loads"] {
+        for column in ["registers", "stack", "spill_stores", "spill_loads", "ptx"] {
             text.push_str(&format!("\t{}_{column}", arch.name));
         }
     }
     text.push('\n');
     for record in records {
         text.push_str(&record.entry);
-        for used in &record.resources {
+        for (used, ptx) in record.resources.iter().zip(&record.ptx_digests) {
             text.push_str(&format!(
-                "\t{}\t{}\t{}\t{}",
+                "\t{}\t{}\t{}\t{}\t{ptx:016x}",
                 used.registers, used.stack_frame, used.spill_stores, used.spill_loads
             ));
         }
@@ -138,18 +146,27 @@ pub fn parse_gate_file(text: &str) -> Result<Gate, String> {
             version = Some(fields[1].to_owned());
             continue;
         }
-        let numbers: Result<Vec<usize>, _> = fields[1..].iter().map(|f| f.parse()).collect();
+        // Five columns per architecture: four resources in decimal, the digest in hex.
+        let numbers: Result<Vec<u64>, _> = fields[1..]
+            .iter()
+            .enumerate()
+            .map(|(column, field)| match column % 5 {
+                4 => u64::from_str_radix(field, 16),
+                _ => field.parse(),
+            })
+            .collect();
         match numbers {
-            Ok(numbers) if numbers.len() == 4 * ARCHITECTURES.len() => {
+            Ok(numbers) if numbers.len() == 5 * ARCHITECTURES.len() => {
                 let resources = |i: usize| Resources {
-                    registers: numbers[4 * i],
-                    stack_frame: numbers[4 * i + 1],
-                    spill_stores: numbers[4 * i + 2],
-                    spill_loads: numbers[4 * i + 3],
+                    registers: numbers[5 * i] as usize,
+                    stack_frame: numbers[5 * i + 1] as usize,
+                    spill_stores: numbers[5 * i + 2] as usize,
+                    spill_loads: numbers[5 * i + 3] as usize,
                 };
                 records.push(GateRecord {
                     entry: fields[0].to_owned(),
                     resources: std::array::from_fn(resources),
+                    ptx_digests: std::array::from_fn(|i| numbers[5 * i + 4]),
                 });
             }
             _ => {
@@ -179,64 +196,68 @@ pub fn gate_records(ptxas: &Path, modules: &[EntryModules], cache: &Path) -> Res
     let jobs: Vec<(usize, usize)> = (0..modules.len())
         .flat_map(|module| (0..ARCHITECTURES.len()).map(move |arch| (module, arch)))
         .collect();
-    let results = run_in_parallel(&jobs, |&(module, arch)| -> Result<Resources, String> {
-        let (entry, paths) = &modules[module];
-        let path = &paths[arch];
-        let arch = ARCHITECTURES[arch].name;
-        let text = std::fs::read(path)
-            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-        let cached = cache.join(cache_file_name(entry, arch, &text, &version));
-        if let Ok(line) = std::fs::read_to_string(&cached) {
-            let numbers: Vec<usize> = line
-                .split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect();
-            if let [registers, stack_frame, spill_stores, spill_loads] = numbers[..] {
-                return Ok(Resources {
-                    registers,
-                    stack_frame,
-                    spill_stores,
-                    spill_loads,
-                });
+    let results = run_in_parallel(
+        &jobs,
+        |&(module, arch)| -> Result<(Resources, u64), String> {
+            let (entry, paths) = &modules[module];
+            let path = &paths[arch];
+            let arch = ARCHITECTURES[arch].name;
+            let text = std::fs::read(path)
+                .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+            let ptx_digest = digest(&[&text]);
+            let cached = cache.join(cache_file_name(entry, arch, &text, &version));
+            if let Ok(line) = std::fs::read_to_string(&cached) {
+                let numbers: Vec<usize> = line
+                    .split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                if let [registers, stack_frame, spill_stores, spill_loads] = numbers[..] {
+                    let used = Resources {
+                        registers,
+                        stack_frame,
+                        spill_stores,
+                        spill_loads,
+                    };
+                    return Ok((used, ptx_digest));
+                }
             }
-        }
-        let used = assemble_module(
-            ptxas,
-            arch,
-            path,
-            &scratch.join(format!("{entry}.{arch}.cubin")),
-        )?;
-        let line = format!(
-            "{} {} {} {}",
-            used.registers, used.stack_frame, used.spill_stores, used.spill_loads
-        );
-        std::fs::write(cached, line).map_err(|error| error.to_string())?;
-        Ok(used)
-    });
+            let used = assemble_module(
+                ptxas,
+                arch,
+                path,
+                &scratch.join(format!("{entry}.{arch}.cubin")),
+            )?;
+            let line = format!(
+                "{} {} {} {}",
+                used.registers, used.stack_frame, used.spill_stores, used.spill_loads
+            );
+            std::fs::write(cached, line).map_err(|error| error.to_string())?;
+            Ok((used, ptx_digest))
+        },
+    );
     std::fs::remove_dir_all(&scratch).ok();
     let mut results = results.into_iter();
     let mut records = Vec::new();
     for (entry, _) in modules {
         let mut resources = [Resources::default(); ARCHITECTURES.len()];
-        for used in &mut resources {
-            *used = results.next().expect("one result per job")?;
+        let mut ptx_digests = [0; ARCHITECTURES.len()];
+        for (used, ptx) in resources.iter_mut().zip(&mut ptx_digests) {
+            (*used, *ptx) = results.next().expect("one result per job")?;
         }
         records.push(GateRecord {
             entry: entry.clone(),
             resources,
+            ptx_digests,
         });
     }
     Ok((version, records))
 }
 
-/// Runs the ptxas gate over every entry the build compiled, each architecture on the PTX of its
-/// PTX target
+/// The single-entry modules of every entry the build compiled
 /// ([`BUILT_CONFIGS`](flash_attn_params::BUILT_CONFIGS): the shipping set, or the whole search
-/// space with `FLASH_ATTN_KERNELS=all`), from the modules it wrote into `ptx_dir` (so only on
-/// the machine that built the runtime), in entry order: the ptxas version and one record per
-/// entry, as the gate file holds them. Results are cached next to the modules, keyed by module
-/// text, ptxas version and architecture.
-pub fn measure_gate(ptxas: &Path, ptx_dir: &Path) -> Result<Gate, String> {
+/// space with `FLASH_ATTN_KERNELS=all`), from the folder it wrote them into, `ptx_dir` (so only
+/// on the machine that built the runtime), in entry order.
+fn built_entry_modules(ptx_dir: &Path) -> Result<Vec<EntryModules>, String> {
     let modules: Vec<EntryModules> = flash_attn_params::BUILT_CONFIGS
         .iter()
         .map(|spec| {
@@ -249,15 +270,49 @@ pub fn measure_gate(ptxas: &Path, ptx_dir: &Path) -> Result<Gate, String> {
             (entry, paths)
         })
         .collect();
-    if let Some(missing) = modules
+    match modules
         .iter()
         .flat_map(|(_, paths)| paths)
         .find(|path| !path.is_file())
     {
-        return Err(format!(
+        Some(missing) => Err(format!(
             "{} is missing: the gate needs the PTX modules of the build on this machine",
             missing.display()
-        ));
+        )),
+        None => Ok(modules),
     }
+}
+
+/// Runs the ptxas gate over the entries the build compiled that `measured` accepts, each
+/// architecture on the PTX of its PTX target ([`built_entry_modules`]), in entry order: the
+/// ptxas version and one record per entry, as the gate file holds them. Results are cached
+/// next to the modules, keyed by module text, ptxas version and architecture.
+pub fn measure_gate(
+    ptxas: &Path,
+    ptx_dir: &Path,
+    measured: impl Fn(&str) -> bool,
+) -> Result<Gate, String> {
+    let mut modules = built_entry_modules(ptx_dir)?;
+    modules.retain(|(entry, _)| measured(entry));
     gate_records(ptxas, &modules, &ptx_dir.with_file_name("ptxas-cache"))
+}
+
+/// The digest of each module the build compiled, per architecture as in [`GateRecord`], for
+/// every entry in entry order: what the gate file's `_ptx` columns must hold for its records
+/// to be current. Needs no ptxas.
+pub fn built_module_digests(
+    ptx_dir: &Path,
+) -> Result<Vec<(String, [u64; ARCHITECTURES.len()])>, String> {
+    built_entry_modules(ptx_dir)?
+        .into_iter()
+        .map(|(entry, paths)| {
+            let mut digests = [0; ARCHITECTURES.len()];
+            for (ptx, path) in digests.iter_mut().zip(&paths) {
+                let text = std::fs::read(path)
+                    .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+                *ptx = digest(&[&text]);
+            }
+            Ok((entry, digests))
+        })
+        .collect()
 }

@@ -556,12 +556,22 @@ fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
 /// Every entry of `ptx` as a module of its own, in order: `(name, module)`, where the module is
 /// everything before the first entry (version, target, the shared-memory declaration) plus that
 /// entry's body. One pass over the text: a shard's PTX is 11 MB.
+///
+/// Two things in the text depend on which entries share the shard rather than on the entry: the
+/// preamble's `// .globl` comment, which names the shard's first entry, is left out, and the
+/// basic-block labels, `$L__BB<function index>_<block>`, are numbered as function 0. An entry's
+/// module is then the same text in the shipping set and in the whole space, so the GPU runs of
+/// a whole-space bundle cover the shipping build's modules byte for byte, and the PTX digests
+/// of the ptxas gate hold for both.
 fn entry_modules(ptx: &str) -> Vec<(&str, String)> {
     const ENTRY: &str = ".visible .entry ";
     let Some(first) = ptx.find(ENTRY) else {
         return Vec::new();
     };
-    let preamble = &ptx[..first];
+    let preamble: String = ptx[..first]
+        .split_inclusive('\n')
+        .filter(|line| !line.trim_start().starts_with("// .globl"))
+        .collect();
     let mut modules = Vec::new();
     let mut rest = first;
     while let Some(offset) = ptx[rest..].find(ENTRY) {
@@ -575,11 +585,25 @@ fn entry_modules(ptx: &str) -> Vec<(&str, String)> {
         let end = start + ptx[start..].find("\n}\n").expect("an entry has a body") + 3;
         modules.push((
             &ptx[name_start..name_end],
-            format!("{preamble}{}", &ptx[start..end]),
+            format!("{preamble}{}", labels_as_function_zero(&ptx[start..end])),
         ));
         rest = end;
     }
     modules
+}
+
+/// `body`, one function's PTX, with its basic-block labels `$L__BB<n>_<block>` renamed to
+/// `$L__BB0_<block>`: `n` is the function's index in the file it came from.
+fn labels_as_function_zero(body: &str) -> String {
+    const LABEL: &str = "$L__BB";
+    let Some(at) = body.find(LABEL) else {
+        return body.to_owned();
+    };
+    let digits = body[at + LABEL.len()..]
+        .find(|c: char| !c.is_ascii_digit())
+        .expect("a label goes on after its function index");
+    let prefix = &body[at..at + LABEL.len() + digits + 1];
+    body.replace(prefix, "$L__BB0_")
 }
 
 fn utf8(path: &Path) -> &str {

@@ -1,8 +1,6 @@
 //! NVIDIA's `ptxas`: finding it, asking its version, assembling one single-entry PTX module and
 //! reading the resources it reports, and running many such jobs on every core.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -137,11 +135,25 @@ pub fn run_in_parallel<T: Sync, R: Send>(items: &[T], job: impl Fn(&T) -> R + Sy
         .collect()
 }
 
+/// A stable 64-bit digest (FNV-1a) of `parts`, each followed by a 0 byte so that the split
+/// between parts counts: the same on every machine and toolchain (std's `DefaultHasher` is not
+/// promised to be), so that the gate file can record it ([`crate::gate::GateRecord`]).
+pub fn digest(parts: &[&[u8]]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut hash = OFFSET_BASIS;
+    for part in parts {
+        for &byte in part.iter().chain(&[0]) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
+        }
+    }
+    hash
+}
+
 /// The file name under which a cache keeps what ptxas made of the single-entry module `text`
-/// of `entry` for `arch`: the hash covers the module text, the ptxas version and the
+/// of `entry` for `arch`: the digest covers the module text, the ptxas version and the
 /// architecture, so a changed kernel or another ptxas misses the cache.
 pub fn cache_file_name(entry: &str, arch: &str, text: &[u8], ptxas_version: &str) -> String {
-    let mut hasher = DefaultHasher::new();
-    (text, ptxas_version, arch).hash(&mut hasher);
-    format!("{entry}.{arch}.{:016x}", hasher.finish())
+    let key = digest(&[text, ptxas_version.as_bytes(), arch.as_bytes()]);
+    format!("{entry}.{arch}.{key:016x}")
 }

@@ -1,21 +1,48 @@
 //! The ptxas gate. The committed `host/ptxas-gate.tsv` records the whole search space and
-//! decides which of the built entries are exposed; here ptxas re-derives the records of the
-//! entries this build compiled (the shipping set by default, all 320 with
-//! `FLASH_ATTN_KERNELS=all`) wherever ptxas is found, so a stale record fails. ptxas is looked up in
-//! `$PTXAS`, then on `PATH`, then under `/usr/local/cuda/bin`. Without it the check says so and
-//! passes, unless `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it).
+//! decides which of the built entries are exposed. Each record names the PTX it was measured on
+//! (a digest per architecture): every entry this build compiled (the shipping set by default,
+//! all 320 with `FLASH_ATTN_KERNELS=all`) must have a record of its PTX, which needs no ptxas.
+//! ptxas is deterministic, so such a record stays what ptxas reports; that is checked again
+//! with ptxas on the shipping set wherever ptxas is found. ptxas is looked up in `$PTXAS`, then
+//! on `PATH`, then under `/usr/local/cuda/bin`. Without it that check says so and passes, unless
+//! `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it).
 
 use flash_attn::QSource::Registers;
 use flash_attn::SmemLayout::Swizzled;
-use flash_attn::{TileConfig, ARCHITECTURES, FORWARD_KERNELS};
+use flash_attn::{default_api_kernels, TileConfig, ARCHITECTURES, FORWARD_KERNELS};
 use flash_attn_build::gate::{
     blocks_per_sm, format_gate_file, gate_failures, parse_gate_file, record_failures, GateRecord,
 };
-use flash_attn_build::ptxas::{find_ptxas, parse_report, Resources};
-use flash_attn_tools::gate::{committed_gate, measure_ptxas_gate};
+use flash_attn_build::ptxas::{digest, find_ptxas, parse_report, Resources};
+use flash_attn_tools::gate::{built_ptx_digests, committed_gate, measure_ptxas_gate};
+
+const REGENERATE: &str =
+    "regenerate it with `FLASH_ATTN_KERNELS=all cargo run -p flash-attn-tools \
+    --bin flash-attn-configs -- --write-gate host/ptxas-gate.tsv` and rebuild";
 
 #[test]
-fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
+fn every_built_entry_has_a_gate_record_of_the_ptx_this_build_compiled() {
+    let (_, committed) = committed_gate();
+    let mut stale = Vec::new();
+    for (entry, digests) in built_ptx_digests().unwrap() {
+        match committed.iter().find(|record| record.entry == entry) {
+            Some(record) if record.ptx_digests == digests => {}
+            Some(record) => stale.push(format!(
+                "{entry}: recorded from PTX {:x?}, built {digests:x?}",
+                record.ptx_digests
+            )),
+            None => stale.push(format!("{entry}: no record")),
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "host/ptxas-gate.tsv records other PTX than this build compiled: {REGENERATE}\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn ptxas_reports_now_what_the_committed_gate_records_for_the_shipping_set() {
     let Some(ptxas) = find_ptxas() else {
         assert!(
             std::env::var_os("FLASH_ATTN_REQUIRE_PTXAS").is_none(),
@@ -24,32 +51,20 @@ fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
         eprintln!("skipping the ptxas gate check: no ptxas found (set PTXAS=/path/to/ptxas)");
         return;
     };
-    let (version, measured) = measure_ptxas_gate(&ptxas).unwrap();
-    let (committed_version, all_committed) = committed_gate();
-    // The file records every gated configuration (tests/cpu/config.rs checks it); the build
-    // compiled these, in the same order.
-    let committed: Vec<GateRecord> = measured
+    let shipping: Vec<&str> = default_api_kernels()
         .iter()
-        .filter_map(|new| {
-            all_committed
-                .iter()
-                .find(|old| old.entry == new.entry)
-                .cloned()
-        })
+        .map(|kernel| kernel.entry)
         .collect();
-    let regenerate =
-        "regenerate it with `cargo run -p flash-attn-tools --bin flash-attn-configs -- \
-                      --write-gate host/ptxas-gate.tsv` and rebuild";
-    let entries = |records: &[GateRecord]| -> Vec<String> {
-        records.iter().map(|record| record.entry.clone()).collect()
-    };
-    assert_eq!(
-        entries(&committed),
-        entries(&measured),
-        "host/ptxas-gate.tsv lists other entries: {regenerate}"
-    );
+    let (version, measured) =
+        measure_ptxas_gate(&ptxas, |entry| shipping.contains(&entry)).unwrap();
+    assert_eq!(measured.len(), shipping.len());
+    let (committed_version, committed) = committed_gate();
     let mut stale = Vec::new();
-    for (old, new) in committed.iter().zip(&measured) {
+    for new in &measured {
+        let old = committed
+            .iter()
+            .find(|old| old.entry == new.entry)
+            .unwrap_or_else(|| panic!("{}: no record in host/ptxas-gate.tsv", new.entry));
         let kernel_tile = tile_of(&new.entry);
         let verdict_changed = record_failures(&kernel_tile, old).is_empty()
             != record_failures(&kernel_tile, new).is_empty();
@@ -57,13 +72,13 @@ fn the_committed_ptxas_gate_matches_what_ptxas_reports_now() {
         if verdict_changed || (version == committed_version && old != new) {
             stale.push(format!(
                 "{}: committed {:?}, measured {:?}",
-                new.entry, old.resources, new.resources
+                new.entry, old, new
             ));
         }
     }
     assert!(
         stale.is_empty(),
-        "host/ptxas-gate.tsv (from {committed_version}) is stale against {version}: {regenerate}\n{}",
+        "host/ptxas-gate.tsv (from {committed_version}) is stale against {version}: {REGENERATE}\n{}",
         stale.join("\n")
     );
 }
@@ -165,6 +180,7 @@ fn the_gate_file_round_trips() {
                     spill_loads: 12,
                 },
             ],
+            ptx_digests: [digest(&[b"sm_80 text"]), digest(&[b"sm_89 text"]), u64::MAX],
         },
         GateRecord {
             entry: "flash_fwd_bf16_d128_m128_n32_w4_s2_qsmem".to_owned(),
@@ -172,6 +188,7 @@ fn the_gate_file_round_trips() {
                 registers: 255,
                 ..Resources::default()
             }; 3],
+            ptx_digests: [0, 1, 0x0123_4567_89ab_cdef],
         },
     ];
     let text = format_gate_file("Cuda compilation tools, release 12.9, V12.9.86", &records);
@@ -180,8 +197,13 @@ fn the_gate_file_round_trips() {
     assert_eq!(parsed, records);
     assert!(parse_gate_file("ptxas\tv\nflash_fwd_x\t1\t2\n").is_err());
     assert!(
-        parse_gate_file("flash_fwd_x\t1\t0\t0\t0\t1\t0\t0\t0\t1\t0\t0\t0\n").is_err(),
+        parse_gate_file("flash_fwd_x\t1\t0\t0\t0\t0\t1\t0\t0\t0\t0\t1\t0\t0\t0\t0\n").is_err(),
         "no version line"
+    );
+    assert!(
+        parse_gate_file("ptxas\tv\nflash_fwd_x\t1\t0\t0\t0\t0\t1\t0\t0\t0\t0\t1\t0\t0\t0\tzz\n")
+            .is_err(),
+        "a digest that is not hex"
     );
 }
 
@@ -218,4 +240,12 @@ fn occupancy_follows_the_tightest_limit() {
     assert_eq!(blocks_per_sm(&tile, 64, &ada), (1, "shared memory"));
     // The A100 has 164 KiB per SM: two.
     assert_eq!(blocks_per_sm(&tile, 64, &ampere), (2, "shared memory"));
+}
+
+#[test]
+fn the_digest_is_fnv_1a_over_each_part_and_a_separator() {
+    // FNV-1a 64 of the bytes "a\0".
+    assert_eq!(digest(&[b"a"]), 0x089b_e207_b544_f1e4);
+    assert_eq!(digest(&[]), 0xcbf2_9ce4_8422_2325, "the offset basis");
+    assert_ne!(digest(&[b"ab", b"c"]), digest(&[b"a", b"bc"]));
 }

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use flash_attn_build::gate::{measure_gate, parse_gate_file, Gate};
+use flash_attn::ARCHITECTURES;
+use flash_attn_build::gate::{built_module_digests, measure_gate, parse_gate_file, Gate};
 
 /// The folder where the runtime's build wrote every gated entry's PTX module (`<entry>.ptx`,
 /// exposed or not). It exists only on the machine that built the crate.
@@ -20,8 +21,14 @@ pub fn committed_gate() -> Gate {
         .unwrap_or_else(|error| panic!("host/ptxas-gate.tsv: {error} (the build parsed it)"))
 }
 
-/// Measures the gate with `ptxas` over the modules in [`BUILD_PTX_DIR`], in entry order: the
-/// ptxas version and one record per entry, as `host/ptxas-gate.tsv` holds them.
-pub fn measure_ptxas_gate(ptxas: &Path) -> Result<Gate, String> {
-    measure_gate(ptxas, Path::new(BUILD_PTX_DIR))
+/// Measures the gate with `ptxas` over the modules in [`BUILD_PTX_DIR`] of the entries that
+/// `measured` accepts, in entry order: the ptxas version and one record per entry, as
+/// `host/ptxas-gate.tsv` holds them.
+pub fn measure_ptxas_gate(ptxas: &Path, measured: impl Fn(&str) -> bool) -> Result<Gate, String> {
+    measure_gate(ptxas, Path::new(BUILD_PTX_DIR), measured)
+}
+
+/// The PTX digests of every module in [`BUILD_PTX_DIR`], per entry in entry order.
+pub fn built_ptx_digests() -> Result<Vec<(String, [u64; ARCHITECTURES.len()])>, String> {
+    built_module_digests(Path::new(BUILD_PTX_DIR))
 }
