@@ -60,7 +60,7 @@ fn the_ratio_interval_holds_the_ratio_of_medians() {
 #[test]
 fn the_baseline_against_itself_is_the_same_and_slowed_down_is_slower() {
     let baseline = baseline();
-    let cases = baseline.all_kernels.len();
+    let cases = baseline.results.len();
     assert!(cases > 0);
     let (report, slower) = compare(&baseline, &baseline, DEFAULT_ALPHA, DEFAULT_TOLERANCE).unwrap();
     assert_eq!(slower, 0, "{report}");
@@ -111,4 +111,27 @@ fn files_without_shared_cases_compare_nothing() {
         report,
         "regression check: no case with samples in both files; nothing compared\n"
     );
+}
+
+#[test]
+fn the_default_api_cases_are_compared_by_shape_whatever_kernel_ran() {
+    let default_api = baseline();
+    let cases = default_api.results.len();
+    assert!(cases > 0);
+    // The dispatch picked another kernel for every shape, and each is 10% slower.
+    let mut current = scaled(&default_api, 1.1);
+    for case in &mut current.results {
+        case.config.push_str("_retuned");
+    }
+    let (report, slower) =
+        compare(&default_api, &current, DEFAULT_ALPHA, DEFAULT_TOLERANCE).unwrap();
+    assert_eq!(slower, cases, "{report}");
+    let first = report.lines().nth(1).unwrap();
+    assert!(
+        first.contains(" -> ") && first.contains("_retuned"),
+        "{first}"
+    );
+    // A run that timed every kernel against one that did not: still the default API's cases.
+    let (_, slower) = compare(&baseline(), &current, DEFAULT_ALPHA, DEFAULT_TOLERANCE).unwrap();
+    assert_eq!(slower, cases);
 }
