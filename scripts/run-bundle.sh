@@ -4,11 +4,14 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [load] [tune] [tests] [sm80] [sanitizer] [bench] [peers] [noise]   (no argument: all but tune)
+# Usage: run.sh [load] [tune] [tests] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [noise]
+#        (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
 #   tests, sanitizer: run side by side, after one process has filled the JIT cache;
 #   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80: the sm_80 PTX through the JIT;
+#   sanitizer80: the four compute-sanitizer tools over every kernel on small problems, on the
+#          sm_80 PTX (after one process has JIT-compiled every kernel's sm_80 PTX into the cache);
 #   tune:  the autotuner (not part of "all": its five output files plus the others would pass
 #          the 8 files a device call returns); copy $OUT/dispatch-table.tsv over
 #          host/dispatch-table.tsv and commit it;
@@ -28,7 +31,7 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-load tests sm80 sanitizer bench peers noise}
+phases=${*:-load tests sm80 sanitizer sanitizer80 bench peers noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -144,6 +147,29 @@ if wants sm80; then
     FLASH_ATTN_PTX_TARGET=sm_80 ./gpu-tests --test-threads=4 > gpu-tests-sm80.log 2>&1
     note "gpu tests on the sm_80 PTX (exit $?, $((SECONDS - start)) s): $(grep 'test result' gpu-tests-sm80.log | tail -n 1)"
     grep -E "^test .*FAILED|panicked" gpu-tests-sm80.log | head -n 20 | tee -a "$summary"
+fi
+
+# 1c. compute-sanitizer on the sm_80 PTX: all four tools over every kernel on small problems
+#     (causal and not), each tool's kernels split over processes. Each must end in 0 errors.
+if wants sanitizer80; then
+    start=$SECONDS
+    FLASH_ATTN_PTX_TARGET=sm_80 ./gpu-tests --test-threads=1 --exact \
+        forward::every_kernel_on_a_small_problem > warm-sm80.log 2>&1
+    note "sm_80 PTX JIT-compiled for every kernel (exit $?, $((SECONDS - start)) s)"
+    for tool in memcheck racecheck synccheck initcheck; do
+        shards=3
+        [ "$tool" = racecheck ] && shards=4
+        for ((i = 0; i < shards; i++)); do
+            FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_KERNEL_SHARD="$i/$shards" \
+                timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+                ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem \
+                > "sanitizer80-$tool-$i.log" 2>&1 &
+        done
+    done
+    wait
+    for log in sanitizer80-*.log; do
+        note "sanitizer on the sm_80 PTX, ${log#sanitizer80-}: $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+    done
 fi
 
 # 3. The criterion benchmark.
