@@ -8,7 +8,8 @@
 //! - `KERNEL_SET` and `BUILT_CONFIGS`, the same list for the host.
 //!
 //! `FLASH_ATTN_KERNELS=all` compiles the search space, every spec that passes the compile-time
-//! gates; unset (or `shipping`), only the shipping set.
+//! gates; unset (or `shipping`), only the shipping set: the dense kernels the data files name,
+//! and every serving kernel.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -66,7 +67,9 @@ fn built_configs(set: KernelSet) -> Vec<KernelSpec> {
             dispatch::DATA_DIR
         );
     }
-    gated.retain(|spec| shipping.contains(&spec.to_string()));
+    // The serving variant's space is small (`SERVING_TILES`) and the host picks among it at
+    // run time: it ships whole.
+    gated.retain(|spec| spec.variant.is_serving() || shipping.contains(&spec.to_string()));
     gated
 }
 

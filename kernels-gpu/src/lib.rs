@@ -41,7 +41,7 @@ pub mod smem;
 
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
-pub use flash_attn_params::{ForwardParams, QSource};
+pub use flash_attn_params::{ForwardParams, QSource, SequenceParams, ServingParams};
 
 /// The shared-memory tile type of a `SmemLayout` variant.
 #[doc(hidden)]
@@ -53,32 +53,52 @@ macro_rules! shared_tile {
 
 /// Defines one PTX entry per spec it is given, in the format of
 /// [`flash_attn_params::for_each_kernel_entry_of_shard!`]; each shard crate under `shards/`
-/// passes it its part of the list. Only [`Variant::Dense`](flash_attn_params::Variant::Dense)
-/// matches: a variant the main loops do not implement yet fails to compile here.
+/// passes it its part of the list. [`Variant::Dense`](flash_attn_params::Variant::Dense)
+/// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
+/// ones [`ServingParams`]; a variant the main loops do not implement fails to compile here.
 #[macro_export]
 macro_rules! forward_entries {
-    ($(($entry:ident, $family:ident, $dtype:ident, Dense, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
+    ($(($entry:ident, $family:ident, $dtype:ident, $variant:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
+        $crate::forward_entry!(
+            $entry, $variant,
+            ($family, $dtype, $block_m, $block_n, $warps, $stages, $head_dim, $layout, $q_source)
+        );
+    )*};
+}
+
+/// One entry of [`forward_entries!`]: one arm per variant, for its parameter type.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! forward_entry {
+    ($entry:ident, Dense, $axes:tt) => {
         /// A forward kernel entry point; see its family's main loop for the launch contract.
         ///
         /// # Safety
         /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
-            $crate::main_loop!(
-                $family, $dtype, $block_m, $block_n, $warps, $stages, $head_dim, $layout, $q_source,
-                &params
-            );
+            $crate::main_loop!($axes, false, &params, &$crate::SequenceParams::DENSE);
         }
-    )*};
+    };
+    ($entry:ident, Serving, $axes:tt) => {
+        /// A serving kernel entry point; see its family's main loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
+            $crate::main_loop!($axes, true, &params.forward, &params.sequences);
+        }
+    };
 }
 
 /// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
-/// for one element type and tile: one arm per family, so a family without a main loop fails to
-/// compile here.
+/// for one element type, tile and variant (`$serving`): one arm per family, so a family without
+/// a main loop fails to compile here.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
-    (Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident, $params:expr) => {
+    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $serving:literal, $params:expr, $sequences:expr) => {
         $crate::fwd::sm80::forward::<
             $crate::mma::MmaSync<$crate::element::$dtype>,
             $crate::shared_tile!($layout, $head_dim),
@@ -91,7 +111,8 @@ macro_rules! main_loop {
             { $block_m / (16 * $warps) },
             { $block_n / 16 },
             { $head_dim / 16 },
-        >($params)
+            $serving,
+        >($params, $sequences)
     };
 }
 

@@ -88,3 +88,70 @@ pub struct ForwardParams {
     /// Nonzero for causal masking, aligned to the bottom right (see [`Mask`]).
     pub causal: u32,
 }
+
+/// What a [`Variant::Serving`] kernel takes besides [`ForwardParams`]: where each sequence's
+/// tokens are and how the key range is split. Every switch is a run-time one, read by the
+/// serving kernels only.
+///
+/// The query rows of sequence `b` are tokens `q_start(b)..q_end(b)` of the (batch `b`, head)
+/// slice of Q, at the strides of [`ForwardParams::q_strides`]: `cu_seqlens_q[b]..[b + 1]` when
+/// `cu_seqlens_q` is not 0 (the tensors packed along their sequence dimension, batch stride 0),
+/// else `0..seq_len_q`. Its keys likewise: `cu_seqlens_kv[b]..[b + 1]`, else
+/// `0..seq_used_kv[b]` when `seq_used_kv` is not 0 (a KV cache, each sequence using a prefix of
+/// its slice), else `0..seq_len_kv`. The output and the logsumexp rows are the query rows'.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SequenceParams {
+    /// Device address of `batch + 1` u32 query-token offsets, or 0.
+    pub cu_seqlens_q: u64,
+    /// Device address of `batch + 1` u32 key-token offsets, or 0.
+    pub cu_seqlens_kv: u64,
+    /// Device address of `batch` u32 key counts, or 0; read only where `cu_seqlens_kv` is 0.
+    pub seq_used_kv: u64,
+    /// Element strides of the logsumexp, as of a tensor whose head dim is 1 (its token is the
+    /// query row's, as for O).
+    pub lse_strides: TensorStrides,
+    /// Split-KV: blocks `(query block, split)` share a query block, split `s` computing keys
+    /// `s * keys_per_split..(s + 1) * keys_per_split`. 1 for no split.
+    pub splits: u32,
+    /// A multiple of the kernel's `block_n`.
+    pub keys_per_split: u32,
+    /// With `splits > 1`: f32 `[splits, heads_q, partial_rows, head_dim]` (normalised partial
+    /// outputs), then f32 `[splits, heads_q, partial_rows]` (their logsumexps), then u32
+    /// `[batch, heads_q, query blocks]` arrival counters that start at 0 and that the last block
+    /// of each split group resets to 0.
+    pub workspace: u64,
+    /// Rows of one (split, head) in the workspace: `batch * seq_len_q`, or the query token count
+    /// of a variable-length batch. A query row's workspace row is its token
+    /// (`batch * seq_len_q + row` in a dense batch).
+    pub partial_rows: u32,
+    /// Query blocks per (batch, head): `ceil(seq_len_q / block_m)`.
+    pub query_blocks: u32,
+}
+
+/// The argument of a [`Variant::Serving`] kernel, passed by value as one `.param` block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServingParams {
+    pub forward: ForwardParams,
+    pub sequences: SequenceParams,
+}
+
+impl SequenceParams {
+    /// A dense batch with no split: what the dense kernels assume, never reading it.
+    pub const DENSE: SequenceParams = SequenceParams {
+        cu_seqlens_q: 0,
+        cu_seqlens_kv: 0,
+        seq_used_kv: 0,
+        lse_strides: TensorStrides {
+            batch: 0,
+            head: 0,
+            seq: 0,
+        },
+        splits: 1,
+        keys_per_split: 0,
+        workspace: 0,
+        partial_rows: 0,
+        query_blocks: 0,
+    };
+}

@@ -47,6 +47,55 @@ pub enum Variant {
     /// No score modifier beyond the causal mask (a run-time switch,
     /// [`ForwardParams::causal`](crate::ForwardParams::causal)).
     Dense,
+    /// [`Variant::Dense`] for serving: its entries take [`ServingParams`](crate::ServingParams)
+    /// and add, as run-time switches that the dense kernels never pay for, variable-length
+    /// batches (sequence offsets), a key length per sequence (a KV cache), and split-KV (the
+    /// key range over several blocks, combined by the last of them). Entry names end in
+    /// `_serving`; its tiles are [`SERVING_TILES`].
+    Serving,
+}
+
+impl Variant {
+    /// Whether the variant's entries take [`ServingParams`](crate::ServingParams) rather than
+    /// [`ForwardParams`](crate::ForwardParams).
+    pub const fn is_serving(self) -> bool {
+        matches!(self, Variant::Serving)
+    }
+}
+
+/// The tiles of the [`Variant::Serving`] kernels (head dim aside), as `(block_m, block_n, warps,
+/// stages)`, swizzled, Q in registers: the dense fallbacks' (m64 n64, 4 warps, 2 or 3 stages),
+/// which serve short queries and decode. The m128 tiles that the dense dispatch picks for long
+/// prefills spill in the serving variant (d64: 8-12 bytes; d128: 1.7 KB, sm_89), so the space
+/// stays this small and ships whole.
+pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (64, 64, 4, 3)];
+
+/// Whether `tile` is one of `variant`'s candidate tiles: every tile for [`Variant::Dense`],
+/// [`SERVING_TILES`] for [`Variant::Serving`].
+const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
+    match variant {
+        Variant::Dense => true,
+        Variant::Serving => {
+            if !matches!(tile.layout, SmemLayout::Swizzled)
+                || !matches!(tile.q_source, QSource::Registers)
+            {
+                return false;
+            }
+            let mut index = 0;
+            while index < SERVING_TILES.len() {
+                let (block_m, block_n, warps, stages) = SERVING_TILES[index];
+                if tile.block_m == block_m
+                    && tile.block_n == block_n
+                    && tile.warps == warps
+                    && tile.stages == stages
+                {
+                    return true;
+                }
+                index += 1;
+            }
+            false
+        }
+    }
 }
 
 /// One forward kernel, named by its axes; each spec that passes the compile-time gates can be
@@ -74,7 +123,7 @@ impl fmt::Display for KernelSpec {
         let KernelSpec {
             family: Family::Sm80,
             dtype,
-            variant: Variant::Dense,
+            variant,
             tile,
         } = self;
         write!(
@@ -93,16 +142,21 @@ impl fmt::Display for KernelSpec {
         if tile.q_source == QSource::SharedMemory {
             f.write_str("_qsmem")?;
         }
+        match variant {
+            Variant::Dense => {}
+            Variant::Serving => f.write_str("_serving")?,
+        }
         Ok(())
     }
 }
 
 /// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
-/// is a candidate spec; each one that passes [`TileConfig::check`] can become one PTX entry (see
-/// [`for_each_gated_config`]).
+/// is a candidate spec (a variant only with its own tiles, [`SERVING_TILES`] for
+/// [`Variant::Serving`]); each one that passes [`TileConfig::check`] can become one PTX entry
+/// (see [`for_each_gated_config`]).
 pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
-pub const CANDIDATE_VARIANTS: [Variant; 1] = [Variant::Dense];
+pub const CANDIDATE_VARIANTS: [Variant; 2] = [Variant::Dense, Variant::Serving];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:
 /// family, element type, variant, then the tile's (head dim, `block_m`, `block_n`, warps,
@@ -113,6 +167,9 @@ pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &
         for dtype in CANDIDATE_DTYPES {
             for variant in CANDIDATE_VARIANTS {
                 for_each_tile_candidate(|tile, verdict| {
+                    if !variant_has_tile(variant, &tile) {
+                        return;
+                    }
                     let spec = |tile| KernelSpec {
                         family,
                         dtype,

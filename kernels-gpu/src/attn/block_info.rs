@@ -5,7 +5,7 @@
 
 use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z};
 
-use flash_attn_params::{ForwardParams, Mask, TensorStrides};
+use flash_attn_params::{ForwardParams, Mask, SequenceParams, TensorStrides};
 
 /// Rows `first_row .. first_row + ROWS` of one (batch, head) slice of a tensor in global memory.
 #[derive(Clone, Copy)]
@@ -19,55 +19,151 @@ pub struct RowBlock {
     pub rows: u32,
 }
 
-/// One block's part of the problem, for a grid of `(ceil(seq_len_q / BLOCK_M), heads_q, batch)`
-/// blocks.
+/// One block's part of the problem, for a grid of `(query blocks * splits, heads_q, batch)`
+/// blocks (`splits` 1 but in a split-KV serving kernel).
+///
+/// `SERVING` is the variant, a compile-time specialisation: `false` for the dense kernels (the
+/// [`SequenceParams`] are never read, and the code is theirs alone), `true` for the serving
+/// ones (variable-length batches, a key length per sequence, split-KV).
 #[derive(Clone, Copy)]
-pub struct BlockInfo {
+pub struct BlockInfo<const SERVING: bool> {
     pub batch: u32,
     pub head: u32,
     /// The K/V head that query head `head` reads (grouped-query attention).
     pub kv_head: u32,
-    /// The block's first query row.
+    /// The block's first query row (of its sequence).
     pub first_query: u32,
+    /// The sequence's first query token in Q's sequence dimension: 0 but in a variable-length
+    /// batch.
+    pub query_token: u32,
+    /// The sequence's first key token in K's and V's sequence dimension: 0 but in a
+    /// variable-length batch.
+    pub key_token: u32,
     pub seq_len_q: u32,
     pub seq_len_kv: u32,
+    /// The split of the key range this block computes (split-KV; 0 without).
+    pub split: u32,
     /// The visibility rule of these two sequences.
     pub mask: Mask,
 }
 
-/// Element offset of the (batch, head) slice of a tensor: the one place where indices widen to
-/// 64 bits (with the sequence-stride products), so that large tensors cannot overflow.
+/// Element offset of token `token` of the (batch, head) slice of a tensor: the one place where
+/// indices widen to 64 bits (with the sequence-stride products), so that large tensors cannot
+/// overflow.
 #[inline(always)]
 fn slice_offset(strides: &TensorStrides, batch: u32, head: u32) -> usize {
     batch as usize * strides.batch as usize + head as usize * strides.head as usize
 }
 
-impl BlockInfo {
-    /// This block's part, from its block index and `params`.
+/// [`slice_offset`] plus `token` rows.
+#[inline(always)]
+fn token_offset(strides: &TensorStrides, batch: u32, head: u32, token: u32) -> usize {
+    slice_offset(strides, batch, head) + token as usize * strides.seq as usize
+}
+
+/// Tokens `offsets[batch]..offsets[batch + 1]`, as (first token, count).
+///
+/// # Safety
+/// `offsets` is the device address of more than `batch + 1` u32, non-decreasing.
+#[inline(always)]
+unsafe fn sequence_tokens(offsets: u64, batch: u32) -> (u32, u32) {
+    let offsets = offsets as *const u32;
+    let start = *offsets.add(batch as usize);
+    (start, *offsets.add(batch as usize + 1) - start)
+}
+
+impl<const SERVING: bool> BlockInfo<SERVING> {
+    /// This block's part, from its block index, `params` and (serving kernels) `sequences`.
     ///
     /// Row and block arithmetic is 32-bit (the host keeps both sequence lengths <= 2^30, so
     /// `seq_len_q + seq_len_kv` fits in i32): on 64-bit indices it took ~2x the instructions of
     /// the per-block prologue and epilogue (SASS, flash_fwd_f16_d64_m64_n64_w4_s3).
+    ///
+    /// # Safety
+    /// `sequences` satisfies [`SequenceParams`]' contract for this launch (serving kernels).
     #[inline(always)]
-    pub fn new<const BLOCK_M: usize>(params: &ForwardParams) -> Self {
-        let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
-        let mask = Mask::new(seq_len_q, seq_len_kv, params.causal != 0);
-        // SAFETY (both): reading a block index register has no precondition.
-        let (batch, head) = unsafe { (_block_idx_z() as u32, _block_idx_y() as u32) };
-        // `max(1)`: the host never passes 0, and the kernel must not carry a division-by-zero
-        // panic.
-        let group_size = params.kv_group_size.max(1);
-        let first_query = unsafe { _block_idx_x() } as u32 * BLOCK_M as u32;
-        let kv_head = head / group_size;
+    pub unsafe fn new<const BLOCK_M: usize>(
+        params: &ForwardParams,
+        sequences: &SequenceParams,
+    ) -> Self {
+        if !SERVING {
+            // In the order of the dense kernels' PTX since log 25 (the gate's digests).
+            let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
+            let mask = Mask::new(seq_len_q, seq_len_kv, params.causal != 0);
+            // SAFETY (all three): reading a block index register has no precondition.
+            let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
+            // `max(1)`: the host never passes 0, and the kernel must not carry a
+            // division-by-zero panic.
+            let group_size = params.kv_group_size.max(1);
+            let first_query = _block_idx_x() as u32 * BLOCK_M as u32;
+            return Self {
+                batch,
+                head,
+                kv_head: head / group_size,
+                first_query,
+                query_token: 0,
+                key_token: 0,
+                seq_len_q,
+                seq_len_kv,
+                split: 0,
+                mask,
+            };
+        }
+        let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
+        let kv_head = head / params.kv_group_size.max(1);
+        let splits = sequences.splits.max(1);
+        let (query_block, split) = (_block_idx_x() as u32 / splits, _block_idx_x() as u32 % splits);
+        let (query_token, seq_len_q) = if sequences.cu_seqlens_q != 0 {
+            sequence_tokens(sequences.cu_seqlens_q, batch)
+        } else {
+            (0, params.seq_len_q)
+        };
+        let (key_token, seq_len_kv) = if sequences.cu_seqlens_kv != 0 {
+            sequence_tokens(sequences.cu_seqlens_kv, batch)
+        } else if sequences.seq_used_kv != 0 {
+            (0, *(sequences.seq_used_kv as *const u32).add(batch as usize))
+        } else {
+            (0, params.seq_len_kv)
+        };
         Self {
             batch,
             head,
             kv_head,
-            first_query,
+            first_query: query_block * BLOCK_M as u32,
+            query_token,
+            key_token,
             seq_len_q,
             seq_len_kv,
-            mask,
+            split,
+            mask: Mask::new(seq_len_q, seq_len_kv, params.causal != 0),
         }
+    }
+
+    /// Whether every query row of the block lies past its sequence's (a variable-length batch
+    /// padded to its longest sequence): such a block has nothing to do, and returns before its
+    /// first barrier. Never for a dense kernel.
+    #[inline(always)]
+    pub fn is_past_the_queries(&self) -> bool {
+        SERVING && self.first_query >= self.seq_len_q
+    }
+
+    /// The key blocks of `BLOCK_N` keys that the block computes, `first..end` (`first <= end`),
+    /// given `needed`, the end of the keys its last query row sees: all of them, or its split's
+    /// part (none where the split starts past `needed`).
+    #[inline(always)]
+    pub fn key_blocks<const BLOCK_N: usize>(
+        &self,
+        sequences: &SequenceParams,
+        needed: u32,
+    ) -> (u32, u32) {
+        let end = needed.div_ceil(BLOCK_N as u32);
+        if !SERVING {
+            return (0, end);
+        }
+        // `keys_per_split` is a multiple of `BLOCK_N`.
+        let blocks_per_split = sequences.keys_per_split / BLOCK_N as u32;
+        let first = self.split * blocks_per_split;
+        (first, end.max(first).min(first + blocks_per_split))
     }
 
     /// The block's `BLOCK_M` query rows.
@@ -77,8 +173,13 @@ impl BlockInfo {
     #[inline(always)]
     pub unsafe fn query_rows(&self, params: &ForwardParams) -> RowBlock {
         let strides = &params.q_strides;
+        let offset = if SERVING {
+            token_offset(strides, self.batch, self.head, self.query_token)
+        } else {
+            slice_offset(strides, self.batch, self.head)
+        };
         RowBlock {
-            base: (params.q as *const u16).add(slice_offset(strides, self.batch, self.head)),
+            base: (params.q as *const u16).add(offset),
             row_stride: strides.seq as usize,
             first_row: self.first_query,
             rows: self.seq_len_q,
@@ -96,8 +197,13 @@ impl BlockInfo {
         pointer: u64,
         first_row: u32,
     ) -> RowBlock {
+        let offset = if SERVING {
+            token_offset(strides, self.batch, self.kv_head, self.key_token)
+        } else {
+            slice_offset(strides, self.batch, self.kv_head)
+        };
         RowBlock {
-            base: (pointer as *const u16).add(slice_offset(strides, self.batch, self.kv_head)),
+            base: (pointer as *const u16).add(offset),
             row_stride: strides.seq as usize,
             first_row,
             rows: self.seq_len_kv,
@@ -109,17 +215,43 @@ impl BlockInfo {
     #[inline(always)]
     pub fn output_row_offset(&self, params: &ForwardParams, row: usize) -> usize {
         let strides = &params.o_strides;
-        slice_offset(strides, self.batch, self.head)
-            + (self.first_query as usize + row) * strides.seq as usize
+        let slice = if SERVING {
+            token_offset(strides, self.batch, self.head, self.query_token)
+        } else {
+            slice_offset(strides, self.batch, self.head)
+        };
+        slice + (self.first_query as usize + row) * strides.seq as usize
     }
 
-    /// The logsumexp row of this (batch, head) slice: `seq_len_q` f32 from `params.lse`.
+    /// The logsumexp of this (batch, head) slice's query row 0: `seq_len_q` f32 from there, at
+    /// a stride of 1 for the dense kernels, `sequences.lse_strides.seq` for the serving ones.
     ///
     /// # Safety
     /// `params.lse` is not 0 (the kernel's launch contract sizes it).
     #[inline(always)]
-    pub unsafe fn logsumexp_row(&self, params: &ForwardParams) -> *mut f32 {
-        let slice = self.batch as usize * params.heads_q as usize + self.head as usize;
-        (params.lse as *mut f32).add(slice * self.seq_len_q as usize)
+    pub unsafe fn logsumexp_row(
+        &self,
+        params: &ForwardParams,
+        sequences: &SequenceParams,
+    ) -> *mut f32 {
+        let offset = if SERVING {
+            token_offset(&sequences.lse_strides, self.batch, self.head, self.query_token)
+        } else {
+            let slice = self.batch as usize * params.heads_q as usize + self.head as usize;
+            slice * self.seq_len_q as usize
+        };
+        (params.lse as *mut f32).add(offset)
+    }
+
+    /// The workspace row of the block's query row 0, for split-KV (serving kernels): its query
+    /// token, counted over the whole batch.
+    #[inline(always)]
+    pub fn workspace_row(&self, params: &ForwardParams, sequences: &SequenceParams) -> u32 {
+        let first_token = if sequences.cu_seqlens_q != 0 {
+            self.query_token
+        } else {
+            self.batch * params.seq_len_q
+        };
+        first_token + self.first_query
     }
 }

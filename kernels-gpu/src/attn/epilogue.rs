@@ -1,7 +1,7 @@
 //! The epilogue: a warp's output rows, normalised, rounded and written to global memory, and
 //! their logsumexp.
 
-use flash_attn_params::{ForwardParams, CHUNK_ELEMS};
+use flash_attn_params::{ForwardParams, SequenceParams, CHUNK_ELEMS};
 
 use crate::attn::block_info::BlockInfo;
 use crate::attn::softmax::{Output, RowResults};
@@ -29,11 +29,12 @@ pub unsafe fn write_output<
     const WARPS: usize,
     const M_TILES: usize,
     const DIM_STEPS: usize,
+    const SERVING: bool,
 >(
     output: &Output<M_TILES, DIM_STEPS>,
     rows: &RowResults<M_TILES>,
     staging: Tile,
-    info: &BlockInfo,
+    info: &BlockInfo<SERVING>,
     params: &ForwardParams,
     warp_row: usize,
     lane: Lane,
@@ -95,21 +96,27 @@ pub unsafe fn write_output<
 /// # Safety
 /// `params` and `info` satisfy the kernel's launch contract.
 #[inline(always)]
-pub unsafe fn write_logsumexp<const M_TILES: usize>(
+pub unsafe fn write_logsumexp<const M_TILES: usize, const SERVING: bool>(
     rows: &RowResults<M_TILES>,
-    info: &BlockInfo,
+    info: &BlockInfo<SERVING>,
     params: &ForwardParams,
+    sequences: &SequenceParams,
     warp_row: usize,
     lane: Lane,
 ) {
     // The four lanes of a quad hold the same rows: one of them writes.
     if params.lse != 0 && lane.position == 0 {
-        let lse = info.logsumexp_row(params);
+        let lse = info.logsumexp_row(params, sequences);
+        let stride = if SERVING {
+            sequences.lse_strides.seq as usize
+        } else {
+            1
+        };
         for m in 0..M_TILES {
             for half_m in 0..2 {
                 let row = info.first_query + (warp_row + lane.row(m, half_m)) as u32;
                 if row < info.seq_len_q {
-                    *lse.add(row as usize) = rows.logsumexp[m][half_m];
+                    *lse.add(row as usize * stride) = rows.logsumexp[m][half_m];
                 }
             }
         }

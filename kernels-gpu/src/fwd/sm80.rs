@@ -24,12 +24,15 @@
 use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
-use flash_attn_params::{ForwardParams, QSource, TileConfig, CHUNK_BYTES, CHUNK_ELEMS};
+use flash_attn_params::{
+    ForwardParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
+};
 
 use crate::attn::block_info::{BlockInfo, RowBlock};
 use crate::attn::epilogue::{write_logsumexp, write_output};
 use crate::attn::mask::mask_scores;
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
+use crate::attn::split::{arrive, combine, write_partials};
 use crate::fragment::{Lane, OperandA, OperandB};
 use crate::mma::WarpMma16x8x16;
 use crate::ptx::{
@@ -137,8 +140,10 @@ pub unsafe fn forward<
     const M_TILES: usize,
     const KEY_STEPS: usize,
     const DIM_STEPS: usize,
+    const SERVING: bool,
 >(
     params: &ForwardParams,
+    sequences: &SequenceParams,
 ) {
     let tile: TileConfig = const {
         let q_source = if Q_IN_REGISTERS {
@@ -169,13 +174,17 @@ pub unsafe fn forward<
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
-    let info = BlockInfo::new::<BLOCK_M>(params);
+    let info = BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences);
+    if info.is_past_the_queries() {
+        return;
+    }
     let mask = info.mask;
     let first_query = info.first_query;
 
-    // Keys this block needs: those its last query row sees.
+    // Keys this block needs: those its last query row sees (of its split, with split-KV).
     let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
-    let key_blocks = mask.key_end(last_query).div_ceil(BLOCK_N as u32);
+    let (first_block, key_blocks) =
+        info.key_blocks::<BLOCK_N>(sequences, mask.key_end(last_query));
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -206,9 +215,9 @@ pub unsafe fn forward<
     // loop loads every block itself.
     copy_tile_async::<Tile, BLOCK_M, WARPS>(q_tile, q_rows, thread);
     cp_async_commit_group();
-    for block in 0..STAGES as u32 - 1 {
-        if block < key_blocks {
-            copy_key_block(block, block);
+    for stage in 0..STAGES as u32 - 1 {
+        if first_block + stage < key_blocks {
+            copy_key_block(first_block + stage, stage);
         }
         cp_async_commit_group();
     }
@@ -340,7 +349,13 @@ pub unsafe fn forward<
     // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
     // every query of the block, sees (none past the end). The rest need the per-element mask.
     let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
-    for block in 0..unmasked_blocks {
+    // A split's own range (`first_block <= key_blocks`, and both 0 in a dense kernel).
+    let unmasked_blocks = if SERVING {
+        unmasked_blocks.max(first_block).min(key_blocks)
+    } else {
+        unmasked_blocks
+    };
+    for block in first_block..unmasked_blocks {
         key_block(block, false);
     }
     for block in unmasked_blocks..key_blocks {
@@ -350,8 +365,22 @@ pub unsafe fn forward<
     // Epilogue: this warp's rows of the Q tile (only this warp ever read them; with no key
     // block, the block barrier above ordered every Q copy) stage its output rows.
     let rows = softmax.finish(params.scale_log2);
-    write_output::<Mma::Input, Tile, BLOCK_M, WARPS, M_TILES, DIM_STEPS>(
-        &output, &rows, q_tile, &info, params, warp_row, this_lane,
-    );
-    write_logsumexp(&rows, &info, params, warp_row, this_lane);
+    if SERVING && sequences.splits > 1 {
+        write_partials::<M_TILES, DIM_STEPS, HEAD_DIM, SERVING>(
+            &output, &rows, &info, params, sequences, warp_row, this_lane,
+        );
+        // The arrival flag in the Q tile's first word: every read of the Q tile is behind the
+        // key loop's barriers, or (with no key block) behind the one after the Q copies.
+        let flag = q_tile.chunk_address(0, 0);
+        if arrive::<BLOCK_M, HEAD_DIM, SERVING>(&info, params, sequences, thread, flag) {
+            combine::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+                &info, params, sequences, warp, lane,
+            );
+        }
+    } else {
+        write_output::<Mma::Input, Tile, BLOCK_M, WARPS, M_TILES, DIM_STEPS, SERVING>(
+            &output, &rows, q_tile, &info, params, warp_row, this_lane,
+        );
+        write_logsumexp(&rows, &info, params, sequences, warp_row, this_lane);
+    }
 }

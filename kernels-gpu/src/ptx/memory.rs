@@ -81,3 +81,96 @@ pub unsafe fn bar_sync_0() {
 pub unsafe fn bar_warp_sync() {
     asm!("bar.warp.sync 0xffffffff;", options(nostack));
 }
+
+/// `ld.shared.b32`.
+///
+/// # Safety
+/// `address` is a 4-byte-aligned `.shared` address that no thread writes concurrently.
+#[inline(always)]
+pub unsafe fn ld_shared_b32(address: u32) -> u32 {
+    let value: u32;
+    asm!("ld.shared.b32 {0}, [{1}];", out(reg32) value, in(reg32) address, options(nostack, readonly));
+    value
+}
+
+/// `st.global.v2.f32`: one 8-byte global store.
+///
+/// # Safety
+/// `destination` is an 8-byte-aligned global address of 8 writable bytes.
+#[inline(always)]
+pub unsafe fn st_global_v2_f32(destination: *mut f32, value: [f32; 2]) {
+    asm!(
+        "st.global.v2.f32 [{0}], {{{1}, {2}}};",
+        in(reg64) destination,
+        in(reg32) value[0],
+        in(reg32) value[1],
+        options(nostack),
+    );
+}
+
+/// `ld.global.cg.f32`: a load cached in L2 only, so that it sees what other blocks wrote
+/// before a release that this thread acquired (L1 is not coherent across blocks).
+///
+/// # Safety
+/// `source` is a 4-byte-aligned global address of a readable f32.
+#[inline(always)]
+pub unsafe fn ld_global_cg_f32(source: *const f32) -> f32 {
+    let value: f32;
+    asm!("ld.global.cg.f32 {0}, [{1}];", out(reg32) value, in(reg64) source, options(nostack, readonly));
+    value
+}
+
+/// `ld.global.cg.v2.f32`: [`ld_global_cg_f32`] for 8 bytes.
+///
+/// # Safety
+/// `source` is an 8-byte-aligned global address of 8 readable bytes.
+#[inline(always)]
+pub unsafe fn ld_global_cg_v2_f32(source: *const f32) -> [f32; 2] {
+    let (a, b): (f32, f32);
+    asm!(
+        "ld.global.cg.v2.f32 {{{0}, {1}}}, [{2}];",
+        out(reg32) a,
+        out(reg32) b,
+        in(reg64) source,
+        options(nostack, readonly),
+    );
+    [a, b]
+}
+
+/// `fence.acq_rel.gpu`: orders this thread's memory accesses before it against those after it,
+/// for every thread of the GPU (the release and acquire sides of a block's arrival count).
+///
+/// # Safety
+/// No precondition; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn fence_acq_rel_gpu() {
+    asm!("fence.acq_rel.gpu;", options(nostack));
+}
+
+/// `atom.acq_rel.gpu.global.add.u32`: adds `value` to the u32 at `address` and returns what it
+/// held.
+///
+/// # Safety
+/// `address` is a 4-byte-aligned global address of a u32 that is only accessed atomically while
+/// other threads may touch it.
+#[inline(always)]
+pub unsafe fn atom_add_acq_rel_gpu_u32(address: *mut u32, value: u32) -> u32 {
+    let old: u32;
+    asm!(
+        "atom.acq_rel.gpu.global.add.u32 {0}, [{1}], {2};",
+        out(reg32) old,
+        in(reg64) address,
+        in(reg32) value,
+        options(nostack),
+    );
+    old
+}
+
+/// `st.relaxed.gpu.global.u32`: a store that other blocks' atomics see.
+///
+/// # Safety
+/// `address` is a 4-byte-aligned global address of a writable u32.
+#[inline(always)]
+pub unsafe fn st_relaxed_gpu_u32(address: *mut u32, value: u32) {
+    asm!("st.relaxed.gpu.global.u32 [{0}], {1};", in(reg64) address, in(reg32) value, options(nostack));
+}
