@@ -38,6 +38,7 @@ timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-timing --mes
 load_time=$(cargo build --release -p flash-attn-tools --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
 tune=$(cargo build --release -p flash-attn-tools --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
 regression=$(cargo build --release -p flash-attn-tools --bin flash-attn-regression --message-format=json | executable_of flash-attn-regression)
+decode_timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-decode-timing --message-format=json | executable_of flash-attn-decode-timing)
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"
@@ -45,6 +46,8 @@ cp "$timing" "$bundle/flash-attn-timing"
 cp "$load_time" "$bundle/flash-attn-load-time"
 cp "$tune" "$bundle/flash-attn-tune"
 cp "$regression" "$bundle/flash-attn-regression"
+cp "$decode_timing" "$bundle/flash-attn-decode-timing"
+cp scripts/decode_peers.py "$bundle/"
 strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" \
     "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune" "$bundle/flash-attn-regression"
 cp scripts/run-bundle.sh "$bundle/run.sh"

@@ -4,7 +4,7 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [load] [tune] [tests] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [noise]
+# Usage: run.sh [load] [tune] [tests] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [noise]
 #        (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
@@ -17,6 +17,8 @@
 #          host/dispatch-table.tsv and commit it;
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
 #          committed baseline (results/baseline.json, carried as baseline.json);
+#   decode: KV-cache decode timings (flash-attn-decode-timing), the SDPA peers at the same
+#          shapes and the copy bandwidth (decode_peers.py);
 #   noise: times our kernels a second time and runs the same check against the first pass,
 #          which measures the run-to-run noise the check has to see through.
 # SANITIZER_TIMEOUT (seconds, default 560) bounds each compute-sanitizer run, so that a slow
@@ -31,7 +33,7 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-load tests sm80 sanitizer sanitizer80 bench peers noise}
+phases=${*:-load tests sm80 sanitizer sanitizer80 bench peers decode noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -112,6 +114,10 @@ if wants sanitizer; then
     for tool in memcheck initcheck; do
         sanitize "$tool-far-offsets" "$tool" safety::offsets_past_two_to_the_32_elements_reach_the_right_rows
     done
+    # The serving kernels (KV cache, split-KV with its last-block combine), split and not.
+    for tool in memcheck racecheck synccheck initcheck; do
+        sanitize "$tool-serving" "$tool" kv_cache::every_serving_kernel_on_a_small_cache
+    done
     sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls
 fi
@@ -191,6 +197,13 @@ if wants peers; then
         cat regression.txt >> "$out/timing.log"
         note "$(tail -n 1 regression.txt)"
     fi
+fi
+
+# 4b. Decode against a KV cache: ours, then the SDPA peers and the copy bandwidth, in the same
+#     call.
+if wants decode; then
+    { ./flash-attn-decode-timing; python3 decode_peers.py; } > "$out/decode.log" 2>&1
+    note "$(cat "$out/decode.log")"
 fi
 
 # 5. Run-to-run noise: a second pass of our timings, checked against the first.

@@ -90,6 +90,18 @@ pub enum Error {
     /// Not one of the exposed kernels (`FORWARD_KERNELS`): no kernel has this name, or the
     /// kernel given is a copy of a compiled one with its fields changed.
     UnknownKernel { name: String },
+    /// The kernel named in the options is of another variant than the call needs: a dense
+    /// kernel for [`crate::FlashAttention::forward`], a serving one (`_serving`) for the KV-cache
+    /// calls.
+    KernelVariantMismatch {
+        kernel: &'static str,
+        needed: flash_attn_params::Variant,
+    },
+    /// Fewer cache lengths than sequences.
+    CacheLengthsTooShort { lengths: usize, batch: usize },
+    /// The caller's split-KV workspace is smaller than the plan needs
+    /// ([`crate::LaunchPlan::workspace_bytes`]).
+    WorkspaceTooSmall { required: usize, actual: usize },
     /// A CUDA call failed.
     Cuda(CudaError),
     /// A raw driver call that `cust` does not wrap failed with this `CUresult` code.
@@ -172,6 +184,18 @@ impl fmt::Display for Error {
             Error::InvalidSoftmaxScale { scale } => {
                 write!(f, "softmax scale {scale} is not a finite positive number")
             }
+            Error::KernelVariantMismatch { kernel, needed } => write!(
+                f,
+                "{kernel} is not a {needed:?} kernel, which this call needs"
+            ),
+            Error::CacheLengthsTooShort { lengths, batch } => write!(
+                f,
+                "{lengths} cache lengths for a batch of {batch} sequences"
+            ),
+            Error::WorkspaceTooSmall { required, actual } => write!(
+                f,
+                "the split-KV workspace holds {actual} bytes but the plan needs {required}"
+            ),
             Error::UnknownKernel { name } => {
                 write!(f, "{name:?} is not one of the exposed kernels (FORWARD_KERNELS)")
             }

@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 
 use cust::sys::{cuLaunchKernel, CUfunction, CUstream};
-use flash_attn_params::{ForwardParams, TileConfig};
+use flash_attn_params::TileConfig;
 
 use crate::{driver, Error};
 
@@ -12,7 +12,8 @@ use crate::{driver, Error};
 /// # Safety
 /// - `function` is the entry compiled for `tile`, from a module loaded in the context current
 ///   on this thread, and `stream` belongs to that context.
-/// - `params` satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
+/// - `params` is the kernel's argument type (`ForwardParams` for a dense kernel,
+///   `ServingParams` for a serving one) and satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
 ///   row its strides name for `grid` is a 16-byte-aligned device address that stays valid until
 ///   the kernel finishes, readable for q, k, v and writable for o (and lse, if not 0); output
 ///   rows don't overlap each other or the inputs.
@@ -21,11 +22,11 @@ pub(crate) unsafe fn launch_forward(
     function: CUfunction,
     tile: &TileConfig,
     grid: (u32, u32, u32),
-    mut params: ForwardParams,
+    mut params: impl Copy,
 ) -> Result<(), Error> {
-    // The kernel takes one by-value argument, the `#[repr(C)]` ForwardParams: the driver copies
-    // size_of::<ForwardParams>() bytes from this pointer before returning.
-    let mut arguments = [&mut params as *mut ForwardParams as *mut c_void];
+    // The kernel takes one by-value argument, a `#[repr(C)]` parameter struct: the driver
+    // copies its size (from the kernel's signature) from this pointer before returning.
+    let mut arguments = [&mut params as *mut _ as *mut c_void];
     let result = cuLaunchKernel(
         function,
         grid.0,

@@ -40,17 +40,19 @@ pub mod reference;
 pub mod rng;
 
 use std::ffi::c_void;
+use std::sync::Mutex;
 
 use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
-    Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, QSource, SmemLayout, TensorStrides,
-    TileConfig, TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M,
-    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
-    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
-    KERNELS_ENV, KERNEL_SET, SM89_MAX_SMEM_PER_BLOCK,
+    Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, QSource, SequenceParams,
+    ServingParams, SmemLayout, TensorStrides, TileConfig, TileMask, Variant, ARCHITECTURES,
+    BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
+    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
+    CANDIDATE_VARIANTS, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, SERVING_TILES,
+    SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -65,8 +67,8 @@ pub use kernels::{
     SUPPORTED_HEAD_DIMS,
 };
 pub use problem::{
-    plan, supports, AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan,
-    Layout, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    plan, plan_kv_cache, serving_kernel, split_count, supports, AttentionShape, BufferLengths,
+    ForwardOptions, ForwardStrides, LaunchPlan, Layout, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
@@ -102,9 +104,23 @@ pub struct RawTensors {
 
 /// The forward pass on one GPU: a CUDA context, the loaded kernels and a stream.
 pub struct FlashAttention {
-    // Field order is drop order: the stream must go before the context inside `kernels`.
+    // Field order is drop order: the workspace and the stream must go before the context
+    // inside `kernels`.
+    /// The split-KV workspace of this instance's KV-cache calls, grown on demand, its arrival
+    /// counters zeroed once (the kernels leave them at 0). Every kernel that uses it runs on
+    /// `stream`, so calls are ordered on it; the lock only guards the growth.
+    workspace: Mutex<Option<DeviceBuffer<u8>>>,
     stream: Stream,
     kernels: kernels::LoadedKernels,
+}
+
+/// A caller's split-KV workspace for [`FlashAttention::forward_kv_cache_raw`]: a device
+/// allocation of `bytes` bytes, at least [`LaunchPlan::workspace_bytes`], zeroed before its first
+/// use and used by one launch at a time (each launch leaves its arrival counters at 0 again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawWorkspace {
+    pub address: u64,
+    pub bytes: usize,
 }
 
 impl FlashAttention {
@@ -133,7 +149,11 @@ impl FlashAttention {
         // could read the old bytes, and a `copy_to` right after `forward` could read the output
         // before the kernel wrote it.
         let stream = Stream::new(StreamFlags::DEFAULT, None)?;
-        Ok(Self { stream, kernels })
+        Ok(Self {
+            workspace: Mutex::new(None),
+            stream,
+            kernels,
+        })
     }
 
     pub fn device_name(&self) -> &str {
@@ -199,27 +219,101 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
-        plan.check_buffers(&BufferLengths {
-            q: q.len(),
-            k: k.len(),
-            v: v.len(),
-            o: output.len(),
-            lse: lse.as_ref().map(|lse| lse.len()),
-        })?;
-        let lse = lse.map(|lse| lse.as_device_ptr().as_raw());
-        let tensors = RawTensors {
-            q: q.as_device_ptr().as_raw(),
-            k: k.as_device_ptr().as_raw(),
-            v: v.as_device_ptr().as_raw(),
-            o: output.as_device_ptr().as_raw(),
-            lse,
-        };
+        let tensors = device_tensors(&plan, q, k, v, output, lse)?;
         // SAFETY: the buffers hold every element the shape and strides reach (checked above, with
         // overflow-checked extents) and live at least as long as this call's borrows; `output` (and `lse`) are borrowed
         // mutably, so they cannot alias the inputs, and `plan` rejected overlapping output
         // strides. Work enqueued here may outlive the borrows: cust frees device memory with
         // cuMemFree, which waits for outstanding work on the device.
-        unsafe { self.launch(self.stream.as_inner(), plan, tensors) }
+        unsafe { self.launch(self.stream.as_inner(), plan, tensors, None) }
+    }
+
+    /// Attention against a KV cache (decode, or a chunk of queries appended to a cache),
+    /// enqueued on [`Self::stream`]: `q` and `output` as `shape` and `options` say, `k_cache`
+    /// and `v_cache` of `shape.seq_len_kv` keys per sequence (the capacity), of which sequence
+    /// `b` uses the first `cache_lens[b]` (a device buffer of at least `batch` u32; a length
+    /// above the capacity is read as the capacity). See [`plan_kv_cache`] for the kernels,
+    /// grouped-query packing and split-KV.
+    ///
+    /// With split-KV it uses this instance's workspace, allocated (and zeroed) on the first
+    /// call that needs more than it has, which synchronises; calls after that allocate nothing
+    /// and do not synchronise.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_kv_cache<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_cache: &DeviceSlice<T>,
+        v_cache: &DeviceSlice<T>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan_kv_cache(T::DTYPE, &shape, options, self.sm_count())?;
+        if cache_lens.len() < shape.batch {
+            return Err(Error::CacheLengthsTooShort {
+                lengths: cache_lens.len(),
+                batch: shape.batch,
+            });
+        }
+        let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
+        let mut workspace = self
+            .workspace
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let required = plan.workspace_bytes();
+        if workspace.as_ref().map_or(0, |buffer| buffer.len()) < required {
+            CurrentContext::set_current(&self.kernels.context)?;
+            // The old buffer goes first (cuMemFree waits for the kernels that use it).
+            *workspace = None;
+            *workspace = Some(DeviceBuffer::zeroed(required)?);
+        }
+        let raw_workspace = workspace.as_ref().map(|buffer| RawWorkspace {
+            address: buffer.as_device_ptr().as_raw(),
+            bytes: buffer.len(),
+        });
+        // SAFETY: as in `forward`; `cache_lens` holds `batch` u32 (checked) and the kernel
+        // clamps each to the capacity that the buffers were checked for; the workspace is
+        // large enough, zeroed when made, and used only by kernels on this instance's stream,
+        // one after the other.
+        unsafe {
+            self.launch(
+                self.stream.as_inner(),
+                plan,
+                tensors,
+                Some((cache_lens.as_device_ptr().as_raw(), raw_workspace)),
+            )
+        }
+    }
+
+    /// As [`Self::forward_kv_cache`] with raw device addresses, a caller's stream and a
+    /// caller's workspace (`None` is fine where [`plan_kv_cache`]`(..).workspace_bytes()` is 0):
+    /// it neither allocates nor synchronises, so it can be captured in a CUDA graph.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_raw`], with K and V caches of `shape.seq_len_kv` keys, and:
+    /// `cache_lens` is the device address of `shape.batch` u32, alive and unchanged until the
+    /// kernel finishes; `workspace` is as [`RawWorkspace`] says and no other work uses it until
+    /// the kernel finishes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_kv_cache_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        cache_lens: u64,
+        workspace: Option<RawWorkspace>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan_kv_cache(dtype, &shape, options, self.sm_count())?;
+        self.launch(
+            stream.into().0.cast(),
+            plan,
+            tensors,
+            Some((cache_lens, workspace)),
+        )
     }
 
     /// As [`Self::forward`] with raw device addresses and a caller's stream, a plain driver
@@ -244,18 +338,21 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(dtype, &shape, options, self.sm_count())?;
-        self.launch(stream.into().0.cast(), plan, tensors)
+        self.launch(stream.into().0.cast(), plan, tensors, None)
     }
 
-    /// Checks alignment, binds the context and launches.
+    /// Checks alignment (and the workspace's size), binds the context and launches; `cache`
+    /// (the cache lengths' address and the workspace) for a plan of [`plan_kv_cache`], `None`
+    /// for one of [`plan`].
     ///
     /// # Safety
-    /// As for [`Self::forward_raw`].
+    /// As for [`Self::forward_raw`], or [`Self::forward_kv_cache_raw`] with `cache`.
     unsafe fn launch(
         &self,
         stream: cust::sys::CUstream,
         mut plan: problem::LaunchPlan,
         tensors: RawTensors,
+        cache: Option<(u64, Option<RawWorkspace>)>,
     ) -> Result<(), Error> {
         let lse = tensors.lse.unwrap_or(0);
         for (tensor, address) in [
@@ -281,15 +378,50 @@ impl FlashAttention {
             plan.params.o,
             plan.params.lse,
         ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
+        let serving = match (plan.sequences, cache) {
+            (None, None) => None,
+            (Some(mut sequences), Some((cache_lens, workspace))) => {
+                if cache_lens == 0 || !cache_lens.is_multiple_of(4) {
+                    return Err(Error::MisalignedBuffer {
+                        tensor: "cache_lens",
+                        address: cache_lens,
+                    });
+                }
+                sequences.seq_used_kv = cache_lens;
+                let required = plan.workspace_bytes();
+                if required > 0 {
+                    let workspace = workspace.unwrap_or(RawWorkspace {
+                        address: 0,
+                        bytes: 0,
+                    });
+                    if workspace.bytes < required {
+                        return Err(Error::WorkspaceTooSmall {
+                            required,
+                            actual: workspace.bytes,
+                        });
+                    }
+                    if workspace.address == 0 || !workspace.address.is_multiple_of(16) {
+                        return Err(Error::MisalignedBuffer {
+                            tensor: "workspace",
+                            address: workspace.address,
+                        });
+                    }
+                    sequences.workspace = workspace.address;
+                }
+                Some(ServingParams {
+                    forward: plan.params,
+                    sequences,
+                })
+            }
+            _ => unreachable!("a serving plan comes with the cache's buffers, a dense one without"),
+        };
         CurrentContext::set_current(&self.kernels.context)?;
         let function = self.kernels.function(plan.kernel)?;
-        launch::launch_forward(
-            stream,
-            function,
-            &plan.kernel.spec.tile,
-            plan.grid,
-            plan.params,
-        )
+        let tile = &plan.kernel.spec.tile;
+        match serving {
+            Some(params) => launch::launch_forward(stream, function, tile, plan.grid, params),
+            None => launch::launch_forward(stream, function, tile, plan.grid, plan.params),
+        }
     }
 
     /// Copies host tensors to the GPU, runs [`Self::forward`] and copies the output back, laid
@@ -371,4 +503,30 @@ impl FlashAttention {
         finished?;
         Ok(host)
     }
+}
+
+/// The device addresses of a call's buffers, once they are known to hold what `plan` needs
+/// ([`LaunchPlan::check_buffers`]).
+fn device_tensors<T: Element>(
+    plan: &LaunchPlan,
+    q: &DeviceSlice<T>,
+    k: &DeviceSlice<T>,
+    v: &DeviceSlice<T>,
+    output: &mut DeviceSlice<T>,
+    lse: Option<&mut DeviceSlice<f32>>,
+) -> Result<RawTensors, Error> {
+    plan.check_buffers(&BufferLengths {
+        q: q.len(),
+        k: k.len(),
+        v: v.len(),
+        o: output.len(),
+        lse: lse.as_ref().map(|lse| lse.len()),
+    })?;
+    Ok(RawTensors {
+        q: q.as_device_ptr().as_raw(),
+        k: k.as_device_ptr().as_raw(),
+        v: v.as_device_ptr().as_raw(),
+        o: output.as_device_ptr().as_raw(),
+        lse: lse.map(|lse| lse.as_device_ptr().as_raw()),
+    })
 }

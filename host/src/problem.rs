@@ -2,7 +2,9 @@
 //!
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
-use flash_attn_params::{Dtype, ForwardParams, TensorStrides, CHUNK_ELEMS};
+use flash_attn_params::{
+    Dtype, ForwardParams, SequenceParams, TensorStrides, Variant, CHUNK_ELEMS,
+};
 
 use crate::dispatch::dispatch_kernel;
 use crate::{Error, ForwardKernel, FORWARD_KERNELS};
@@ -225,8 +227,12 @@ pub struct BufferLengths {
 pub struct LaunchPlan {
     pub(crate) kernel: &'static ForwardKernel,
     pub(crate) params: ForwardParams,
+    /// The serving kernels' second half of the argument (addresses still 0); `None` for a dense
+    /// kernel.
+    pub(crate) sequences: Option<SequenceParams>,
     pub(crate) grid: (u32, u32, u32),
     required: BufferLengths,
+    workspace_bytes: usize,
 }
 
 impl LaunchPlan {
@@ -240,9 +246,24 @@ impl LaunchPlan {
         &self.params
     }
 
-    /// The launch grid: (query tiles, query heads, batch).
+    /// The launch grid: (query tiles times splits, query heads, batch).
     pub fn grid(&self) -> (u32, u32, u32) {
         self.grid
+    }
+
+    /// The serving kernels' sequence parameters (addresses still 0), `None` for a dense plan.
+    pub fn sequences(&self) -> Option<&SequenceParams> {
+        self.sequences.as_ref()
+    }
+
+    /// Key-range splits (split-KV): 1 for none.
+    pub fn splits(&self) -> u32 {
+        self.sequences.map_or(1, |sequences| sequences.splits)
+    }
+
+    /// Bytes of split-KV workspace the launch needs, 256-byte aligned: 0 without a split.
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace_bytes
     }
 
     /// The fewest elements each buffer must hold (`lse` always given: it is needed only when
@@ -333,6 +354,12 @@ pub fn plan(
         Some(kernel) => kernel,
         None => dispatch_kernel(dtype, shape, options.causal, sm_count)?,
     };
+    if kernel.spec.variant != Variant::Dense {
+        return Err(Error::KernelVariantMismatch {
+            kernel: kernel.entry,
+            needed: Variant::Dense,
+        });
+    }
     if kernel.spec.dtype != dtype {
         return Err(Error::KernelDtypeMismatch {
             kernel: kernel.entry,
@@ -450,8 +477,194 @@ pub fn plan(
     Ok(LaunchPlan {
         kernel,
         params,
+        sequences: None,
         grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
         required,
+        workspace_bytes: 0,
+    })
+}
+
+/// The serving kernel for `dtype` and `head_dim`: the m64 n64 4-warp tile, 3 stages where it is
+/// exposed (head dim 64), else 2 (head dim 128: 3 stages exceed the shared memory of one block).
+pub fn serving_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
+    let serving = |stages| {
+        FORWARD_KERNELS.iter().find(|kernel| {
+            let (spec, tile) = (kernel.spec, kernel.spec.tile);
+            spec.variant == Variant::Serving
+                && spec.dtype == dtype
+                && tile.head_dim == head_dim
+                && tile.block_m == 64
+                && tile.stages == stages
+        })
+    };
+    serving(3)
+        .or_else(|| serving(2))
+        .ok_or(Error::UnsupportedHeadDim {
+            head_dim,
+            supported: crate::SUPPORTED_HEAD_DIMS,
+        })
+}
+
+/// Largest number of key-range splits (split-KV), as FlashAttention's.
+pub const MAX_SPLITS: usize = 128;
+
+/// The number of key-range splits for `blocks` blocks of `key_blocks` key blocks each on
+/// `sm_count` multiprocessors, FlashAttention-2's rule: none when the blocks nearly fill the
+/// GPU (80% of two per multiprocessor, the serving tiles' occupancy); else the fewest splits
+/// whose waves are at least 85% as full as the best count's, skipping counts that leave the
+/// same number of key blocks per split as one fewer split.
+pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
+    let slots = 2 * sm_count.max(1);
+    if blocks * 5 >= slots * 4 || key_blocks <= 1 {
+        return 1;
+    }
+    let max_splits = MAX_SPLITS.min(slots).min(key_blocks);
+    let efficiency = |splits: usize| {
+        let work = blocks * splits;
+        work as f64 / (work.div_ceil(slots) * slots) as f64
+    };
+    let distinct = |splits: usize| {
+        splits == 1 || key_blocks.div_ceil(splits) != key_blocks.div_ceil(splits - 1)
+    };
+    let best = (1..=max_splits)
+        .filter(|&splits| distinct(splits))
+        .map(efficiency)
+        .fold(0.0, f64::max);
+    (1..=max_splits)
+        .find(|&splits| distinct(splits) && efficiency(splits) >= 0.85 * best)
+        .unwrap_or(1)
+}
+
+/// Plans attention against a KV cache (decode, or a chunk of queries appended to a cache): Q and
+/// O as `shape` and the options say, K and V caches `[batch, heads_kv, seq_len_kv, head_dim]`
+/// (in the options' layout or strides: `seq_len_kv` is the cache's capacity) of which sequence
+/// `b` uses keys `0..cache_lens[b]` (device u32, one per sequence, given at launch; a length
+/// above the capacity is read as the capacity, so no key outside the cache is ever read).
+/// Causal masking aligns each sequence's queries to the bottom right of its used keys.
+///
+/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one). With one
+/// query row per sequence (decode) and grouped-query heads, the query heads that share a K/V
+/// head become the rows of one tile, so that each K/V tile is read once per K/V head; and where
+/// the grid would leave the GPU idle, the key range is split over several blocks
+/// ([`split_count`]) whose partials the last of them combines, in the workspace that
+/// [`LaunchPlan::workspace_bytes`] sizes.
+pub fn plan_kv_cache(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    let kernel = match options.kernel {
+        Some(kernel) if kernel.spec.variant != Variant::Serving => {
+            return Err(Error::KernelVariantMismatch {
+                kernel: kernel.entry,
+                needed: Variant::Serving,
+            })
+        }
+        Some(kernel) => kernel,
+        None => serving_kernel(dtype, shape.head_dim)?,
+    };
+    // The dense checks (sizes, strides, buffers, overlap) on the problem as given, through a
+    // dense kernel of the same tile rows: the launch covers the same rows.
+    let dense = plan(
+        dtype,
+        shape,
+        &ForwardOptions {
+            kernel: Some(crate::default_kernel(dtype, shape.head_dim)?),
+            ..*options
+        },
+        sm_count,
+    )?;
+    if *kernel != FORWARD_KERNELS[kernel.index()] {
+        return Err(Error::UnknownKernel {
+            name: kernel.entry.to_owned(),
+        });
+    }
+    if kernel.spec.dtype != dtype {
+        return Err(Error::KernelDtypeMismatch {
+            kernel: kernel.entry,
+            dtype,
+        });
+    }
+    if kernel.spec.tile.head_dim != shape.head_dim {
+        return Err(Error::KernelHeadDimMismatch {
+            kernel: kernel.entry,
+            kernel_head_dim: kernel.spec.tile.head_dim,
+            head_dim: shape.head_dim,
+        });
+    }
+    let mut params = dense.params;
+    let lse_heads = shape.seq_len_q as u64;
+    let mut lse_strides = TensorStrides {
+        batch: shape.heads_q as u64 * lse_heads,
+        head: lse_heads,
+        seq: 1,
+    };
+    let group = shape.heads_q / shape.heads_kv;
+    if shape.seq_len_q == 1 && group > 1 {
+        // One query row per sequence: the `group` query heads of a K/V head become the rows of
+        // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
+        // the same query position, which sees every used key (causal or not).
+        let pack = |strides: TensorStrides| TensorStrides {
+            batch: strides.batch,
+            head: strides.head * group as u64,
+            seq: strides.head,
+        };
+        params.q_strides = pack(params.q_strides);
+        params.o_strides = pack(params.o_strides);
+        lse_strides = TensorStrides {
+            batch: shape.heads_q as u64,
+            head: group as u64,
+            seq: 1,
+        };
+        params.seq_len_q = group as u32;
+        params.heads_q = shape.heads_kv as u32;
+        params.kv_group_size = 1;
+        params.causal = 0;
+    }
+    let tile = kernel.spec.tile;
+    let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
+    let key_blocks = shape.seq_len_kv.div_ceil(tile.block_n);
+    let blocks = query_blocks * params.heads_q as usize * shape.batch;
+    let splits = split_count(blocks, key_blocks, sm_count);
+    let blocks_per_split = key_blocks.div_ceil(splits);
+    // No empty split: the count that this many key blocks per split needs.
+    let splits = key_blocks.div_ceil(blocks_per_split);
+    let partial_rows = shape.batch * params.seq_len_q as usize;
+    let workspace_bytes = if splits > 1 {
+        let rows = splits * params.heads_q as usize * partial_rows;
+        let counters = shape.batch * params.heads_q as usize * query_blocks;
+        (rows * (shape.head_dim + 1) * 4 + counters * 4).next_multiple_of(256)
+    } else {
+        0
+    };
+    if query_blocks * splits > u32::MAX as usize || partial_rows > u32::MAX as usize {
+        return Err(Error::ProblemTooLarge {
+            dimension: "batch",
+            value: shape.batch,
+            limit: u32::MAX as usize / query_blocks.max(1),
+        });
+    }
+    let sequences = SequenceParams {
+        lse_strides,
+        splits: splits as u32,
+        // At most `key_blocks * block_n`, which fits: `seq_len_kv <= 2^30`.
+        keys_per_split: (blocks_per_split * tile.block_n) as u32,
+        partial_rows: partial_rows as u32,
+        query_blocks: query_blocks as u32,
+        ..SequenceParams::DENSE
+    };
+    Ok(LaunchPlan {
+        kernel,
+        params,
+        sequences: Some(sequences),
+        grid: (
+            (query_blocks * splits) as u32,
+            params.heads_q,
+            shape.batch as u32,
+        ),
+        required: dense.required,
+        workspace_bytes,
     })
 }
 

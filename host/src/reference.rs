@@ -362,3 +362,65 @@ pub fn random_normal<T: Element>(len: usize, mean: f64, std_dev: f64, seed: u64)
         })
         .collect()
 }
+
+/// [`attention`] against a KV cache, as [`crate::FlashAttention::forward_kv_cache`] computes
+/// it: `q` is `[batch, heads_q, seq_len_q, head_dim]`, `k_cache` and `v_cache`
+/// `[batch, heads_kv, seq_len_kv, head_dim]` (`seq_len_kv` the capacity), and sequence `b`
+/// attends to its first `min(cache_lens[b], seq_len_kv)` keys, causal masking aligned to the
+/// bottom right of those. Results in `q`'s order; a sequence with no key gets output 0 and
+/// logsumexp -inf. Panics if a slice is shorter than the shape needs.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_kv_cache<T: Element>(
+    q: &[T],
+    k_cache: &[T],
+    v_cache: &[T],
+    cache_lens: &[u32],
+    shape: AttentionShape,
+    softmax_scale: f64,
+    causal: bool,
+    precision: Precision,
+) -> ReferenceOutput {
+    assert_dense_inputs(q, k_cache, v_cache, &shape);
+    let d = shape.head_dim;
+    let q_per_sequence = shape.heads_q * shape.seq_len_q * d;
+    let mut output = Vec::with_capacity(shape.batch * q_per_sequence);
+    let mut logsumexp = Vec::with_capacity(shape.batch * shape.heads_q * shape.seq_len_q);
+    for (b, &used) in cache_lens.iter().enumerate().take(shape.batch) {
+        let used = (used as usize).min(shape.seq_len_kv);
+        let q_b = &q[b * q_per_sequence..(b + 1) * q_per_sequence];
+        if used == 0 {
+            output.extend(std::iter::repeat_n(0.0, q_per_sequence));
+            logsumexp.extend(std::iter::repeat_n(
+                f64::NEG_INFINITY,
+                shape.heads_q * shape.seq_len_q,
+            ));
+            continue;
+        }
+        // The used prefix of every K/V head of sequence `b`, as a dense batch of one.
+        let prefix = |cache: &[T]| -> Vec<T> {
+            (0..shape.heads_kv)
+                .flat_map(|h| {
+                    let start = (b * shape.heads_kv + h) * shape.seq_len_kv * d;
+                    cache[start..start + used * d].iter().copied()
+                })
+                .collect()
+        };
+        let sequence = AttentionShape {
+            batch: 1,
+            seq_len_kv: used,
+            ..shape
+        };
+        let result = attention(
+            q_b,
+            &prefix(k_cache),
+            &prefix(v_cache),
+            sequence,
+            softmax_scale,
+            causal,
+            precision,
+        );
+        output.extend(result.output);
+        logsumexp.extend(result.logsumexp);
+    }
+    ReferenceOutput { output, logsumexp }
+}

@@ -97,8 +97,8 @@ pub struct ForwardParams {
 /// slice of Q, at the strides of [`ForwardParams::q_strides`]: `cu_seqlens_q[b]..[b + 1]` when
 /// `cu_seqlens_q` is not 0 (the tensors packed along their sequence dimension, batch stride 0),
 /// else `0..seq_len_q`. Its keys likewise: `cu_seqlens_kv[b]..[b + 1]`, else
-/// `0..seq_used_kv[b]` when `seq_used_kv` is not 0 (a KV cache, each sequence using a prefix of
-/// its slice), else `0..seq_len_kv`. The output and the logsumexp rows are the query rows'.
+/// `0..min(seq_used_kv[b], seq_len_kv)` when `seq_used_kv` is not 0 (a KV cache, each sequence
+/// using a prefix of its slice), else `0..seq_len_kv`. The output and the logsumexp rows are the query rows'.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SequenceParams {
@@ -107,6 +107,7 @@ pub struct SequenceParams {
     /// Device address of `batch + 1` u32 key-token offsets, or 0.
     pub cu_seqlens_kv: u64,
     /// Device address of `batch` u32 key counts, or 0; read only where `cu_seqlens_kv` is 0.
+    /// A count above `seq_len_kv` (the cache's capacity) is read as `seq_len_kv`.
     pub seq_used_kv: u64,
     /// Element strides of the logsumexp, as of a tensor whose head dim is 1 (its token is the
     /// query row's, as for O).

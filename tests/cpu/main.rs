@@ -6,6 +6,7 @@
 mod config;
 mod cubin;
 mod dispatch;
+mod kv_cache;
 mod mask;
 mod problem;
 mod ptx;

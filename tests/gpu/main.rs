@@ -10,6 +10,7 @@
 mod edge_cases;
 mod errors;
 mod forward;
+mod kv_cache;
 mod safety;
 mod support;
 mod sweep;
@@ -43,6 +44,13 @@ fn gpu_trials() -> Vec<Trial> {
         errors::a_too_small_logsumexp_is_rejected,
         errors::a_misaligned_buffer_is_rejected,
         errors::problem_errors_surface_through_forward_too,
+        kv_cache::decode_with_grouped_heads_and_odd_cache_lengths,
+        kv_cache::short_query_chunks_against_a_cache,
+        kv_cache::decode_at_a_large_batch_has_no_split,
+        kv_cache::split_kv_runs_are_bitwise_identical,
+        kv_cache::cache_lengths_past_the_capacity_read_as_the_capacity,
+        kv_cache::too_few_cache_lengths_are_rejected,
+        kv_cache::every_serving_kernel_on_a_small_cache,
         forward::every_kernel_on_a_small_problem,
         forward::every_kernel_at_the_seed_shape,
         forward::every_kernel_for_sequence_lengths_128_to_4096,

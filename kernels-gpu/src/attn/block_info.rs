@@ -121,7 +121,10 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         let (key_token, seq_len_kv) = if sequences.cu_seqlens_kv != 0 {
             sequence_tokens(sequences.cu_seqlens_kv, batch)
         } else if sequences.seq_used_kv != 0 {
-            (0, *(sequences.seq_used_kv as *const u32).add(batch as usize))
+            // At most the cache's capacity, whatever the device holds: no key outside it is
+            // ever read.
+            let used = *(sequences.seq_used_kv as *const u32).add(batch as usize);
+            (0, used.min(params.seq_len_kv))
         } else {
             (0, params.seq_len_kv)
         };

@@ -10,7 +10,7 @@ use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
     dispatch_kernel, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
-    ForwardKernel, ForwardOptions, FORWARD_KERNELS,
+    ForwardKernel, ForwardOptions, Variant, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES};
 use half::{bf16, f16};
@@ -107,6 +107,7 @@ fn main() -> Result<(), Error> {
                 } else if all_kernels {
                     FORWARD_KERNELS
                         .iter()
+                        .filter(|k| k.spec.variant == Variant::Dense)
                         .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
                         .collect()
                 } else {

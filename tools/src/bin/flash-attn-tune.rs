@@ -45,7 +45,7 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, GridSize, KernelSet, FORWARD_KERNELS, KERNEL_SET, NOT_TUNED,
+    ForwardOptions, GridSize, KernelSet, Variant, FORWARD_KERNELS, KERNEL_SET, NOT_TUNED,
     SUPPORTED_HEAD_DIMS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes};
@@ -614,6 +614,7 @@ fn run(args: &Args) -> Result<usize, String> {
             head_dim,
             candidates: FORWARD_KERNELS
                 .iter()
+                .filter(|k| k.spec.variant == Variant::Dense)
                 .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
                 .collect(),
         })

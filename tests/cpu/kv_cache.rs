@@ -1,0 +1,191 @@
+//! KV-cache planning without a GPU: the serving kernel, grouped-query packing, the split
+//! count, the workspace, and the errors; and the reference's cache semantics.
+
+use flash_attn::reference::{attention, attention_kv_cache, random_normal, Precision};
+use flash_attn::{
+    kernel_by_name, plan, plan_kv_cache, split_count, AttentionShape, Dtype, Error, ForwardOptions,
+    Layout, Variant, MAX_SPLITS,
+};
+use half::f16;
+
+use crate::H100_SM_COUNT;
+
+fn decode(batch: usize, heads_q: usize, heads_kv: usize, capacity: usize) -> AttentionShape {
+    AttentionShape {
+        batch,
+        heads_q,
+        heads_kv,
+        seq_len_q: 1,
+        seq_len_kv: capacity,
+        head_dim: 128,
+    }
+}
+
+fn bshd() -> ForwardOptions {
+    ForwardOptions {
+        layout: Layout::Bshd,
+        ..ForwardOptions::default()
+    }
+}
+
+#[test]
+fn decode_packs_the_query_heads_of_a_kv_head_into_one_tile() {
+    let plan = plan_kv_cache(Dtype::F16, &decode(8, 32, 8, 8192), &bshd(), H100_SM_COUNT).unwrap();
+    assert_eq!(plan.kernel().spec.variant, Variant::Serving);
+    let params = plan.params();
+    // 8 K/V heads of 4 rows each; row j of K/V head h is query head 4h + j.
+    assert_eq!(
+        (params.heads_q, params.seq_len_q, params.kv_group_size),
+        (8, 4, 1)
+    );
+    let head = 128; // Bshd: heads are 128 elements apart.
+    assert_eq!(params.q_strides.seq, head);
+    assert_eq!(params.q_strides.head, 4 * head);
+    assert_eq!(params.o_strides, params.q_strides);
+    let sequences = plan.sequences().unwrap();
+    assert_eq!(
+        (sequences.lse_strides.batch, sequences.lse_strides.head),
+        (32, 4)
+    );
+    assert_eq!(plan.grid().1, 8);
+    assert_eq!(plan.grid().2, 8);
+}
+
+#[test]
+fn a_causal_decode_step_sees_every_cached_key() {
+    let options = ForwardOptions {
+        causal: true,
+        ..bshd()
+    };
+    let plan = plan_kv_cache(Dtype::F16, &decode(2, 8, 2, 100), &options, H100_SM_COUNT).unwrap();
+    assert_eq!(
+        plan.params().causal,
+        0,
+        "packed rows are one query position"
+    );
+    let chunk = AttentionShape {
+        seq_len_q: 5,
+        ..decode(2, 8, 2, 100)
+    };
+    let plan = plan_kv_cache(Dtype::F16, &chunk, &options, H100_SM_COUNT).unwrap();
+    assert_eq!(plan.params().causal, 1, "a chunk of queries keeps its mask");
+    assert_eq!(plan.params().heads_q, 8, "a chunk of queries is not packed");
+}
+
+#[test]
+fn small_grids_split_the_key_range_and_large_ones_do_not() {
+    // B=1, 8 K/V heads: 8 blocks for 132 SMs.
+    let plan = plan_kv_cache(Dtype::F16, &decode(1, 32, 8, 32768), &bshd(), H100_SM_COUNT).unwrap();
+    let splits = plan.splits() as usize;
+    assert!(splits > 1 && splits <= MAX_SPLITS, "{splits} splits");
+    assert_eq!(plan.grid().0 as usize, splits);
+    let sequences = plan.sequences().unwrap();
+    // Every split has keys, and together they cover the cache.
+    let per_split = sequences.keys_per_split as usize;
+    assert!(per_split.is_multiple_of(64));
+    assert!((splits - 1) * per_split < 32768 && splits * per_split >= 32768);
+    assert!(plan.workspace_bytes() >= splits * 8 * 4 * (128 + 1) * 4);
+    // B=64 x 8 K/V heads = 512 blocks: no split, no workspace.
+    let plan = plan_kv_cache(Dtype::F16, &decode(64, 32, 8, 2048), &bshd(), H100_SM_COUNT).unwrap();
+    assert_eq!((plan.splits(), plan.workspace_bytes()), (1, 0));
+}
+
+#[test]
+fn split_count_follows_the_wave_rule() {
+    assert_eq!(split_count(1000, 64, 132), 1, "a full grid");
+    assert_eq!(split_count(8, 1, 132), 1, "one key block");
+    let splits = split_count(8, 512, 132);
+    assert!(splits >= 16, "{splits}");
+    for (blocks, key_blocks) in [(1, 10), (8, 128), (32, 33), (100, 7)] {
+        let splits = split_count(blocks, key_blocks, 132);
+        assert!((1..=key_blocks.min(MAX_SPLITS)).contains(&splits));
+    }
+}
+
+#[test]
+fn the_variants_do_not_mix() {
+    let serving = kernel_by_name("flash_fwd_f16_d128_m64_n64_w4_s2_serving").unwrap();
+    let dense = kernel_by_name("flash_fwd_f16_d128_m64_n64_w4_s2").unwrap();
+    let shape = decode(2, 8, 2, 256);
+    let with = |kernel| ForwardOptions {
+        kernel: Some(kernel),
+        ..bshd()
+    };
+    assert!(matches!(
+        plan(Dtype::F16, &shape, &with(serving), H100_SM_COUNT),
+        Err(Error::KernelVariantMismatch {
+            needed: Variant::Dense,
+            ..
+        })
+    ));
+    assert!(matches!(
+        plan_kv_cache(Dtype::F16, &shape, &with(dense), H100_SM_COUNT),
+        Err(Error::KernelVariantMismatch {
+            needed: Variant::Serving,
+            ..
+        })
+    ));
+    assert!(matches!(
+        plan_kv_cache(Dtype::Bf16, &shape, &with(serving), H100_SM_COUNT),
+        Err(Error::KernelDtypeMismatch { .. })
+    ));
+}
+
+#[test]
+fn kv_cache_plans_check_the_dense_rules_too() {
+    let zero = AttentionShape {
+        batch: 0,
+        ..decode(1, 8, 2, 64)
+    };
+    assert!(matches!(
+        plan_kv_cache(Dtype::F16, &zero, &bshd(), H100_SM_COUNT),
+        Err(Error::ZeroSizedDimension { dimension: "batch" })
+    ));
+    let gqa = AttentionShape {
+        heads_kv: 3,
+        ..decode(1, 8, 2, 64)
+    };
+    assert!(matches!(
+        plan_kv_cache(Dtype::F16, &gqa, &bshd(), H100_SM_COUNT),
+        Err(Error::InvalidGqaRatio { .. })
+    ));
+}
+
+#[test]
+fn the_cache_reference_is_attention_over_each_used_prefix() {
+    let shape = AttentionShape {
+        batch: 2,
+        heads_q: 4,
+        heads_kv: 2,
+        seq_len_q: 3,
+        seq_len_kv: 9,
+        head_dim: 64,
+    };
+    let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, 1);
+    let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 2);
+    let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 3);
+    // Full caches: the dense reference.
+    let full = attention_kv_cache(&q, &k, &v, &[9, 9], shape, 0.125, true, Precision::F64);
+    let dense = attention(&q, &k, &v, shape, 0.125, true, Precision::F64);
+    assert_eq!(full.output, dense.output);
+    // A length past the capacity reads as the capacity; 0 gives zeros and -inf.
+    let clamped = attention_kv_cache(
+        &q,
+        &k,
+        &v,
+        &[u32::MAX, 0],
+        shape,
+        0.125,
+        true,
+        Precision::F64,
+    );
+    let per_sequence = shape.heads_q * shape.seq_len_q * shape.head_dim;
+    assert_eq!(clamped.output[..per_sequence], dense.output[..per_sequence]);
+    assert!(clamped.output[per_sequence..].iter().all(|&x| x == 0.0));
+    assert!(clamped.logsumexp[12..]
+        .iter()
+        .all(|&x| x == f64::NEG_INFINITY));
+    // A shorter prefix differs from the full cache, and causal rows see their own prefix.
+    let short = attention_kv_cache(&q, &k, &v, &[5, 9], shape, 0.125, true, Precision::F64);
+    assert_ne!(short.output[..per_sequence], dense.output[..per_sequence]);
+}

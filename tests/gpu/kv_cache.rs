@@ -1,0 +1,328 @@
+//! Attention against a KV cache (`forward_kv_cache`): decode with grouped-query packing and
+//! split-KV, short query chunks, odd cache lengths, both layouts, against the f64 reference.
+
+use cust::memory::{CopyDestination, DeviceBuffer};
+use flash_attn::reference::{
+    attention_kv_cache, error_stats, random_normal, relayout, within_tolerance, Precision,
+};
+use flash_attn::{
+    plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout,
+};
+use half::{bf16, f16};
+
+use crate::support::{fresh_seed, gpu};
+
+/// One KV-cache problem: random inputs (mean 0.5), cache lengths, and the check of one run.
+struct CacheProblem<T: Element> {
+    shape: AttentionShape,
+    cache_lens: Vec<u32>,
+    causal: bool,
+    seed: u64,
+    q: Vec<T>,
+    k: Vec<T>,
+    v: Vec<T>,
+}
+
+impl<T: Element> CacheProblem<T> {
+    fn new(shape: AttentionShape, cache_lens: &[u32], causal: bool) -> Self {
+        let seed = fresh_seed();
+        Self {
+            shape,
+            cache_lens: cache_lens.to_vec(),
+            causal,
+            seed,
+            q: random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed),
+            k: random_normal::<T>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 0x5555),
+            v: random_normal::<T>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 0xAAAA),
+        }
+    }
+
+    fn options(&self, layout: Layout) -> ForwardOptions {
+        ForwardOptions {
+            causal: self.causal,
+            layout,
+            ..ForwardOptions::default()
+        }
+    }
+
+    /// Runs on NaN-poisoned output and logsumexp buffers; results in `[B, H, S, D]` order.
+    fn run(&self, gpu: &FlashAttention, layout: Layout) -> Result<(Vec<T>, Vec<f32>), Error> {
+        self.run_with(gpu, &self.options(layout))
+    }
+
+    fn run_with(
+        &self,
+        gpu: &FlashAttention,
+        options: &ForwardOptions,
+    ) -> Result<(Vec<T>, Vec<f32>), Error> {
+        let layout = options.layout;
+        let s = self.shape;
+        let q_dims = (s.batch, s.heads_q, s.seq_len_q, s.head_dim);
+        let kv_dims = (s.batch, s.heads_kv, s.seq_len_kv, s.head_dim);
+        let q = DeviceBuffer::from_slice(&relayout(&self.q, q_dims, Layout::Bhsd, layout))?;
+        let k = DeviceBuffer::from_slice(&relayout(&self.k, kv_dims, Layout::Bhsd, layout))?;
+        let v = DeviceBuffer::from_slice(&relayout(&self.v, kv_dims, Layout::Bhsd, layout))?;
+        let lens = DeviceBuffer::from_slice(&self.cache_lens)?;
+        let elements = s.q_elements().unwrap();
+        let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(f64::NAN); elements])?;
+        let mut lse = DeviceBuffer::from_slice(&vec![f32::NAN; s.lse_elements().unwrap()])?;
+        gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, Some(&mut lse), s, options)?;
+        gpu.synchronize()?;
+        let mut host = vec![T::from_f64(0.0); elements];
+        output.copy_to(&mut host[..])?;
+        let mut host_lse = vec![0f32; s.lse_elements().unwrap()];
+        lse.copy_to(&mut host_lse[..])?;
+        Ok((relayout(&host, q_dims, layout, Layout::Bhsd), host_lse))
+    }
+
+    /// Asserts the tolerance rule on the output and the logsumexp (as the dense tests do).
+    fn check(&self, gpu: &FlashAttention, layout: Layout) {
+        self.check_with(gpu, &self.options(layout))
+    }
+
+    fn check_with(&self, gpu: &FlashAttention, options: &ForwardOptions) {
+        let (s, layout) = (self.shape, options.layout);
+        let plan = plan_kv_cache(T::DTYPE, &s, options, gpu.sm_count()).unwrap();
+        let context = format!(
+            "{s:?} lens {:?} causal={} {layout:?} ({} splits, kernel {}), seed {} (replay with \
+             FLASH_ATTN_SEED={})",
+            self.cache_lens,
+            self.causal,
+            plan.splits(),
+            plan.kernel().entry,
+            self.seed,
+            self.seed
+        );
+        let scale = s.default_softmax_scale() as f64;
+        let reference = |precision| {
+            attention_kv_cache(
+                &self.q,
+                &self.k,
+                &self.v,
+                &self.cache_lens,
+                s,
+                scale,
+                self.causal,
+                precision,
+            )
+        };
+        let exact = reference(Precision::F64);
+        let plain = error_stats(reference(Precision::Plain(T::DTYPE)).output, &exact.output);
+        let (output, lse) = self
+            .run_with(gpu, options)
+            .unwrap_or_else(|error| panic!("{context}: failed to run: {error}"));
+        let ours = error_stats(output.iter().map(|x| x.to_f64()), &exact.output);
+        assert!(
+            within_tolerance(&ours, &plain),
+            "error beyond tolerance: {context}: ours {ours:?}, plain {plain:?}"
+        );
+        for (row, (&got, &want)) in lse.iter().zip(&exact.logsumexp).enumerate() {
+            let got = got as f64;
+            let ok = if want == f64::NEG_INFINITY {
+                got == f64::NEG_INFINITY
+            } else {
+                (got - want).abs() <= 1e-3 * want.abs().max(1.0)
+            };
+            assert!(ok, "logsumexp row {row}: {got} vs {want}: {context}");
+        }
+    }
+}
+
+fn check_both<F: Fn(bool) -> Vec<(AttentionShape, Vec<u32>)>>(cases: F, layout: Layout) {
+    let gpu = gpu();
+    for causal in [false, true] {
+        for (shape, lens) in cases(causal) {
+            CacheProblem::<f16>::new(shape, &lens, causal).check(&gpu, layout);
+            CacheProblem::<bf16>::new(shape, &lens, causal).check(&gpu, layout);
+        }
+    }
+}
+
+fn shape(
+    batch: usize,
+    heads_q: usize,
+    heads_kv: usize,
+    seq_len_q: usize,
+    capacity: usize,
+    head_dim: usize,
+) -> AttentionShape {
+    AttentionShape {
+        batch,
+        heads_q,
+        heads_kv,
+        seq_len_q,
+        seq_len_kv: capacity,
+        head_dim,
+    }
+}
+
+pub(crate) fn decode_with_grouped_heads_and_odd_cache_lengths() {
+    for layout in [Layout::Bshd, Layout::Bhsd] {
+        check_both(
+            |_| {
+                let mut cases = Vec::new();
+                for head_dim in [64, 128] {
+                    // GQA 4:1 (packed rows, split-KV over a small grid), MQA, and MHA.
+                    cases.push((shape(3, 8, 2, 1, 4097, head_dim), vec![1, 1000, 4097]));
+                    cases.push((shape(2, 6, 1, 1, 1000, head_dim), vec![63, 65]));
+                    cases.push((shape(2, 4, 4, 1, 300, head_dim), vec![7, 300]));
+                }
+                cases
+            },
+            layout,
+        );
+    }
+}
+
+pub(crate) fn short_query_chunks_against_a_cache() {
+    check_both(
+        |_| {
+            [64, 128]
+                .into_iter()
+                .flat_map(|d| {
+                    [
+                        (shape(2, 8, 2, 7, 1000, d), vec![7, 999]),
+                        (shape(1, 4, 4, 65, 4097, d), vec![4097]),
+                        (shape(3, 2, 1, 63, 200, d), vec![63, 64, 200]),
+                    ]
+                })
+                .collect()
+        },
+        Layout::Bshd,
+    );
+}
+
+pub(crate) fn decode_at_a_large_batch_has_no_split() {
+    let gpu = gpu();
+    let shape = shape(64, 32, 8, 1, 2048, 128);
+    let lens: Vec<u32> = (0..64).map(|b| 2048 - 31 * b).collect();
+    let problem = CacheProblem::<f16>::new(shape, &lens, false);
+    problem.check(&gpu, Layout::Bshd);
+}
+
+pub(crate) fn split_kv_runs_are_bitwise_identical() {
+    let gpu = gpu();
+    let shape = shape(1, 32, 8, 1, 32768, 128);
+    let problem = CacheProblem::<f16>::new(shape, &[32768], false);
+    let plan = plan_kv_cache(
+        f16::DTYPE,
+        &shape,
+        &problem.options(Layout::Bshd),
+        gpu.sm_count(),
+    )
+    .unwrap();
+    assert!(
+        plan.splits() > 1,
+        "B=1 decode must split: {} splits",
+        plan.splits()
+    );
+    let first = problem.run(&gpu, Layout::Bshd).unwrap();
+    for _ in 0..20 {
+        let again = problem.run(&gpu, Layout::Bshd).unwrap();
+        let bits = |values: &[f16]| values.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&first.0),
+            bits(&again.0),
+            "output differs between runs"
+        );
+        assert_eq!(
+            first.1.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            again.1.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            "logsumexp differs between runs"
+        );
+    }
+    problem.check(&gpu, Layout::Bshd);
+}
+
+pub(crate) fn cache_lengths_past_the_capacity_read_as_the_capacity() {
+    let gpu = gpu();
+    let shape = shape(2, 8, 2, 1, 500, 64);
+    let over = CacheProblem::<bf16>::new(shape, &[u32::MAX, 501], true);
+    let clamped = CacheProblem {
+        cache_lens: vec![500, 500],
+        ..CacheProblem::<bf16>::new(shape, &[1], true)
+    };
+    let clamped = CacheProblem {
+        q: over.q.clone(),
+        k: over.k.clone(),
+        v: over.v.clone(),
+        ..clamped
+    };
+    assert_eq!(
+        over.run(&gpu, Layout::Bshd)
+            .unwrap()
+            .0
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<_>>(),
+        clamped
+            .run(&gpu, Layout::Bshd)
+            .unwrap()
+            .0
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<_>>()
+    );
+    over.check(&gpu, Layout::Bshd);
+}
+
+pub(crate) fn too_few_cache_lengths_are_rejected() {
+    let gpu = gpu();
+    let shape = shape(3, 8, 2, 1, 64, 64);
+    let problem = CacheProblem::<f16>::new(shape, &[64, 64], false);
+    match problem.run(&gpu, Layout::Bshd) {
+        Err(Error::CacheLengthsTooShort {
+            lengths: 2,
+            batch: 3,
+        }) => {}
+        other => panic!("expected CacheLengthsTooShort, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// Every serving kernel, split and not, on problems small enough for compute-sanitizer.
+pub(crate) fn every_serving_kernel_on_a_small_cache() {
+    let gpu = gpu();
+    for kernel in flash_attn::FORWARD_KERNELS
+        .iter()
+        .filter(|k| k.spec.variant == flash_attn::Variant::Serving)
+    {
+        let d = kernel.spec.tile.head_dim;
+        for (shape, lens, splits) in [
+            (shape(1, 8, 2, 1, 1000, d), vec![999], true),
+            (
+                shape(40, 4, 4, 65, 100, d),
+                (0..40).map(|b| 61 + b).collect(),
+                false,
+            ),
+        ] {
+            for causal in [false, true] {
+                let check = |problem_splits: u32| {
+                    assert_eq!(
+                        problem_splits > 1,
+                        splits,
+                        "{shape:?}: {problem_splits} splits"
+                    )
+                };
+                let options = ForwardOptions {
+                    causal,
+                    layout: Layout::Bshd,
+                    kernel: Some(kernel),
+                    ..ForwardOptions::default()
+                };
+                check(
+                    plan_kv_cache(kernel.spec.dtype, &shape, &options, gpu.sm_count())
+                        .unwrap()
+                        .splits(),
+                );
+                match kernel.spec.dtype {
+                    flash_attn::Dtype::F16 => {
+                        CacheProblem::<f16>::new(shape, &lens, causal).check_with(&gpu, &options)
+                    }
+                    flash_attn::Dtype::Bf16 => {
+                        CacheProblem::<bf16>::new(shape, &lens, causal).check_with(&gpu, &options)
+                    }
+                }
+            }
+        }
+    }
+}
