@@ -109,18 +109,28 @@ pub struct FlashAttention {
     /// The split-KV workspace of this instance's KV-cache calls, grown on demand, its arrival
     /// counters zeroed once (the kernels leave them at 0). Every kernel that uses it runs on
     /// `stream`, so calls are ordered on it; the lock only guards the growth.
-    workspace: Mutex<Option<DeviceBuffer<u8>>>,
+    workspace: Mutex<Workspace>,
     stream: Stream,
     kernels: kernels::LoadedKernels,
 }
 
-/// A caller's split-KV workspace for [`FlashAttention::forward_kv_cache_raw`]: a device
-/// allocation of `bytes` bytes, at least [`LaunchPlan::workspace_bytes`], zeroed before its first
-/// use and used by one launch at a time (each launch leaves its arrival counters at 0 again).
+/// The split-KV buffers of one instance: partial outputs, and arrival counters zeroed when made.
+#[derive(Default)]
+struct Workspace {
+    partials: Option<DeviceBuffer<u8>>,
+    counters: Option<DeviceBuffer<u32>>,
+}
+
+/// A caller's split-KV workspace for [`FlashAttention::forward_kv_cache_raw`]: `partials`, a
+/// device allocation of `partial_bytes` bytes, at least [`LaunchPlan::workspace_bytes`]; and
+/// `counters`, one of `counter_count` u32, at least [`LaunchPlan::counters`], zeroed before its
+/// first use (each launch leaves them at 0 again). One launch at a time uses them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawWorkspace {
-    pub address: u64,
-    pub bytes: usize,
+    pub partials: u64,
+    pub partial_bytes: usize,
+    pub counters: u64,
+    pub counter_count: usize,
 }
 
 impl FlashAttention {
@@ -150,7 +160,7 @@ impl FlashAttention {
         // before the kernel wrote it.
         let stream = Stream::new(StreamFlags::DEFAULT, None)?;
         Ok(Self {
-            workspace: Mutex::new(None),
+            workspace: Mutex::new(Workspace::default()),
             stream,
             kernels,
         })
@@ -262,17 +272,25 @@ impl FlashAttention {
             .workspace
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        let required = plan.workspace_bytes();
-        if workspace.as_ref().map_or(0, |buffer| buffer.len()) < required {
-            CurrentContext::set_current(&self.kernels.context)?;
-            // The old buffer goes first (cuMemFree waits for the kernels that use it).
-            *workspace = None;
-            *workspace = Some(DeviceBuffer::zeroed(required)?);
+        CurrentContext::set_current(&self.kernels.context)?;
+        // A buffer that is too small goes first (cuMemFree waits for the kernels that use it).
+        if workspace.partials.as_ref().map_or(0, |b| b.len()) < plan.workspace_bytes() {
+            workspace.partials = None;
+            workspace.partials = Some(DeviceBuffer::zeroed(plan.workspace_bytes())?);
         }
-        let raw_workspace = workspace.as_ref().map(|buffer| RawWorkspace {
-            address: buffer.as_device_ptr().as_raw(),
-            bytes: buffer.len(),
-        });
+        if workspace.counters.as_ref().map_or(0, |b| b.len()) < plan.counters() {
+            workspace.counters = None;
+            workspace.counters = Some(DeviceBuffer::zeroed(plan.counters())?);
+        }
+        let raw_workspace = match (&workspace.partials, &workspace.counters) {
+            (Some(partials), Some(counters)) => Some(RawWorkspace {
+                partials: partials.as_device_ptr().as_raw(),
+                partial_bytes: partials.len(),
+                counters: counters.as_device_ptr().as_raw(),
+                counter_count: counters.len(),
+            }),
+            _ => None,
+        };
         // SAFETY: as in `forward`; `cache_lens` holds `batch` u32 (checked) and the kernel
         // clamps each to the capacity that the buffers were checked for; the workspace is
         // large enough, zeroed when made, and used only by kernels on this instance's stream,
@@ -388,25 +406,35 @@ impl FlashAttention {
                     });
                 }
                 sequences.seq_used_kv = cache_lens;
-                let required = plan.workspace_bytes();
-                if required > 0 {
+                if plan.workspace_bytes() > 0 {
                     let workspace = workspace.unwrap_or(RawWorkspace {
-                        address: 0,
-                        bytes: 0,
+                        partials: 0,
+                        partial_bytes: 0,
+                        counters: 0,
+                        counter_count: 0,
                     });
-                    if workspace.bytes < required {
+                    if workspace.partial_bytes < plan.workspace_bytes() {
                         return Err(Error::WorkspaceTooSmall {
-                            required,
-                            actual: workspace.bytes,
+                            required: plan.workspace_bytes(),
+                            actual: workspace.partial_bytes,
                         });
                     }
-                    if workspace.address == 0 || !workspace.address.is_multiple_of(16) {
-                        return Err(Error::MisalignedBuffer {
-                            tensor: "workspace",
-                            address: workspace.address,
+                    if workspace.counter_count < plan.counters() {
+                        return Err(Error::WorkspaceTooSmall {
+                            required: plan.counters() * 4,
+                            actual: workspace.counter_count * 4,
                         });
                     }
-                    sequences.workspace = workspace.address;
+                    for (tensor, address) in [
+                        ("workspace", workspace.partials),
+                        ("counters", workspace.counters),
+                    ] {
+                        if address == 0 || !address.is_multiple_of(16) {
+                            return Err(Error::MisalignedBuffer { tensor, address });
+                        }
+                    }
+                    sequences.workspace = workspace.partials;
+                    sequences.counters = workspace.counters;
                 }
                 Some(ServingParams {
                     forward: plan.params,

@@ -233,6 +233,7 @@ pub struct LaunchPlan {
     pub(crate) grid: (u32, u32, u32),
     required: BufferLengths,
     workspace_bytes: usize,
+    counters: usize,
 }
 
 impl LaunchPlan {
@@ -261,9 +262,14 @@ impl LaunchPlan {
         self.sequences.map_or(1, |sequences| sequences.splits)
     }
 
-    /// Bytes of split-KV workspace the launch needs, 256-byte aligned: 0 without a split.
+    /// Bytes of split-KV workspace (partial outputs) the launch needs: 0 without a split.
     pub fn workspace_bytes(&self) -> usize {
         self.workspace_bytes
+    }
+
+    /// Split-KV arrival counters (u32) the launch needs: 0 without a split.
+    pub fn counters(&self) -> usize {
+        self.counters
     }
 
     /// The fewest elements each buffer must hold (`lse` always given: it is needed only when
@@ -481,6 +487,7 @@ pub fn plan(
         grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
         required,
         workspace_bytes: 0,
+        counters: 0,
     })
 }
 
@@ -631,12 +638,14 @@ pub fn plan_kv_cache(
     // No empty split: the count that this many key blocks per split needs.
     let splits = key_blocks.div_ceil(blocks_per_split);
     let partial_rows = shape.batch * params.seq_len_q as usize;
-    let workspace_bytes = if splits > 1 {
+    let (workspace_bytes, counters) = if splits > 1 {
         let rows = splits * params.heads_q as usize * partial_rows;
-        let counters = shape.batch * params.heads_q as usize * query_blocks;
-        (rows * (shape.head_dim + 1) * 4 + counters * 4).next_multiple_of(256)
+        (
+            rows * (shape.head_dim + 1) * 4,
+            shape.batch * params.heads_q as usize * query_blocks,
+        )
     } else {
-        0
+        (0, 0)
     };
     if query_blocks * splits > u32::MAX as usize || partial_rows > u32::MAX as usize {
         return Err(Error::ProblemTooLarge {
@@ -665,6 +674,7 @@ pub fn plan_kv_cache(
         ),
         required: dense.required,
         workspace_bytes,
+        counters,
     })
 }
 

@@ -118,10 +118,12 @@ pub struct SequenceParams {
     /// A multiple of the kernel's `block_n`.
     pub keys_per_split: u32,
     /// With `splits > 1`: f32 `[splits, heads_q, partial_rows, head_dim]` (normalised partial
-    /// outputs), then f32 `[splits, heads_q, partial_rows]` (their logsumexps), then u32
-    /// `[batch, heads_q, query blocks]` arrival counters that start at 0 and that the last block
-    /// of each split group resets to 0.
+    /// outputs), then f32 `[splits, heads_q, partial_rows]` (their logsumexps).
     pub workspace: u64,
+    /// With `splits > 1`: u32 `[batch, heads_q, query blocks]` arrival counters that start at 0
+    /// and that the last block of each split group resets to 0. A buffer of its own, so that
+    /// plans of other sizes never find partials where they count.
+    pub counters: u64,
     /// Rows of one (split, head) in the workspace: `batch * seq_len_q`, or the query token count
     /// of a variable-length batch. A query row's workspace row is its token
     /// (`batch * seq_len_q + row` in a dense batch).
@@ -152,6 +154,7 @@ impl SequenceParams {
         splits: 1,
         keys_per_split: 0,
         workspace: 0,
+        counters: 0,
         partial_rows: 0,
         query_blocks: 0,
     };

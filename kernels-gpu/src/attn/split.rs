@@ -36,7 +36,7 @@ impl Workspace {
         Self {
             outputs,
             logsumexps,
-            counters: logsumexps.wrapping_add(rows).cast(),
+            counters: sequences.counters as *mut u32,
         }
     }
 
@@ -220,7 +220,8 @@ pub unsafe fn combine<
         if params.lse != 0 && lane == 0 {
             *info
                 .logsumexp_row(params, sequences)
-                .add(row as usize * sequences.lse_strides.seq as usize) = logsumexp;
+                .add((info.first_query + row) as usize * sequences.lse_strides.seq as usize) =
+                logsumexp;
         }
         row += WARPS as u32;
     }
