@@ -121,6 +121,17 @@ struct Workspace {
     counters: Option<DeviceBuffer<u32>>,
 }
 
+/// The device buffers a serving kernel reads besides the tensors: the sequence offsets of a
+/// variable-length batch, the used key counts of a KV cache (0: none) and the split-KV
+/// workspace.
+#[derive(Clone, Copy, Debug, Default)]
+struct SequenceBuffers {
+    cu_seqlens_q: u64,
+    cu_seqlens_kv: u64,
+    seq_used_kv: u64,
+    workspace: Option<RawWorkspace>,
+}
+
 /// A caller's split-KV workspace for [`FlashAttention::forward_kv_cache_raw`]: `partials`, a
 /// device allocation of `partial_bytes` bytes, at least [`LaunchPlan::workspace_bytes`]; and
 /// `counters`, one of `counter_count` u32, at least [`LaunchPlan::counters`], zeroed before its
@@ -300,7 +311,11 @@ impl FlashAttention {
                 self.stream.as_inner(),
                 plan,
                 tensors,
-                Some((cache_lens.as_device_ptr().as_raw(), raw_workspace)),
+                Some(SequenceBuffers {
+                    seq_used_kv: cache_lens.as_device_ptr().as_raw(),
+                    workspace: raw_workspace,
+                    ..SequenceBuffers::default()
+                }),
             )
         }
     }
@@ -326,11 +341,22 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_kv_cache(dtype, &shape, options, self.sm_count())?;
+        // 0 would read as "no lengths: every sequence uses the whole cache".
+        if cache_lens == 0 {
+            return Err(Error::MisalignedBuffer {
+                tensor: "cache_lens",
+                address: cache_lens,
+            });
+        }
         self.launch(
             stream.into().0.cast(),
             plan,
             tensors,
-            Some((cache_lens, workspace)),
+            Some(SequenceBuffers {
+                seq_used_kv: cache_lens,
+                workspace,
+                ..SequenceBuffers::default()
+            }),
         )
     }
 
@@ -359,18 +385,17 @@ impl FlashAttention {
         self.launch(stream.into().0.cast(), plan, tensors, None)
     }
 
-    /// Checks alignment (and the workspace's size), binds the context and launches; `cache`
-    /// (the cache lengths' address and the workspace) for a plan of [`plan_kv_cache`], `None`
-    /// for one of [`plan`].
+    /// Checks alignment (and the workspace's size), binds the context and launches;
+    /// `sequence_buffers` for a serving plan, `None` for one of [`plan`].
     ///
     /// # Safety
-    /// As for [`Self::forward_raw`], or [`Self::forward_kv_cache_raw`] with `cache`.
+    /// As for [`Self::forward_raw`], or the serving call's raw form with `sequence_buffers`.
     unsafe fn launch(
         &self,
         stream: cust::sys::CUstream,
         mut plan: problem::LaunchPlan,
         tensors: RawTensors,
-        cache: Option<(u64, Option<RawWorkspace>)>,
+        sequence_buffers: Option<SequenceBuffers>,
     ) -> Result<(), Error> {
         let lse = tensors.lse.unwrap_or(0);
         for (tensor, address) in [
@@ -396,16 +421,22 @@ impl FlashAttention {
             plan.params.o,
             plan.params.lse,
         ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
-        let serving = match (plan.sequences, cache) {
+        let serving = match (plan.sequences, sequence_buffers) {
             (None, None) => None,
-            (Some(mut sequences), Some((cache_lens, workspace))) => {
-                if cache_lens == 0 || !cache_lens.is_multiple_of(4) {
-                    return Err(Error::MisalignedBuffer {
-                        tensor: "cache_lens",
-                        address: cache_lens,
-                    });
+            (Some(mut sequences), Some(buffers)) => {
+                for (tensor, address) in [
+                    ("cu_seqlens_q", buffers.cu_seqlens_q),
+                    ("cu_seqlens_kv", buffers.cu_seqlens_kv),
+                    ("cache_lens", buffers.seq_used_kv),
+                ] {
+                    if !address.is_multiple_of(4) {
+                        return Err(Error::MisalignedBuffer { tensor, address });
+                    }
                 }
-                sequences.seq_used_kv = cache_lens;
+                sequences.cu_seqlens_q = buffers.cu_seqlens_q;
+                sequences.cu_seqlens_kv = buffers.cu_seqlens_kv;
+                sequences.seq_used_kv = buffers.seq_used_kv;
+                let workspace = buffers.workspace;
                 if plan.workspace_bytes() > 0 {
                     let workspace = workspace.unwrap_or(RawWorkspace {
                         partials: 0,
@@ -441,7 +472,9 @@ impl FlashAttention {
                     sequences,
                 })
             }
-            _ => unreachable!("a serving plan comes with the cache's buffers, a dense one without"),
+            _ => {
+                unreachable!("a serving plan comes with its sequence buffers, a dense one without")
+            }
         };
         CurrentContext::set_current(&self.kernels.context)?;
         let function = self.kernels.function(plan.kernel)?;

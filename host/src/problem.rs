@@ -3,7 +3,7 @@
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
 use flash_attn_params::{
-    Dtype, ForwardParams, SequenceParams, TensorStrides, Variant, CHUNK_ELEMS,
+    Dtype, ForwardParams, SequenceParams, TensorStrides, TileConfig, Variant, CHUNK_ELEMS,
 };
 
 use crate::dispatch::dispatch_kernel;
@@ -331,6 +331,78 @@ pub fn plan(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
+    let checked = check_problem(dtype, shape, options, Variant::Dense, || {
+        dispatch_kernel(dtype, shape, options.causal, sm_count)
+    })?;
+    let kernel = checked.kernel;
+    let required = batch_required(shape, &checked, &kernel.spec.tile)?;
+    // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here: exact.
+    let query_tiles = shape.seq_len_q.div_ceil(kernel.spec.tile.block_m);
+    Ok(LaunchPlan {
+        kernel,
+        params: checked.params,
+        sequences: None,
+        grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
+        required,
+        workspace_bytes: 0,
+        counters: 0,
+    })
+}
+
+/// Bytes per element of Q, K, V and O (fp16 and bf16).
+const ELEMENT_BYTES: u128 = 2;
+
+/// The buffer lengths of a batch of `shape` (every sequence of the same lengths) in `checked`'s
+/// strides, for a kernel of `tile`: its tiles span whole blocks of rows.
+fn batch_required(
+    shape: &AttentionShape,
+    checked: &CheckedProblem,
+    tile: &TileConfig,
+) -> Result<BufferLengths, Error> {
+    let strides = &checked.strides;
+    let q_rows = Rows {
+        batch: shape.batch,
+        heads: shape.heads_q,
+        seq_len: shape.seq_len_q,
+        padded_seq_len: shape.seq_len_q.div_ceil(tile.block_m) * tile.block_m,
+        head_dim: shape.head_dim,
+    };
+    let kv_rows = Rows {
+        heads: shape.heads_kv,
+        seq_len: shape.seq_len_kv,
+        padded_seq_len: shape.seq_len_kv.div_ceil(tile.block_n) * tile.block_n,
+        ..q_rows
+    };
+    Ok(BufferLengths {
+        q: q_rows.extent("q", &strides.q, ELEMENT_BYTES)?,
+        k: kv_rows.extent("k", &strides.k, ELEMENT_BYTES)?,
+        v: kv_rows.extent("v", &strides.v, ELEMENT_BYTES)?,
+        o: q_rows.extent("o", &strides.o, ELEMENT_BYTES)?,
+        lse: Some(checked.lse_elements),
+    })
+}
+
+/// What [`check_problem`] found: the kernel, the resolved strides, the kernel's argument (its
+/// addresses still 0, for the problem as given) and the logsumexp's elements.
+struct CheckedProblem {
+    kernel: &'static ForwardKernel,
+    strides: ForwardStrides,
+    params: ForwardParams,
+    lse_elements: usize,
+}
+
+/// The checks every plan makes, dense or serving, before it sizes the buffers: no zero-sized
+/// dimension, whole K/V head groups, the kernel (`options.kernel`, else `default_kernel()`)
+/// a compiled one of `variant`, `dtype` and the head dim, sizes within the grid and row-index
+/// limits, a usable softmax scale, strides of whole 16-byte chunks and output rows that do not
+/// overlap.
+fn check_problem(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    variant: Variant,
+    default_kernel: impl FnOnce() -> Result<&'static ForwardKernel, Error>,
+) -> Result<CheckedProblem, Error> {
     for (dimension, value) in [
         ("batch", shape.batch),
         ("heads_q", shape.heads_q),
@@ -358,12 +430,12 @@ pub fn plan(
             })
         }
         Some(kernel) => kernel,
-        None => dispatch_kernel(dtype, shape, options.causal, sm_count)?,
+        None => default_kernel()?,
     };
-    if kernel.spec.variant != Variant::Dense {
+    if kernel.spec.variant != variant {
         return Err(Error::KernelVariantMismatch {
             kernel: kernel.entry,
-            needed: Variant::Dense,
+            needed: variant,
         });
     }
     if kernel.spec.dtype != dtype {
@@ -431,24 +503,6 @@ pub fn plan(
     ) {
         return Err(Error::OverlappingOutput { strides: strides.o });
     }
-    // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here, so these
-    // casts are exact.
-    let query_tiles = shape.seq_len_q.div_ceil(kernel.spec.tile.block_m);
-    let key_tiles = shape.seq_len_kv.div_ceil(kernel.spec.tile.block_n);
-    let dtype_bytes = 2;
-    let q_rows = Rows {
-        batch: shape.batch,
-        heads: shape.heads_q,
-        seq_len: shape.seq_len_q,
-        padded_seq_len: query_tiles * kernel.spec.tile.block_m,
-        head_dim: shape.head_dim,
-    };
-    let kv_rows = Rows {
-        heads: shape.heads_kv,
-        seq_len: shape.seq_len_kv,
-        padded_seq_len: key_tiles * kernel.spec.tile.block_n,
-        ..q_rows
-    };
     let lse_elements = shape.lse_elements()?;
     if lse_elements as u128 * 4 > MAX_TENSOR_BYTES as u128 {
         return Err(Error::TensorTooLarge {
@@ -456,13 +510,7 @@ pub fn plan(
             dimension: "batch",
         });
     }
-    let required = BufferLengths {
-        q: q_rows.extent("q", &strides.q, dtype_bytes)?,
-        k: kv_rows.extent("k", &strides.k, dtype_bytes)?,
-        v: kv_rows.extent("v", &strides.v, dtype_bytes)?,
-        o: q_rows.extent("o", &strides.o, dtype_bytes)?,
-        lse: Some(lse_elements),
-    };
+    // The sizes are within the limits checked above, so these casts are exact.
     let params = ForwardParams {
         q: 0,
         k: 0,
@@ -480,14 +528,11 @@ pub fn plan(
         scale_log2,
         causal: options.causal as u32,
     };
-    Ok(LaunchPlan {
+    Ok(CheckedProblem {
         kernel,
+        strides,
         params,
-        sequences: None,
-        grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
-        required,
-        workspace_bytes: 0,
-        counters: 0,
+        lse_elements,
     })
 }
 
@@ -561,46 +606,12 @@ pub fn plan_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    let kernel = match options.kernel {
-        Some(kernel) if kernel.spec.variant != Variant::Serving => {
-            return Err(Error::KernelVariantMismatch {
-                kernel: kernel.entry,
-                needed: Variant::Serving,
-            })
-        }
-        Some(kernel) => kernel,
-        None => serving_kernel(dtype, shape.head_dim)?,
-    };
-    // The dense checks (sizes, strides, buffers, overlap) on the problem as given, through a
-    // dense kernel of the same tile rows: the launch covers the same rows.
-    let dense = plan(
-        dtype,
-        shape,
-        &ForwardOptions {
-            kernel: Some(crate::default_kernel(dtype, shape.head_dim)?),
-            ..*options
-        },
-        sm_count,
-    )?;
-    if *kernel != FORWARD_KERNELS[kernel.index()] {
-        return Err(Error::UnknownKernel {
-            name: kernel.entry.to_owned(),
-        });
-    }
-    if kernel.spec.dtype != dtype {
-        return Err(Error::KernelDtypeMismatch {
-            kernel: kernel.entry,
-            dtype,
-        });
-    }
-    if kernel.spec.tile.head_dim != shape.head_dim {
-        return Err(Error::KernelHeadDimMismatch {
-            kernel: kernel.entry,
-            kernel_head_dim: kernel.spec.tile.head_dim,
-            head_dim: shape.head_dim,
-        });
-    }
-    let mut params = dense.params;
+    let checked = check_problem(dtype, shape, options, Variant::Serving, || {
+        serving_kernel(dtype, shape.head_dim)
+    })?;
+    let kernel = checked.kernel;
+    let required = batch_required(shape, &checked, &kernel.spec.tile)?;
+    let mut params = checked.params;
     let lse_heads = shape.seq_len_q as u64;
     let mut lse_strides = TensorStrides {
         batch: shape.heads_q as u64 * lse_heads,
@@ -672,7 +683,7 @@ pub fn plan_kv_cache(
             params.heads_q,
             shape.batch as u32,
         ),
-        required: dense.required,
+        required,
         workspace_bytes,
         counters,
     })

@@ -5,7 +5,7 @@ use flash_attn::{
     default_kernel, for_each_candidate, Dtype, Family, KernelSpec, TileConfig, Variant,
     CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
-    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, SM89_MAX_SMEM_PER_BLOCK,
+    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
     SUPPORTED_HEAD_DIMS,
 };
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
@@ -258,7 +258,12 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
             ),
         }
     });
-    assert_eq!(candidates, 2 * 2 * 2 * 3 * 2 * 3 * 2 * 2);
+    // Dense: dtype x head dim x block_m x block_n x warps x stages x layout x Q source;
+    // serving: dtype x head dim x its own tiles.
+    assert_eq!(
+        candidates,
+        2 * 2 * 2 * 3 * 2 * 3 * 2 * 2 + 2 * 2 * SERVING_TILES.len()
+    );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.
     for (index, kernel) in FORWARD_KERNELS.iter().enumerate() {

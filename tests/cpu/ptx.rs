@@ -1,15 +1,20 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
 use flash_attn::{
-    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, BUILT_CONFIGS, FORWARD_KERNELS,
-    PTX_TARGETS,
+    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, ServingParams, BUILT_CONFIGS,
+    FORWARD_KERNELS, PTX_TARGETS,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
 #[test]
-fn every_module_targets_sm89_and_holds_its_entry_alone_taking_forward_params_by_value() {
-    let size = std::mem::size_of::<ForwardParams>();
+fn every_module_targets_sm89_and_holds_its_entry_alone_taking_its_params_by_value() {
     for kernel in FORWARD_KERNELS {
+        // Dense entries take `ForwardParams`, serving entries `ServingParams`.
+        let size = if kernel.spec.variant.is_serving() {
+            std::mem::size_of::<ServingParams>()
+        } else {
+            std::mem::size_of::<ForwardParams>()
+        };
         let ptx = entry_ptx(kernel.entry).unwrap();
         assert!(ptx.contains("\n.target sm_89\n"), "{}", kernel.entry);
         // The same entry for every PTX target, each for its own target.

@@ -407,6 +407,7 @@ fn is_specific(error: &Error) -> bool {
             | Error::OverlappingOutput { .. }
             | Error::InvalidSoftmaxScale { .. }
             | Error::UnknownKernel { .. }
+            | Error::KernelVariantMismatch { .. }
     )
 }
 
