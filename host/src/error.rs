@@ -75,7 +75,8 @@ pub enum Error {
         required: u64,
         actual: usize,
     },
-    /// A device buffer does not start on a 16-byte boundary.
+    /// A device address is null or not aligned: 16 bytes for Q, K, V, O and the workspace, 4
+    /// for the logsumexp and the u32 buffers (cache lengths, block table, sequence offsets).
     MisalignedBuffer { tensor: &'static str, address: u64 },
     /// A stride is not a multiple of 8 elements, so rows would not be 16-byte aligned.
     MisalignedStride {
@@ -99,6 +100,20 @@ pub enum Error {
     },
     /// Fewer cache lengths than sequences.
     CacheLengthsTooShort { lengths: usize, batch: usize },
+    /// A paged cache's page size is not a power of two from 16 to 256.
+    UnsupportedPageSize { page_size: usize },
+    /// A paged cache's capacity per sequence (`pages_per_sequence * page_size`) is not the
+    /// shape's `seq_len_kv`.
+    PagedCapacityMismatch {
+        seq_len_kv: usize,
+        pages_per_sequence: usize,
+        page_size: usize,
+    },
+    /// Explicit K or V strides that are not the paged layout's
+    /// (`[num_pages, page_size, heads_kv, head_dim]`, contiguous).
+    PagedStridesMismatch { tensor: &'static str },
+    /// The block table holds fewer than `batch * pages_per_sequence` page indices.
+    BlockTableTooShort { length: usize, required: usize },
     /// The caller's split-KV workspace is smaller than the plan needs
     /// ([`crate::LaunchPlan::workspace_bytes`]).
     WorkspaceTooSmall { required: usize, actual: usize },
@@ -191,6 +206,28 @@ impl fmt::Display for Error {
             Error::CacheLengthsTooShort { lengths, batch } => write!(
                 f,
                 "{lengths} cache lengths for a batch of {batch} sequences"
+            ),
+            Error::UnsupportedPageSize { page_size } => write!(
+                f,
+                "page size {page_size} is not a power of two from 16 to 256"
+            ),
+            Error::PagedCapacityMismatch {
+                seq_len_kv,
+                pages_per_sequence,
+                page_size,
+            } => write!(
+                f,
+                "seq_len_kv {seq_len_kv} is not the paged cache's capacity, \
+                 {pages_per_sequence} pages of {page_size} keys"
+            ),
+            Error::PagedStridesMismatch { tensor } => write!(
+                f,
+                "explicit {tensor} strides differ from the paged cache's layout \
+                 [num_pages, page_size, heads_kv, head_dim]"
+            ),
+            Error::BlockTableTooShort { length, required } => write!(
+                f,
+                "the block table holds {length} page indices but the batch needs {required}"
             ),
             Error::WorkspaceTooSmall { required, actual } => write!(
                 f,

@@ -67,8 +67,9 @@ pub use kernels::{
     SUPPORTED_HEAD_DIMS,
 };
 pub use problem::{
-    plan, plan_kv_cache, serving_kernel, split_count, supports, AttentionShape, BufferLengths,
-    ForwardOptions, ForwardStrides, LaunchPlan, Layout, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
+    plan, plan_kv_cache, plan_paged_kv_cache, serving_kernel, split_count, supports,
+    AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout,
+    PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
@@ -122,13 +123,14 @@ struct Workspace {
 }
 
 /// The device buffers a serving kernel reads besides the tensors: the sequence offsets of a
-/// variable-length batch, the used key counts of a KV cache (0: none) and the split-KV
-/// workspace.
+/// variable-length batch, the used key counts of a KV cache and the block table of a paged one
+/// (0: none), and the split-KV workspace.
 #[derive(Clone, Copy, Debug, Default)]
 struct SequenceBuffers {
     cu_seqlens_q: u64,
     cu_seqlens_kv: u64,
     seq_used_kv: u64,
+    block_table: u64,
     workspace: Option<RawWorkspace>,
 }
 
@@ -279,6 +281,70 @@ impl FlashAttention {
             });
         }
         let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
+        let buffers = SequenceBuffers {
+            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
+            ..SequenceBuffers::default()
+        };
+        // SAFETY: as in `forward`; `cache_lens` holds `batch` u32 (checked) and the kernel
+        // clamps each to the capacity that the buffers were checked for.
+        unsafe { self.launch_with_own_workspace(plan, tensors, buffers) }
+    }
+
+    /// [`Self::forward_kv_cache`] against a paged cache ([`plan_paged_kv_cache`]): `k_pages`
+    /// and `v_pages` `[num_pages, page_size, heads_kv, head_dim]`, `block_table` at least
+    /// `batch * pages_per_sequence` u32 (sequence `b`'s pages from `b * pages_per_sequence`),
+    /// `cache_lens` at least `batch` u32, all on the device. A sequence whose used pages include
+    /// an index at or past `num_pages` reads no key and gets NaN output rows and logsumexps.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_paged_kv_cache<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_pages: &DeviceSlice<T>,
+        v_pages: &DeviceSlice<T>,
+        block_table: &DeviceSlice<u32>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan_paged_kv_cache(T::DTYPE, &shape, paged, options, self.sm_count())?;
+        if cache_lens.len() < shape.batch {
+            return Err(Error::CacheLengthsTooShort {
+                lengths: cache_lens.len(),
+                batch: shape.batch,
+            });
+        }
+        if block_table.len() < plan.block_table_len() {
+            return Err(Error::BlockTableTooShort {
+                length: block_table.len(),
+                required: plan.block_table_len(),
+            });
+        }
+        let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
+        let buffers = SequenceBuffers {
+            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
+            block_table: block_table.as_device_ptr().as_raw(),
+            ..SequenceBuffers::default()
+        };
+        // SAFETY: as in `forward_kv_cache`; the block table holds every sequence's entries
+        // (checked), and the kernel reads no page at or past `num_pages`, whose K and V rows
+        // the buffers were checked to hold.
+        unsafe { self.launch_with_own_workspace(plan, tensors, buffers) }
+    }
+
+    /// Launches a serving plan with this instance's split-KV workspace, grown (and zeroed) when
+    /// the plan needs more than it has, which synchronises.
+    ///
+    /// # Safety
+    /// As for [`Self::launch`], `buffers` but the workspace satisfying the plan's contract.
+    unsafe fn launch_with_own_workspace(
+        &self,
+        plan: problem::LaunchPlan,
+        tensors: RawTensors,
+        buffers: SequenceBuffers,
+    ) -> Result<(), Error> {
         let mut workspace = self
             .workspace
             .lock()
@@ -293,7 +359,7 @@ impl FlashAttention {
             workspace.counters = None;
             workspace.counters = Some(DeviceBuffer::zeroed(plan.counters())?);
         }
-        let raw_workspace = match (&workspace.partials, &workspace.counters) {
+        let workspace = match (&workspace.partials, &workspace.counters) {
             (Some(partials), Some(counters)) => Some(RawWorkspace {
                 partials: partials.as_device_ptr().as_raw(),
                 partial_bytes: partials.len(),
@@ -302,22 +368,18 @@ impl FlashAttention {
             }),
             _ => None,
         };
-        // SAFETY: as in `forward`; `cache_lens` holds `batch` u32 (checked) and the kernel
-        // clamps each to the capacity that the buffers were checked for; the workspace is
-        // large enough, zeroed when made, and used only by kernels on this instance's stream,
-        // one after the other.
-        unsafe {
-            self.launch(
-                self.stream.as_inner(),
-                plan,
-                tensors,
-                Some(SequenceBuffers {
-                    seq_used_kv: cache_lens.as_device_ptr().as_raw(),
-                    workspace: raw_workspace,
-                    ..SequenceBuffers::default()
-                }),
-            )
-        }
+        // SAFETY: the caller's contract; the workspace is large enough, zeroed when made, and
+        // used only by kernels on this instance's stream, one after the other (the lock guards
+        // its growth).
+        self.launch(
+            self.stream.as_inner(),
+            plan,
+            tensors,
+            Some(SequenceBuffers {
+                workspace,
+                ..buffers
+            }),
+        )
     }
 
     /// As [`Self::forward_kv_cache`] with raw device addresses, a caller's stream and a
@@ -354,6 +416,48 @@ impl FlashAttention {
             tensors,
             Some(SequenceBuffers {
                 seq_used_kv: cache_lens,
+                workspace,
+                ..SequenceBuffers::default()
+            }),
+        )
+    }
+
+    /// As [`Self::forward_paged_kv_cache`] with raw device addresses, a caller's stream and a
+    /// caller's workspace, as [`Self::forward_kv_cache_raw`].
+    ///
+    /// # Safety
+    /// As for [`Self::forward_kv_cache_raw`], with K and V each `paged.num_pages *
+    /// paged.page_size * heads_kv * head_dim` elements, and `block_table` the device address of
+    /// `batch * paged.pages_per_sequence` u32, alive and unchanged until the kernel finishes
+    /// (an index at or past `num_pages` is safe: see [`plan_paged_kv_cache`]).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_paged_kv_cache_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        block_table: u64,
+        cache_lens: u64,
+        workspace: Option<RawWorkspace>,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan_paged_kv_cache(dtype, &shape, paged, options, self.sm_count())?;
+        // 0 would read as "no lengths: every sequence uses the whole cache".
+        if cache_lens == 0 {
+            return Err(Error::MisalignedBuffer {
+                tensor: "cache_lens",
+                address: cache_lens,
+            });
+        }
+        self.launch(
+            stream.into().0.cast(),
+            plan,
+            tensors,
+            Some(SequenceBuffers {
+                seq_used_kv: cache_lens,
+                block_table,
                 workspace,
                 ..SequenceBuffers::default()
             }),
@@ -433,6 +537,17 @@ impl FlashAttention {
                         return Err(Error::MisalignedBuffer { tensor, address });
                     }
                 }
+                // A paged plan reads its pages through the table, any other plan through
+                // the K and V strides: the table comes exactly with a paged plan.
+                if (buffers.block_table != 0) != (plan.block_table_len() > 0)
+                    || !buffers.block_table.is_multiple_of(4)
+                {
+                    return Err(Error::MisalignedBuffer {
+                        tensor: "block_table",
+                        address: buffers.block_table,
+                    });
+                }
+                sequences.block_table = buffers.block_table;
                 sequences.cu_seqlens_q = buffers.cu_seqlens_q;
                 sequences.cu_seqlens_kv = buffers.cu_seqlens_kv;
                 sequences.seq_used_kv = buffers.seq_used_kv;

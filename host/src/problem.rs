@@ -267,6 +267,16 @@ impl LaunchPlan {
         self.workspace_bytes
     }
 
+    /// Page indices the block table must hold: `batch * pages_per_sequence` for a plan of
+    /// [`plan_paged_kv_cache`], 0 for any other.
+    pub fn block_table_len(&self) -> usize {
+        self.sequences
+            .filter(|sequences| sequences.page_shift != 0)
+            .map_or(0, |sequences| {
+                self.grid.2 as usize * sequences.pages_per_sequence as usize
+            })
+    }
+
     /// Split-KV arrival counters (u32) the launch needs: 0 without a split.
     pub fn counters(&self) -> usize {
         self.counters
@@ -536,13 +546,18 @@ fn check_problem(
     })
 }
 
-/// The serving kernel for `dtype` and `head_dim`: the m64 n64 4-warp tile, 3 stages where it is
-/// exposed (head dim 64), else 2 (head dim 128: 3 stages exceed the shared memory of one block).
-pub fn serving_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
+/// The kernel of `variant` ([`Variant::Serving`] or [`Variant::Paged`]) for `dtype` and
+/// `head_dim`: the m64 n64 4-warp tile, 3 stages where it is exposed (head dim 64), else 2
+/// (head dim 128: 3 stages exceed the shared memory of one block).
+pub fn serving_kernel(
+    dtype: Dtype,
+    head_dim: usize,
+    variant: Variant,
+) -> Result<&'static ForwardKernel, Error> {
     let serving = |stages| {
         FORWARD_KERNELS.iter().find(|kernel| {
             let (spec, tile) = (kernel.spec, kernel.spec.tile);
-            spec.variant == Variant::Serving
+            spec.variant == variant
                 && spec.dtype == dtype
                 && tile.head_dim == head_dim
                 && tile.block_m == 64
@@ -606,12 +621,138 @@ pub fn plan_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    let checked = check_problem(dtype, shape, options, Variant::Serving, || {
-        serving_kernel(dtype, shape.head_dim)
+    plan_cache(dtype, shape, None, options, sm_count)
+}
+
+/// The geometry of a paged KV cache: K and V are each `[num_pages, page_size, heads_kv,
+/// head_dim]`, contiguous, and the block table `[batch, pages_per_sequence]` u32 names the page
+/// of each sequence's keys `p * page_size .. (p + 1) * page_size` (FlashAttention's and vLLM's
+/// layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagedKvCache {
+    /// Pages in each of K and V.
+    pub num_pages: usize,
+    /// Keys per page: a power of two from 16 to 256.
+    pub page_size: usize,
+    /// Block table entries per sequence; `pages_per_sequence * page_size` is the capacity per
+    /// sequence, and must be the shape's `seq_len_kv`.
+    pub pages_per_sequence: usize,
+}
+
+impl PagedKvCache {
+    /// The element strides of K and V: `batch` steps pages, `seq` a page's rows.
+    pub fn strides(&self, heads_kv: usize, head_dim: usize) -> Option<TensorStrides> {
+        let seq = heads_kv.checked_mul(head_dim)?;
+        Some(TensorStrides {
+            batch: self.page_size.checked_mul(seq)? as u64,
+            head: head_dim as u64,
+            seq: seq as u64,
+        })
+    }
+
+    /// Elements of each of K and V: `num_pages * page_size * heads_kv * head_dim`.
+    pub fn elements(&self, heads_kv: usize, head_dim: usize) -> Option<usize> {
+        self.num_pages
+            .checked_mul(self.page_size)?
+            .checked_mul(heads_kv)?
+            .checked_mul(head_dim)
+    }
+
+    /// Page indices the block table must hold for `batch` sequences.
+    pub fn block_table_len(&self, batch: usize) -> Option<usize> {
+        batch.checked_mul(self.pages_per_sequence)
+    }
+}
+
+/// Plans [`plan_kv_cache`]'s attention against a paged cache (see [`PagedKvCache`]): the
+/// options' layout or strides place Q and O; K and V are pages (explicit K or V strides must be
+/// the pages'). Sequence `b` uses keys `0..cache_lens[b]` (clamped to the capacity), in the
+/// pages `block_table[b][0..ceil(used / page_size)]`; the other entries are never read.
+///
+/// A page index at or past `num_pages` among a sequence's used pages is never dereferenced:
+/// the kernel checks them first, and that sequence's output rows and logsumexps are NaN (the
+/// other sequences are computed as usual). A caller that may hand the kernel a bad table finds
+/// out from those NaNs.
+pub fn plan_paged_kv_cache(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    paged: &PagedKvCache,
+    options: &ForwardOptions,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    plan_cache(dtype, shape, Some(paged), options, sm_count)
+}
+
+/// [`plan_kv_cache`] (`paged` `None`) and [`plan_paged_kv_cache`].
+fn plan_cache(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    paged: Option<&PagedKvCache>,
+    options: &ForwardOptions,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    let variant = if paged.is_some() {
+        Variant::Paged
+    } else {
+        Variant::Serving
+    };
+    let checked = check_problem(dtype, shape, options, variant, || {
+        serving_kernel(dtype, shape.head_dim, variant)
     })?;
     let kernel = checked.kernel;
-    let required = batch_required(shape, &checked, &kernel.spec.tile)?;
+    let mut required = batch_required(shape, &checked, &kernel.spec.tile)?;
     let mut params = checked.params;
+    let mut paging = SequenceParams::DENSE;
+    if let Some(paged) = paged {
+        if !(16..=256).contains(&paged.page_size) || !paged.page_size.is_power_of_two() {
+            return Err(Error::UnsupportedPageSize {
+                page_size: paged.page_size,
+            });
+        }
+        if paged.pages_per_sequence.checked_mul(paged.page_size) != Some(shape.seq_len_kv) {
+            return Err(Error::PagedCapacityMismatch {
+                seq_len_kv: shape.seq_len_kv,
+                pages_per_sequence: paged.pages_per_sequence,
+                page_size: paged.page_size,
+            });
+        }
+        let too_large = |tensor| Error::TensorTooLarge {
+            tensor,
+            dimension: "num_pages",
+        };
+        // The kernel compares page indices (u32) with the page count.
+        if paged.num_pages > u32::MAX as usize {
+            return Err(Error::ProblemTooLarge {
+                dimension: "num_pages",
+                value: paged.num_pages,
+                limit: u32::MAX as usize,
+            });
+        }
+        let strides = paged
+            .strides(shape.heads_kv, shape.head_dim)
+            .ok_or(too_large("k"))?;
+        if let Some(explicit) = options.strides {
+            for (tensor, given) in [("k", explicit.k), ("v", explicit.v)] {
+                if given != strides {
+                    return Err(Error::PagedStridesMismatch { tensor });
+                }
+            }
+        }
+        // Every key row of every page (the kernel reads only checked pages' rows).
+        let elements = paged
+            .elements(shape.heads_kv, shape.head_dim)
+            .filter(|&elements| elements as u128 * ELEMENT_BYTES <= MAX_TENSOR_BYTES as u128)
+            .ok_or(too_large("k"))?;
+        (required.k, required.v) = (elements, elements);
+        (params.k_strides, params.v_strides) = (strides, strides);
+        paging = SequenceParams {
+            // The block table's address comes at launch; this marks the plan as paged.
+            pages_per_sequence: paged.pages_per_sequence as u32,
+            page_shift: paged.page_size.trailing_zeros(),
+            num_pages: paged.num_pages as u32,
+            ..SequenceParams::DENSE
+        };
+    }
     let lse_heads = shape.seq_len_q as u64;
     let mut lse_strides = TensorStrides {
         batch: shape.heads_q as u64 * lse_heads,
@@ -666,6 +807,9 @@ pub fn plan_kv_cache(
         });
     }
     let sequences = SequenceParams {
+        pages_per_sequence: paging.pages_per_sequence,
+        page_shift: paging.page_shift,
+        num_pages: paging.num_pages,
         lse_strides,
         splits: splits as u32,
         // At most `key_blocks * block_n`, which fits: `seq_len_kv <= 2^30`.

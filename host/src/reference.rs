@@ -424,3 +424,63 @@ pub fn attention_kv_cache<T: Element>(
     }
     ReferenceOutput { output, logsumexp }
 }
+
+/// [`attention_kv_cache`] against a paged cache, as
+/// [`crate::FlashAttention::forward_paged_kv_cache`] computes it: `k_pages` and `v_pages`
+/// `[num_pages, page_size, heads_kv, head_dim]`, `block_table` `[batch, pages_per_sequence]`.
+/// A sequence whose used keys lie in a page at or past `num_pages` gets NaN output rows and
+/// logsumexps. Panics if a slice is shorter than the shape and `paged` need.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_paged_kv_cache<T: Element>(
+    q: &[T],
+    k_pages: &[T],
+    v_pages: &[T],
+    block_table: &[u32],
+    cache_lens: &[u32],
+    shape: AttentionShape,
+    paged: &crate::PagedKvCache,
+    softmax_scale: f64,
+    causal: bool,
+    precision: Precision,
+) -> ReferenceOutput {
+    let (d, page_size) = (shape.head_dim, paged.page_size);
+    let used = |b: usize| (cache_lens[b] as usize).min(shape.seq_len_kv);
+    let table = |b: usize| &block_table[b * paged.pages_per_sequence..][..paged.pages_per_sequence];
+    let outside = |b: usize| {
+        table(b)[..used(b).div_ceil(page_size)]
+            .iter()
+            .any(|&page| page as usize >= paged.num_pages)
+    };
+    // The contiguous `[batch, heads_kv, seq_len_kv, head_dim]` cache the pages describe (rows
+    // past a sequence's used keys, and every row of a sequence with a page outside, are 0).
+    let gather = |pages: &[T]| -> Vec<T> {
+        let mut cache = vec![T::from_f64(0.0); shape.kv_elements().unwrap()];
+        for b in (0..shape.batch).filter(|&b| !outside(b)) {
+            for key in 0..used(b) {
+                let page = table(b)[key / page_size] as usize;
+                for h in 0..shape.heads_kv {
+                    let from = ((page * page_size + key % page_size) * shape.heads_kv + h) * d;
+                    let to = ((b * shape.heads_kv + h) * shape.seq_len_kv + key) * d;
+                    cache[to..to + d].copy_from_slice(&pages[from..from + d]);
+                }
+            }
+        }
+        cache
+    };
+    let mut result = attention_kv_cache(
+        q,
+        &gather(k_pages),
+        &gather(v_pages),
+        cache_lens,
+        shape,
+        softmax_scale,
+        causal,
+        precision,
+    );
+    let rows = shape.heads_q * shape.seq_len_q;
+    for b in (0..shape.batch).filter(|&b| outside(b)) {
+        result.output[b * rows * d..(b + 1) * rows * d].fill(f64::NAN);
+        result.logsumexp[b * rows..(b + 1) * rows].fill(f64::NAN);
+    }
+    result
+}

@@ -55,7 +55,7 @@ macro_rules! shared_tile {
 /// [`flash_attn_params::for_each_kernel_entry_of_shard!`]; each shard crate under `shards/`
 /// passes it its part of the list. [`Variant::Dense`](flash_attn_params::Variant::Dense)
 /// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
-/// ones [`ServingParams`]; a variant the main loops do not implement fails to compile here.
+/// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`]; a variant the main loops do not implement fails to compile here.
 #[macro_export]
 macro_rules! forward_entries {
     ($(($entry:ident, $family:ident, $dtype:ident, $variant:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
@@ -77,7 +77,7 @@ macro_rules! forward_entry {
         /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
-            $crate::main_loop!($axes, false, &params, &$crate::SequenceParams::DENSE);
+            $crate::main_loop!($axes, false, false, &params, &$crate::SequenceParams::DENSE);
         }
     };
     ($entry:ident, Serving, $axes:tt) => {
@@ -87,18 +87,29 @@ macro_rules! forward_entry {
         /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
-            $crate::main_loop!($axes, true, &params.forward, &params.sequences);
+            $crate::main_loop!($axes, true, false, &params.forward, &params.sequences);
+        }
+    };
+    ($entry:ident, Paged, $axes:tt) => {
+        /// A paged serving kernel entry point; see its family's main loop for the launch
+        /// contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
+            $crate::main_loop!($axes, true, true, &params.forward, &params.sequences);
         }
     };
 }
 
 /// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
-/// for one element type, tile and variant (`$serving`): one arm per family, so a family without
+/// for one element type, tile and variant (`$serving`, `$paged`): one arm per family, so a family without
 /// a main loop fails to compile here.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
-    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $serving:literal, $params:expr, $sequences:expr) => {
+    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $serving:literal, $paged:literal, $params:expr, $sequences:expr) => {
         $crate::fwd::sm80::forward::<
             $crate::mma::MmaSync<$crate::element::$dtype>,
             $crate::shared_tile!($layout, $head_dim),
@@ -112,6 +123,7 @@ macro_rules! main_loop {
             { $block_n / 16 },
             { $head_dim / 16 },
             $serving,
+            $paged,
         >($params, $sequences)
     };
 }

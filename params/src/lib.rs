@@ -89,7 +89,7 @@ pub struct ForwardParams {
     pub causal: u32,
 }
 
-/// What a [`Variant::Serving`] kernel takes besides [`ForwardParams`]: where each sequence's
+/// What a [`Variant::Serving`] or [`Variant::Paged`] kernel takes besides [`ForwardParams`]: where each sequence's
 /// tokens are and how the key range is split. Every switch is a run-time one, read by the
 /// serving kernels only.
 ///
@@ -130,9 +130,21 @@ pub struct SequenceParams {
     pub partial_rows: u32,
     /// Query blocks per (batch, head): `ceil(seq_len_q / block_m)`.
     pub query_blocks: u32,
+    /// The device address of u32 page indices `[batch, pages_per_sequence]`, not 0, for a
+    /// [`Variant::Paged`] kernel; the other kernels never read it (nor the three fields after). Paged, key `k` of sequence `b` is row
+    /// `k % (1 << page_shift)` of page `block_table[b * pages_per_sequence + (k >> page_shift)]`,
+    /// at element `page * strides.batch + kv_head * strides.head + row * strides.seq` of K (and
+    /// of V in its strides); `seq_len_kv` is `pages_per_sequence << page_shift`.
+    pub block_table: u64,
+    pub pages_per_sequence: u32,
+    /// log2 of the page size, 4..=8 (16 to 256 keys).
+    pub page_shift: u32,
+    /// Pages in the cache. A sequence whose used keys name a page at or past it reads no key:
+    /// its output rows and logsumexps are NaN.
+    pub num_pages: u32,
 }
 
-/// The argument of a [`Variant::Serving`] kernel, passed by value as one `.param` block.
+/// The argument of a [`Variant::Serving`] or [`Variant::Paged`] kernel, passed by value as one `.param` block.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServingParams {
@@ -157,5 +169,9 @@ impl SequenceParams {
         counters: 0,
         partial_rows: 0,
         query_blocks: 0,
+        block_table: 0,
+        pages_per_sequence: 0,
+        page_shift: 0,
+        num_pages: 0,
     };
 }

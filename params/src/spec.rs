@@ -53,31 +53,51 @@ pub enum Variant {
     /// key range over several blocks, combined by the last of them). Entry names end in
     /// `_serving`; its tiles are [`SERVING_TILES`].
     Serving,
+    /// [`Variant::Serving`] over a paged K/V cache (a block table of pages; see
+    /// [`SequenceParams::block_table`](crate::SequenceParams::block_table)), a variant of its own
+    /// so that neither pays for the other's addressing: with both copy paths in one kernel the
+    /// D=128 entries spilled (144-byte stack frame, sm_89). Entry names end in `_paged`; its
+    /// tiles are [`SERVING_TILES`].
+    Paged,
 }
 
 impl Variant {
     /// Whether the variant's entries take [`ServingParams`](crate::ServingParams) rather than
     /// [`ForwardParams`](crate::ForwardParams).
     pub const fn is_serving(self) -> bool {
-        matches!(self, Variant::Serving)
+        matches!(self, Variant::Serving | Variant::Paged)
+    }
+
+    /// Whether the variant reads K and V through a block table of pages.
+    pub const fn is_paged(self) -> bool {
+        matches!(self, Variant::Paged)
     }
 }
 
-/// The tiles of the [`Variant::Serving`] kernels (head dim aside), as `(block_m, block_n, warps,
-/// stages)`, swizzled, Q in registers: the dense fallbacks' (m64 n64, 4 warps, 2 or 3 stages),
-/// which serve short queries and decode. The m128 tiles that the dense dispatch picks for long
-/// prefills spill in the serving variant (d64: 8-12 bytes; d128: 1.7 KB, sm_89), so the space
-/// stays this small and ships whole.
+/// The tiles of the [`Variant::Serving`] and [`Variant::Paged`] kernels (head dim aside), as
+/// `(block_m, block_n, warps, stages)`, swizzled: the dense fallbacks' (m64 n64, 4 warps, 2 or 3
+/// stages), which serve short queries and decode. The m128 tiles that the dense dispatch picks
+/// for long prefills spill in the serving variant (d64: 8-12 bytes; d128: 1.7 KB, sm_89), so the
+/// space stays this small and ships whole. Serving kernels hold Q in registers; paged ones
+/// re-read it from shared memory: with Q in registers, their per-row page lookups grew the
+/// D=128 dim-step loop past LLVM's unroll threshold and the Q fragments went to local memory (a
+/// 136-byte stack frame, sm_89), and with the prefetch moved out of that loop they spilled 28
+/// bytes at 255 registers.
 pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (64, 64, 4, 3)];
 
 /// Whether `tile` is one of `variant`'s candidate tiles: every tile for [`Variant::Dense`],
-/// [`SERVING_TILES`] for [`Variant::Serving`].
+/// [`SERVING_TILES`] for [`Variant::Serving`] (Q in registers) and [`Variant::Paged`] (Q in
+/// shared memory).
 const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
     match variant {
         Variant::Dense => true,
-        Variant::Serving => {
-            if !matches!(tile.layout, SmemLayout::Swizzled)
-                || !matches!(tile.q_source, QSource::Registers)
+        Variant::Serving | Variant::Paged => {
+            let q_source = if matches!(variant, Variant::Paged) {
+                QSource::SharedMemory
+            } else {
+                QSource::Registers
+            };
+            if !matches!(tile.layout, SmemLayout::Swizzled) || tile.q_source as u8 != q_source as u8
             {
                 return false;
             }
@@ -145,6 +165,7 @@ impl fmt::Display for KernelSpec {
         match variant {
             Variant::Dense => {}
             Variant::Serving => f.write_str("_serving")?,
+            Variant::Paged => f.write_str("_paged")?,
         }
         Ok(())
     }
@@ -152,11 +173,11 @@ impl fmt::Display for KernelSpec {
 
 /// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
 /// is a candidate spec (a variant only with its own tiles, [`SERVING_TILES`] for
-/// [`Variant::Serving`]); each one that passes [`TileConfig::check`] can become one PTX entry
+/// [`Variant::Serving`] and [`Variant::Paged`]); each one that passes [`TileConfig::check`] can become one PTX entry
 /// (see [`for_each_gated_config`]).
 pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
-pub const CANDIDATE_VARIANTS: [Variant; 2] = [Variant::Dense, Variant::Serving];
+pub const CANDIDATE_VARIANTS: [Variant; 3] = [Variant::Dense, Variant::Serving, Variant::Paged];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:
 /// family, element type, variant, then the tile's (head dim, `block_m`, `block_n`, warps,

@@ -68,7 +68,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
     assert!(FORWARD_KERNELS.len() >= shipping.len());
     assert_eq!(
         gated.len(),
-        326,
+        332,
         "the search space changed: update the README's counts"
     );
 }
@@ -85,6 +85,7 @@ fn entry_names_spell_out_their_spec() {
         let variant = match variant {
             Variant::Dense => "",
             Variant::Serving => "_serving",
+            Variant::Paged => "_paged",
         };
         let dtype = match dtype {
             Dtype::F16 => "f16",
@@ -221,7 +222,10 @@ fn the_space_spans_every_value_the_issue_asks_for() {
     assert_eq!(CANDIDATE_HEAD_DIMS, SUPPORTED_HEAD_DIMS);
     assert_eq!(CANDIDATE_DTYPES, [Dtype::F16, Dtype::Bf16]);
     assert_eq!(CANDIDATE_FAMILIES, [Family::Sm80]);
-    assert_eq!(CANDIDATE_VARIANTS, [Variant::Dense, Variant::Serving]);
+    assert_eq!(
+        CANDIDATE_VARIANTS,
+        [Variant::Dense, Variant::Serving, Variant::Paged]
+    );
 }
 
 /// Every candidate is accounted for: rejected by a compile-time gate with the limit it breaks,
@@ -259,10 +263,10 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
         }
     });
     // Dense: dtype x head dim x block_m x block_n x warps x stages x layout x Q source;
-    // serving: dtype x head dim x its own tiles.
+    // serving and paged: dtype x head dim x their own tiles.
     assert_eq!(
         candidates,
-        2 * 2 * 2 * 3 * 2 * 3 * 2 * 2 + 2 * 2 * SERVING_TILES.len()
+        2 * 2 * 2 * 3 * 2 * 3 * 2 * 2 + 2 * 2 * 2 * SERVING_TILES.len()
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.

@@ -8,6 +8,7 @@ mod cubin;
 mod dispatch;
 mod kv_cache;
 mod mask;
+mod paged;
 mod problem;
 mod ptx;
 mod ptxas;

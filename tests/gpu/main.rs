@@ -11,6 +11,7 @@ mod edge_cases;
 mod errors;
 mod forward;
 mod kv_cache;
+mod paged;
 mod safety;
 mod support;
 mod sweep;
@@ -51,6 +52,11 @@ fn gpu_trials() -> Vec<Trial> {
         kv_cache::cache_lengths_past_the_capacity_read_as_the_capacity,
         kv_cache::too_few_cache_lengths_are_rejected,
         kv_cache::every_serving_kernel_on_a_small_cache,
+        paged::every_page_size_with_scrambled_tables,
+        paged::split_kv_over_pages,
+        paged::a_page_outside_the_cache_makes_its_sequence_nan,
+        paged::a_short_block_table_is_rejected,
+        paged::every_paged_kernel_on_a_small_cache,
         forward::every_kernel_on_a_small_problem,
         forward::every_kernel_at_the_seed_shape,
         forward::every_kernel_for_sequence_lengths_128_to_4096,

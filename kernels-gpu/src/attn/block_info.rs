@@ -19,6 +19,36 @@ pub struct RowBlock {
     pub rows: u32,
 }
 
+/// Key or value rows of one K/V head in a paged cache: row `row` (a key of the sequence) is row
+/// `row % page_size` of page `pages[row / page_size]`.
+#[derive(Clone, Copy)]
+pub struct PagedRows {
+    /// The head's row 0 in page 0; 16-byte aligned.
+    pub head_base: *const u16,
+    /// The sequence's page indices, each below the cache's page count (checked first).
+    pub pages: *const u32,
+    pub page_shift: u32,
+    /// Elements between consecutive pages and consecutive rows of a page; multiples of 8.
+    pub page_stride: usize,
+    pub row_stride: usize,
+    pub first_row: u32,
+    /// Keys that exist (the sequence's used length): later rows are zero-filled, never read.
+    pub rows: u32,
+}
+
+impl PagedRows {
+    /// Element offset of key `row` from `head_base`.
+    ///
+    /// # Safety
+    /// `row >> page_shift` indexes the sequence's page list.
+    #[inline(always)]
+    pub unsafe fn row_offset(&self, row: u32) -> usize {
+        let page = *self.pages.add((row >> self.page_shift) as usize);
+        let row_in_page = row & ((1 << self.page_shift) - 1);
+        page as usize * self.page_stride + row_in_page as usize * self.row_stride
+    }
+}
+
 /// One block's part of the problem, for a grid of `(query blocks * splits, heads_q, batch)`
 /// blocks (`splits` 1 but in a split-KV serving kernel).
 ///
@@ -112,7 +142,10 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         let (batch, head) = (_block_idx_z() as u32, _block_idx_y() as u32);
         let kv_head = head / params.kv_group_size.max(1);
         let splits = sequences.splits.max(1);
-        let (query_block, split) = (_block_idx_x() as u32 / splits, _block_idx_x() as u32 % splits);
+        let (query_block, split) = (
+            _block_idx_x() as u32 / splits,
+            _block_idx_x() as u32 % splits,
+        );
         let (query_token, seq_len_q) = if sequences.cu_seqlens_q != 0 {
             sequence_tokens(sequences.cu_seqlens_q, batch)
         } else {
@@ -213,6 +246,62 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         }
     }
 
+    /// The sequence's page indices in a paged cache (`sequences.block_table` not 0).
+    #[inline(always)]
+    fn pages(&self, sequences: &SequenceParams) -> *const u32 {
+        let row = self.batch as usize * sequences.pages_per_sequence as usize;
+        (sequences.block_table as *const u32).wrapping_add(row)
+    }
+
+    /// Whether any page that this thread checks, of those that hold the sequence's used keys,
+    /// lies outside the cache: thread `thread` of `threads` checks pages `thread`,
+    /// `thread + threads`, ... The block's threads together check them all.
+    ///
+    /// # Safety
+    /// `sequences.block_table` is not 0 and holds `pages_per_sequence` u32 for every sequence.
+    #[inline(always)]
+    pub unsafe fn names_a_page_outside_the_cache(
+        &self,
+        sequences: &SequenceParams,
+        thread: u32,
+        threads: u32,
+    ) -> bool {
+        let pages = self.pages(sequences);
+        let used_pages = self.seq_len_kv.div_ceil(1 << sequences.page_shift);
+        let mut page = thread;
+        let mut outside = false;
+        while page < used_pages {
+            outside |= *pages.add(page as usize) >= sequences.num_pages;
+            page += threads;
+        }
+        outside
+    }
+
+    /// Key or value rows from `first_row` of the paged tensor at `pointer` with `strides`
+    /// (`strides.batch` steps pages).
+    ///
+    /// # Safety
+    /// `pointer` and `strides` are `params.k` or `params.v` and theirs; the cache is paged and
+    /// [`Self::names_a_page_outside_the_cache`] found no page outside it.
+    #[inline(always)]
+    pub unsafe fn paged_key_rows(
+        &self,
+        sequences: &SequenceParams,
+        strides: &TensorStrides,
+        pointer: u64,
+        first_row: u32,
+    ) -> PagedRows {
+        PagedRows {
+            head_base: (pointer as *const u16).add(self.kv_head as usize * strides.head as usize),
+            pages: self.pages(sequences),
+            page_shift: sequences.page_shift,
+            page_stride: strides.batch as usize,
+            row_stride: strides.seq as usize,
+            first_row,
+            rows: self.seq_len_kv,
+        }
+    }
+
     /// Element offset of output row `row` of the block (a query row, which may lie past
     /// `seq_len_q`) from `params.o`.
     #[inline(always)]
@@ -238,7 +327,12 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         sequences: &SequenceParams,
     ) -> *mut f32 {
         let offset = if SERVING {
-            token_offset(&sequences.lse_strides, self.batch, self.head, self.query_token)
+            token_offset(
+                &sequences.lse_strides,
+                self.batch,
+                self.head,
+                self.query_token,
+            )
         } else {
             let slice = self.batch as usize * params.heads_q as usize + self.head as usize;
             slice * self.seq_len_q as usize

@@ -122,3 +122,49 @@ pub unsafe fn write_logsumexp<const M_TILES: usize, const SERVING: bool>(
         }
     }
 }
+
+/// Writes NaN to every output row of the block that exists, and to their logsumexps if
+/// `params.lse` asks for them: the defined result of a sequence whose paged cache names a page
+/// outside the cache (its keys are never read). Thread `thread` of the block's `32 * WARPS`
+/// writes 16-byte chunks `thread, thread + 32 * WARPS, ...` of the `[BLOCK_M, HEAD_DIM]` rows.
+///
+/// # Safety
+/// `params` and `info` satisfy the kernel's launch contract.
+#[inline(always)]
+pub unsafe fn write_nan_rows<
+    T: Element,
+    const BLOCK_M: usize,
+    const WARPS: usize,
+    const HEAD_DIM: usize,
+    const SERVING: bool,
+>(
+    info: &BlockInfo<SERVING>,
+    params: &ForwardParams,
+    sequences: &SequenceParams,
+    thread: usize,
+) {
+    let nan = T::pack(f32::NAN, f32::NAN);
+    let row_chunks = HEAD_DIM / CHUNK_ELEMS;
+    let mut chunk_index = thread;
+    while chunk_index < BLOCK_M * row_chunks {
+        let (row, chunk) = (chunk_index / row_chunks, chunk_index % row_chunks);
+        if info.first_query + (row as u32) < info.seq_len_q {
+            let offset = info.output_row_offset(params, row) + chunk * CHUNK_ELEMS;
+            st_global_v4_b32((params.o as *mut u16).add(offset).cast(), [nan; 4]);
+        }
+        chunk_index += 32 * WARPS;
+    }
+    if params.lse != 0 && thread < BLOCK_M {
+        let row = info.first_query + thread as u32;
+        if row < info.seq_len_q {
+            let stride = if SERVING {
+                sequences.lse_strides.seq as usize
+            } else {
+                1
+            };
+            *info
+                .logsumexp_row(params, sequences)
+                .add(row as usize * stride) = f32::NAN;
+        }
+    }
+}

@@ -12,9 +12,9 @@ use crate::attn::softmax::{Output, RowResults};
 use crate::element::Element;
 use crate::fragment::Lane;
 use crate::ptx::{
-    atom_add_acq_rel_gpu_u32, bar_sync_0, ex2_approx_ftz_f32, fence_acq_rel_gpu,
-    ld_global_cg_f32, ld_global_cg_v2_f32, ld_shared_b32, lg2_approx_ftz_f32, max_f32,
-    shfl_sync_bfly_f32, st_global_v2_f32, st_relaxed_gpu_u32, st_shared_b32,
+    atom_add_acq_rel_gpu_u32, bar_sync_0, ex2_approx_ftz_f32, fence_acq_rel_gpu, ld_global_cg_f32,
+    ld_global_cg_v2_f32, ld_shared_b32, lg2_approx_ftz_f32, max_f32, shfl_sync_bfly_f32,
+    st_global_v2_f32, st_relaxed_gpu_u32, st_shared_b32,
 };
 
 /// The workspace's three arrays, for one launch.
@@ -30,7 +30,8 @@ struct Workspace {
 impl Workspace {
     #[inline(always)]
     fn of<const HEAD_DIM: usize>(params: &ForwardParams, sequences: &SequenceParams) -> Self {
-        let rows = sequences.splits as usize * params.heads_q as usize * sequences.partial_rows as usize;
+        let rows =
+            sequences.splits as usize * params.heads_q as usize * sequences.partial_rows as usize;
         let outputs = sequences.workspace as *mut f32;
         let logsumexps = outputs.wrapping_add(rows * HEAD_DIM);
         Self {
@@ -42,7 +43,13 @@ impl Workspace {
 
     /// Row `row` of split `split` and query head `head`, counted in workspace rows.
     #[inline(always)]
-    fn row(params: &ForwardParams, sequences: &SequenceParams, split: u32, head: u32, row: u32) -> usize {
+    fn row(
+        params: &ForwardParams,
+        sequences: &SequenceParams,
+        split: u32,
+        head: u32,
+        row: u32,
+    ) -> usize {
         (split as usize * params.heads_q as usize + head as usize) * sequences.partial_rows as usize
             + row as usize
     }
@@ -84,7 +91,10 @@ pub unsafe fn write_partials<
                     let column = 16 * d + 8 * half_d + lane.first_column();
                     st_global_v2_f32(
                         workspace.outputs.add(at * HEAD_DIM + column),
-                        [fragment[2 * half_m] * inverse, fragment[2 * half_m + 1] * inverse],
+                        [
+                            fragment[2 * half_m] * inverse,
+                            fragment[2 * half_m + 1] * inverse,
+                        ],
                     );
                 }
             }
@@ -157,7 +167,10 @@ pub unsafe fn combine<
     lane: usize,
 ) {
     let pairs_per_lane = const {
-        assert!(HEAD_DIM.is_multiple_of(64) && HEAD_DIM <= 256, "two columns per lane at a time");
+        assert!(
+            HEAD_DIM.is_multiple_of(64) && HEAD_DIM <= 256,
+            "two columns per lane at a time"
+        );
         HEAD_DIM / 64
     };
     let workspace = Workspace::of::<HEAD_DIM>(params, sequences);
@@ -165,11 +178,13 @@ pub unsafe fn combine<
     let first_row = info.workspace_row(params, sequences);
     let rows = (info.seq_len_q - info.first_query).min(BLOCK_M as u32);
     let logsumexp_of = |split: u32, row: u32| {
-        ld_global_cg_f32(
-            workspace
-                .logsumexps
-                .add(Workspace::row(params, sequences, split, info.head, first_row + row)),
-        )
+        ld_global_cg_f32(workspace.logsumexps.add(Workspace::row(
+            params,
+            sequences,
+            split,
+            info.head,
+            first_row + row,
+        )))
     };
     let mut row = warp as u32;
     while row < rows {
@@ -184,11 +199,17 @@ pub unsafe fn combine<
             largest = max_f32(largest, shfl_sync_bfly_f32(largest, 16 >> step));
         }
         // A row that sees no key in any split keeps output 0 and logsumexp -inf.
-        let reference = if largest == f32::NEG_INFINITY { 0.0 } else { largest };
+        let reference = if largest == f32::NEG_INFINITY {
+            0.0
+        } else {
+            largest
+        };
         let mut sum = 0.0;
         let mut split = lane as u32;
         while split < splits {
-            sum += ex2_approx_ftz_f32((logsumexp_of(split, row) - reference) * core::f32::consts::LOG2_E);
+            sum += ex2_approx_ftz_f32(
+                (logsumexp_of(split, row) - reference) * core::f32::consts::LOG2_E,
+            );
             split += 32;
         }
         for step in 0..5 {
@@ -197,7 +218,10 @@ pub unsafe fn combine<
         let (logsumexp, inverse_sum) = if sum == 0.0 {
             (f32::NEG_INFINITY, 0.0)
         } else {
-            (reference + lg2_approx_ftz_f32(sum) * core::f32::consts::LN_2, 1.0 / sum)
+            (
+                reference + lg2_approx_ftz_f32(sum) * core::f32::consts::LN_2,
+                1.0 / sum,
+            )
         };
         let mut combined = [[0.0f32; 2]; 4];
         for split in 0..splits {

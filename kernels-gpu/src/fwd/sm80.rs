@@ -28,16 +28,17 @@ use flash_attn_params::{
     ForwardParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
 };
 
-use crate::attn::block_info::{BlockInfo, RowBlock};
-use crate::attn::epilogue::{write_logsumexp, write_output};
+use crate::attn::block_info::{BlockInfo, PagedRows, RowBlock};
+use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_output};
 use crate::attn::mask::mask_scores;
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
 use crate::fragment::{Lane, OperandA, OperandB};
 use crate::mma::WarpMma16x8x16;
 use crate::ptx::{
-    bar_sync_0, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group, cp_async_wait_group,
-    ldmatrix_x4, ldmatrix_x4_trans, opaque_to_optimizer, shared_window_address,
+    bar_red_or_0, bar_sync_0, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
+    cp_async_wait_group, ldmatrix_x4, ldmatrix_x4_trans, opaque_to_optimizer,
+    shared_window_address,
 };
 use crate::smem::SharedTile;
 
@@ -100,6 +101,48 @@ unsafe fn copy_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usiz
     }
 }
 
+/// [`copy_tile_async`] for a tile of a paged cache: each copy finds its row's page.
+///
+/// # Safety
+/// Every row below `source.rows` lies in a page of the cache (the block checked them), its
+/// `HEAD_DIM` elements 16-byte aligned and readable, and `source.rows >= 1`; every thread of
+/// the block calls it with its own `thread`.
+#[inline(always)]
+unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usize>(
+    tile: Tile,
+    source: PagedRows,
+    thread: usize,
+) {
+    let (copies_per_thread, rows_per_copy) = const {
+        let (threads, row_chunks) = (32 * WARPS, Tile::ROW_CHUNKS);
+        assert!(
+            (ROWS * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
+            "a tile must split into whole rows of 16-byte chunks per thread"
+        );
+        (ROWS * row_chunks / threads, threads / row_chunks)
+    };
+    let row_chunks = Tile::ROW_CHUNKS;
+    let (first, chunk) = (thread / row_chunks, thread % row_chunks);
+    for copy in 0..copies_per_thread {
+        let row = first + copy * rows_per_copy;
+        let source_row = source.first_row + row as u32;
+        // A missing row reads nothing (0 source bytes) but still names a valid address: the
+        // last key's, in a page that was checked.
+        let source_bytes = if source_row < source.rows {
+            CHUNK_BYTES as u32
+        } else {
+            0
+        };
+        let element = source.row_offset(source_row.min(source.rows - 1)) + chunk * CHUNK_ELEMS;
+        let destination = tile.chunk_address(row, chunk);
+        cp_async_cg_16_zfill(
+            destination,
+            source.head_base.add(element).cast(),
+            source_bytes,
+        );
+    }
+}
+
 /// `cp.async.wait_group` with a count computed from `STAGES` (a const argument cannot be): waits
 /// until at most `pending` of this thread's committed groups are in flight (`pending <= 3`).
 #[inline(always)]
@@ -126,7 +169,10 @@ unsafe fn cp_async_wait_at_most(pending: usize) {
 /// [`ForwardParams`]'s contract: both sequence lengths are at least 1, every row named by the
 /// strides is readable (inputs) or writable (output) and 16-byte aligned, output rows of
 /// different (batch, head, row) do not overlap each other or the inputs, and `lse`, if not 0,
-/// has `batch * heads_q * seq_len_q` writable f32.
+/// has `batch * heads_q * seq_len_q` writable f32. Serving kernels (`SERVING`): `sequences`
+/// satisfies [`SequenceParams`]' contract, the grid's x being `query_blocks * splits`; paged
+/// ones (`PAGED`): K and V as its block table says, every page below `num_pages` holding
+/// `page_size` rows.
 #[inline(always)]
 pub unsafe fn forward<
     Mma: WarpMma16x8x16,
@@ -141,6 +187,7 @@ pub unsafe fn forward<
     const KEY_STEPS: usize,
     const DIM_STEPS: usize,
     const SERVING: bool,
+    const PAGED: bool,
 >(
     params: &ForwardParams,
     sequences: &SequenceParams,
@@ -170,6 +217,7 @@ pub unsafe fn forward<
         );
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
+        assert!(SERVING || !PAGED, "a paged kernel is a serving kernel");
         tile
     };
     let thread = _thread_idx_x() as usize;
@@ -178,13 +226,26 @@ pub unsafe fn forward<
     if info.is_past_the_queries() {
         return;
     }
+    // A page index outside the cache is never read: the whole block learns of it before any
+    // copy, and the sequence's rows are NaN (written once, by split 0).
+    if PAGED {
+        let threads = 32 * WARPS as u32;
+        let outside = info.names_a_page_outside_the_cache(sequences, thread as u32, threads);
+        if bar_red_or_0(outside) {
+            if info.split == 0 {
+                write_nan_rows::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+                    &info, params, sequences, thread,
+                );
+            }
+            return;
+        }
+    }
     let mask = info.mask;
     let first_query = info.first_query;
 
     // Keys this block needs: those its last query row sees (of its split, with split-KV).
     let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
-    let (first_block, key_blocks) =
-        info.key_blocks::<BLOCK_N>(sequences, mask.key_end(last_query));
+    let (first_block, key_blocks) = info.key_blocks::<BLOCK_N>(sequences, mask.key_end(last_query));
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -196,13 +257,25 @@ pub unsafe fn forward<
     // prefetch issues them at different points) or together.
     let copy_key_tile = #[inline(always)]
     |block: u32, stage: u32| {
-        let k_rows = info.key_rows(&params.k_strides, params.k, block * BLOCK_N as u32);
-        copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+        let first_key = block * BLOCK_N as u32;
+        if PAGED {
+            let k_rows = info.paged_key_rows(sequences, &params.k_strides, params.k, first_key);
+            copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+        } else {
+            let k_rows = info.key_rows(&params.k_strides, params.k, first_key);
+            copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+        }
     };
     let copy_value_tile = #[inline(always)]
     |block: u32, stage: u32| {
-        let v_rows = info.key_rows(&params.v_strides, params.v, block * BLOCK_N as u32);
-        copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
+        let first_key = block * BLOCK_N as u32;
+        if PAGED {
+            let v_rows = info.paged_key_rows(sequences, &params.v_strides, params.v, first_key);
+            copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
+        } else {
+            let v_rows = info.key_rows(&params.v_strides, params.v, first_key);
+            copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
+        }
     };
     let copy_key_block = #[inline(always)]
     |block: u32, stage: u32| {

@@ -73,6 +73,23 @@ pub unsafe fn bar_sync_0() {
     asm!("bar.sync 0;", options(nostack));
 }
 
+/// `bar.red.or.pred` on barrier 0: a block-wide barrier that returns whether `predicate` was
+/// true in any thread of the block.
+///
+/// # Safety
+/// Every thread of the block reaches this same barrier.
+#[inline(always)]
+pub unsafe fn bar_red_or_0(predicate: bool) -> bool {
+    let any: u32;
+    asm!(
+        "{{ .reg .pred p; setp.ne.u32 p, {1}, 0; bar.red.or.pred p, 0, p; selp.u32 {0}, 1, 0, p; }}",
+        out(reg32) any,
+        in(reg32) predicate as u32,
+        options(nostack),
+    );
+    any != 0
+}
+
 /// `bar.warp.sync 0xffffffff`: a warp-wide barrier that orders the warp's memory accesses.
 ///
 /// # Safety

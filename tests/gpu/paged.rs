@@ -1,0 +1,335 @@
+//! Attention against a paged KV cache (`forward_paged_kv_cache`): every page size from 16 to
+//! 256, scrambled block tables, decode (packed GQA, split-KV) and short query chunks, against
+//! the f64 reference; a page index outside the cache.
+
+use cust::memory::{CopyDestination, DeviceBuffer};
+use flash_attn::reference::{
+    attention_paged_kv_cache, error_stats, random_normal, relayout, within_tolerance, Precision,
+};
+use flash_attn::{
+    plan_paged_kv_cache, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, Layout, PagedKvCache, Variant, FORWARD_KERNELS,
+};
+use half::{bf16, f16};
+
+use crate::support::{fresh_seed, gpu};
+
+/// One paged problem: random Q and pages (mean 0.5), a block table that scatters each
+/// sequence's pages over the cache in a seeded order (the pages no sequence uses hold NaN, and
+/// the entries past a sequence's used pages hold `u32::MAX`: neither may be read).
+struct PagedProblem<T: Element> {
+    shape: AttentionShape,
+    paged: PagedKvCache,
+    cache_lens: Vec<u32>,
+    table: Vec<u32>,
+    causal: bool,
+    /// `None`: the default paged kernel.
+    kernel: Option<&'static ForwardKernel>,
+    seed: u64,
+    q: Vec<T>,
+    k_pages: Vec<T>,
+    v_pages: Vec<T>,
+}
+
+impl<T: Element> PagedProblem<T> {
+    fn new(shape: AttentionShape, page_size: usize, cache_lens: &[u32], causal: bool) -> Self {
+        let seed = fresh_seed();
+        let pages_per_sequence = shape.seq_len_kv / page_size;
+        // A few more pages than the sequences name, so that some are never used.
+        let num_pages = shape.batch * pages_per_sequence + 3;
+        let paged = PagedKvCache {
+            num_pages,
+            page_size,
+            pages_per_sequence,
+        };
+        // A seeded permutation of the pages (an LCG's Fisher-Yates).
+        let mut order: Vec<u32> = (0..num_pages as u32).collect();
+        let mut state = seed | 1;
+        for i in (1..num_pages).rev() {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            order.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        let mut table = order[..shape.batch * pages_per_sequence].to_vec();
+        for (b, &used) in cache_lens.iter().enumerate() {
+            let used_pages = (used as usize).min(shape.seq_len_kv).div_ceil(page_size);
+            table[b * pages_per_sequence + used_pages..(b + 1) * pages_per_sequence].fill(u32::MAX);
+        }
+        let elements = paged.elements(shape.heads_kv, shape.head_dim).unwrap();
+        let pages = |salt: u64| {
+            let mut values = random_normal::<T>(elements, 0.5, 1.0, seed ^ salt);
+            // Pages that no used entry names hold NaN: reading one would show.
+            let rows = page_size * shape.heads_kv * shape.head_dim;
+            for page in 0..num_pages as u32 {
+                if !table.contains(&page) {
+                    values[page as usize * rows..][..rows].fill(T::from_f64(f64::NAN));
+                }
+            }
+            values
+        };
+        Self {
+            shape,
+            paged,
+            cache_lens: cache_lens.to_vec(),
+            causal,
+            kernel: None,
+            seed,
+            q: random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed),
+            k_pages: pages(0x5555),
+            v_pages: pages(0xAAAA),
+            table,
+        }
+    }
+
+    fn options(&self) -> ForwardOptions {
+        ForwardOptions {
+            causal: self.causal,
+            layout: Layout::Bshd,
+            kernel: self.kernel,
+            ..ForwardOptions::default()
+        }
+    }
+
+    /// Runs on NaN-poisoned output and logsumexp buffers; output in `[B, H, S, D]` order.
+    fn run(&self, gpu: &FlashAttention) -> Result<(Vec<T>, Vec<f32>), Error> {
+        let s = self.shape;
+        let q_dims = (s.batch, s.heads_q, s.seq_len_q, s.head_dim);
+        let q = DeviceBuffer::from_slice(&relayout(&self.q, q_dims, Layout::Bhsd, Layout::Bshd))?;
+        let k = DeviceBuffer::from_slice(&self.k_pages)?;
+        let v = DeviceBuffer::from_slice(&self.v_pages)?;
+        let table = DeviceBuffer::from_slice(&self.table)?;
+        let lens = DeviceBuffer::from_slice(&self.cache_lens)?;
+        let elements = s.q_elements().unwrap();
+        let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(f64::NAN); elements])?;
+        let mut lse = DeviceBuffer::from_slice(&vec![f32::NAN; s.lse_elements().unwrap()])?;
+        gpu.forward_paged_kv_cache(
+            &q,
+            &k,
+            &v,
+            &table,
+            &lens,
+            &mut output,
+            Some(&mut lse),
+            s,
+            &self.paged,
+            &self.options(),
+        )?;
+        gpu.synchronize()?;
+        let mut host = vec![T::from_f64(0.0); elements];
+        output.copy_to(&mut host[..])?;
+        let mut host_lse = vec![0f32; s.lse_elements().unwrap()];
+        lse.copy_to(&mut host_lse[..])?;
+        Ok((
+            relayout(&host, q_dims, Layout::Bshd, Layout::Bhsd),
+            host_lse,
+        ))
+    }
+
+    /// The tolerance rule on the sequences whose pages are all inside the cache; NaN (and
+    /// nothing else) on the others.
+    fn check(&self, gpu: &FlashAttention) {
+        let s = self.shape;
+        let plan = plan_paged_kv_cache(T::DTYPE, &s, &self.paged, &self.options(), gpu.sm_count())
+            .unwrap();
+        let context = format!(
+            "{s:?} {:?} lens {:?} causal={} ({} splits), seed {} (replay with FLASH_ATTN_SEED={})",
+            self.paged,
+            self.cache_lens,
+            self.causal,
+            plan.splits(),
+            self.seed,
+            self.seed
+        );
+        let scale = s.default_softmax_scale() as f64;
+        let reference = |precision| {
+            attention_paged_kv_cache(
+                &self.q,
+                &self.k_pages,
+                &self.v_pages,
+                &self.table,
+                &self.cache_lens,
+                s,
+                &self.paged,
+                scale,
+                self.causal,
+                precision,
+            )
+        };
+        let exact = reference(Precision::F64);
+        let plain = reference(Precision::Plain(T::DTYPE));
+        let (output, lse) = self
+            .run(gpu)
+            .unwrap_or_else(|error| panic!("{context}: failed to run: {error}"));
+        let rows = s.heads_q * s.seq_len_q;
+        let d = s.head_dim;
+        for b in 0..s.batch {
+            let range = b * rows * d..(b + 1) * rows * d;
+            let want = &exact.output[range.clone()];
+            let got = &output[range.clone()];
+            if want.iter().any(|x| x.is_nan()) {
+                assert!(
+                    got.iter().all(|x| x.to_f64().is_nan())
+                        && lse[b * rows..(b + 1) * rows].iter().all(|x| x.is_nan()),
+                    "sequence {b} names a page outside the cache but is not all NaN: {context}"
+                );
+                continue;
+            }
+            let ours = error_stats(got.iter().map(|x| x.to_f64()), want);
+            let plain = error_stats(plain.output[range].iter().copied(), want);
+            assert!(
+                within_tolerance(&ours, &plain),
+                "sequence {b}: error beyond tolerance: {context}: ours {ours:?}, plain {plain:?}"
+            );
+            let rows_of_b = b * rows..(b + 1) * rows;
+            for (row, (&got, &want)) in lse[rows_of_b.clone()]
+                .iter()
+                .zip(&exact.logsumexp[rows_of_b])
+                .enumerate()
+            {
+                let got = got as f64;
+                let ok = if want == f64::NEG_INFINITY {
+                    got == f64::NEG_INFINITY
+                } else {
+                    (got - want).abs() <= 1e-3 * want.abs().max(1.0)
+                };
+                assert!(ok, "logsumexp row {row}: {got} vs {want}: {context}");
+            }
+        }
+    }
+}
+
+fn shape(
+    batch: usize,
+    heads_q: usize,
+    heads_kv: usize,
+    seq_len_q: usize,
+    capacity: usize,
+    head_dim: usize,
+) -> AttentionShape {
+    AttentionShape {
+        batch,
+        heads_q,
+        heads_kv,
+        seq_len_q,
+        seq_len_kv: capacity,
+        head_dim,
+    }
+}
+
+pub(crate) fn every_page_size_with_scrambled_tables() {
+    let gpu = gpu();
+    for page_size in [16, 32, 64, 128, 256] {
+        for head_dim in [64, 128] {
+            for causal in [false, true] {
+                // Decode with GQA 4:1 (packed rows), MQA, and a short query chunk; odd lengths.
+                let cases = [
+                    (shape(3, 8, 2, 1, 4096, head_dim), vec![1, 1000, 4096]),
+                    (shape(2, 6, 1, 1, 1024, head_dim), vec![63, 65]),
+                    (shape(2, 4, 2, 7, 1024, head_dim), vec![7, 1023]),
+                ];
+                for (shape, lens) in cases {
+                    PagedProblem::<f16>::new(shape, page_size, &lens, causal).check(&gpu);
+                    PagedProblem::<bf16>::new(shape, page_size, &lens, causal).check(&gpu);
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn split_kv_over_pages() {
+    let gpu = gpu();
+    for page_size in [16, 256] {
+        let problem =
+            PagedProblem::<f16>::new(shape(1, 32, 8, 1, 32768, 128), page_size, &[32001], false);
+        let plan = plan_paged_kv_cache(
+            f16::DTYPE,
+            &problem.shape,
+            &problem.paged,
+            &problem.options(),
+            gpu.sm_count(),
+        )
+        .unwrap();
+        assert!(plan.splits() > 1, "B=1 decode must split");
+        problem.check(&gpu);
+    }
+}
+
+/// A used page outside the cache: that sequence's rows are NaN, the others are right, with
+/// and without split-KV; an index in an unused entry (u32::MAX in every problem) is ignored.
+pub(crate) fn a_page_outside_the_cache_makes_its_sequence_nan() {
+    let gpu = gpu();
+    for (shape, lens) in [
+        (shape(3, 8, 2, 1, 1024, 128), vec![1024, 500, 17]),
+        (shape(2, 8, 8, 5, 4096, 64), vec![4000, 4096]),
+        (shape(1, 32, 8, 1, 16384, 128), vec![16000]),
+    ] {
+        for first_past_the_cache in [true, false] {
+            let mut problem = PagedProblem::<bf16>::new(shape, 16, &lens, true);
+            let pages_per_sequence = problem.paged.pages_per_sequence;
+            // The last used page of the last sequence: the first index past the cache, or
+            // u32::MAX.
+            let b = shape.batch - 1;
+            let used = (lens[b] as usize).div_ceil(16);
+            problem.table[b * pages_per_sequence + used - 1] = if first_past_the_cache {
+                problem.paged.num_pages as u32
+            } else {
+                u32::MAX
+            };
+            problem.check(&gpu);
+        }
+    }
+}
+
+pub(crate) fn a_short_block_table_is_rejected() {
+    let gpu = gpu();
+    let mut problem = PagedProblem::<f16>::new(shape(2, 8, 2, 1, 256, 64), 64, &[256, 256], false);
+    problem.table.pop();
+    match problem.run(&gpu) {
+        Err(Error::BlockTableTooShort {
+            length: 7,
+            required: 8,
+        }) => {}
+        other => panic!("expected BlockTableTooShort, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// Every paged kernel (the default picks one per dtype and head dim), split and not, on
+/// problems small enough for compute-sanitizer, with a page outside the cache in one sequence.
+pub(crate) fn every_paged_kernel_on_a_small_cache() {
+    let gpu = gpu();
+    for kernel in FORWARD_KERNELS
+        .iter()
+        .filter(|k| k.spec.variant == Variant::Paged)
+    {
+        let d = kernel.spec.tile.head_dim;
+        for (shape, page_size, lens) in [
+            (shape(1, 8, 2, 1, 1024, d), 16, vec![999]),
+            (shape(3, 4, 4, 65, 256, d), 32, vec![61, 256, 200]),
+        ] {
+            for causal in [false, true] {
+                fn run<T: Element>(
+                    gpu: &FlashAttention,
+                    kernel: &'static ForwardKernel,
+                    shape: AttentionShape,
+                    page_size: usize,
+                    lens: &[u32],
+                    causal: bool,
+                ) {
+                    let mut problem = PagedProblem::<T>::new(shape, page_size, lens, causal);
+                    problem.kernel = Some(kernel);
+                    problem.check(gpu);
+                    // The first page of the last sequence past the cache.
+                    let b = shape.batch - 1;
+                    problem.table[b * problem.paged.pages_per_sequence] =
+                        problem.paged.num_pages as u32;
+                    problem.check(gpu);
+                }
+                match kernel.spec.dtype {
+                    Dtype::F16 => run::<f16>(&gpu, kernel, shape, page_size, &lens, causal),
+                    Dtype::Bf16 => run::<bf16>(&gpu, kernel, shape, page_size, &lens, causal),
+                }
+            }
+        }
+    }
+}
