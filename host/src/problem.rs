@@ -216,7 +216,8 @@ pub struct BufferLengths {
     pub k: usize,
     pub v: usize,
     pub o: usize,
-    /// The logsumexp output, `[batch, heads_q, seq_len_q]` f32; `None`: none is written.
+    /// The logsumexp output, `[batch, heads_q, seq_len_q]` f32 (`[heads_q, tokens_q]` for a
+    /// variable-length batch); `None`: none is written.
     pub lse: Option<usize>,
 }
 
