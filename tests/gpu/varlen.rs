@@ -401,8 +401,8 @@ pub(crate) fn the_raw_entry_point_matches_the_safe_one() {
 }
 
 /// Calls of different batches enqueued back to back, with no synchronisation between them,
-/// share the instance's offsets buffer (grown by the second): each upload is ordered after the
-/// kernels before it, so each call gets the bits it gets alone.
+/// share the instance's offsets buffer (on a fresh instance, grown by the second call): each
+/// upload is ordered after the kernels before it, so each call gets the bits it gets alone.
 pub(crate) fn back_to_back_calls_of_different_batches_are_ordered() {
     let gpu = gpu();
     let problems = [
@@ -426,7 +426,9 @@ pub(crate) fn back_to_back_calls_of_different_batches_are_ordered() {
         .iter()
         .map(|problem| problem.upload(Layout::Bshd).unwrap())
         .collect();
-    // Ten rounds of the three, all enqueued before one synchronisation.
+    // Ten rounds of the three, all enqueued before one synchronisation, on an instance whose
+    // offsets buffer starts empty: the first call makes it, the second grows it.
+    let gpu = crate::support::gpu();
     let mut outputs = Vec::new();
     for _ in 0..10 {
         for ((problem, [q, k, v]), options) in problems.iter().zip(&inputs).zip(&options) {
