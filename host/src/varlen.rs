@@ -364,8 +364,8 @@ impl FlashAttention {
     /// The offsets are validated in full ([`VarlenShape::extents`]), then copied into a device
     /// buffer of this instance on its stream (`cuMemcpyHtoDAsync`, ordered before the kernel
     /// and after every earlier kernel that read the buffer). The buffer is allocated on the
-    /// first call that needs more room than it has, which synchronises (freeing the old one
-    /// waits for the device); calls after that allocate nothing and do not wait for the GPU.
+    /// first call that needs more room than it has, which synchronises (the stream, before the
+    /// old buffer is freed); calls after that allocate nothing and do not wait for the GPU.
     /// [`Self::forward_varlen_raw`] takes offsets already on the device.
     #[allow(clippy::too_many_arguments)]
     pub fn forward_varlen<T: Element>(
@@ -388,8 +388,12 @@ impl FlashAttention {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         CurrentContext::set_current(&self.kernels.context)?;
-        // A buffer that is too small goes first (cuMemFree waits for the kernels that read it).
+        // A buffer that is too small goes first, once the kernels that read it (all on this
+        // instance's stream) have finished.
         if buffer.as_ref().map_or(0, |b| b.len()) < offsets.len() {
+            if buffer.is_some() {
+                self.stream.synchronize()?;
+            }
             *buffer = None;
             *buffer = Some(DeviceBuffer::zeroed(offsets.len())?);
         }
@@ -407,8 +411,9 @@ impl FlashAttention {
         let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
         // SAFETY: as in `forward`; the offsets were validated on the host against the token
         // counts that the buffers were checked for, and the longest sequences against the
-        // grid; the device copy lives in this instance until a larger one replaces it, which
-        // waits for the kernel (cuMemFree), or until the instance goes, after its stream.
+        // grid; the device copy lives in this instance until a larger one replaces it, after
+        // a synchronisation of the stream, or until the instance goes (cuMemFree waits for
+        // outstanding work, as for the tensors in `forward`).
         unsafe {
             self.launch(
                 self.stream.as_inner(),
