@@ -75,6 +75,16 @@ pub enum Error {
         required: u64,
         actual: usize,
     },
+    /// A device buffer does not start on a 16-byte boundary.
+    MisalignedBuffer { tensor: &'static str, address: u64 },
+    /// A stride is not a multiple of 8 elements, so rows would not be 16-byte aligned.
+    MisalignedStride {
+        tensor: &'static str,
+        stride: &'static str,
+        value: u64,
+    },
+    /// Distinct output rows would share memory, and the kernel would race on them.
+    OverlappingOutput { strides: TensorStrides },
     /// A variable-length batch has a different number of query and key offsets (`batch + 1`
     /// of each).
     SeqOffsetsBatchMismatch { q_offsets: usize, kv_offsets: usize },
@@ -97,18 +107,6 @@ pub enum Error {
         value: usize,
         tokens: usize,
     },
-    /// A device address is null or not aligned as its buffer needs: 16 bytes for Q, K, V, O and
-    /// the split-KV workspace, 4 for the logsumexp and the sequence buffers (`cu_seqlens_q`,
-    /// `cu_seqlens_kv`, `cache_lens`).
-    MisalignedBuffer { tensor: &'static str, address: u64 },
-    /// A stride is not a multiple of 8 elements, so rows would not be 16-byte aligned.
-    MisalignedStride {
-        tensor: &'static str,
-        stride: &'static str,
-        value: u64,
-    },
-    /// Distinct output rows would share memory, and the kernel would race on them.
-    OverlappingOutput { strides: TensorStrides },
     /// The softmax scale is not a finite positive number.
     InvalidSoftmaxScale { scale: f32 },
     /// Not one of the exposed kernels (`FORWARD_KERNELS`): no kernel has this name, or the
