@@ -422,8 +422,7 @@ impl FlashAttention {
                 Some(SequenceBuffers {
                     cu_seqlens_q,
                     cu_seqlens_kv,
-                    seq_used_kv: 0,
-                    workspace: None,
+                    ..SequenceBuffers::default()
                 }),
             )
         }
@@ -473,8 +472,7 @@ impl FlashAttention {
             Some(SequenceBuffers {
                 cu_seqlens_q: offsets.cu_seqlens_q,
                 cu_seqlens_kv: offsets.cu_seqlens_kv,
-                seq_used_kv: 0,
-                workspace: None,
+                ..SequenceBuffers::default()
             }),
         )
     }
