@@ -86,6 +86,28 @@ pub enum Error {
     },
     /// Distinct output rows would share memory, and the kernel would race on them.
     OverlappingOutput { strides: TensorStrides },
+    /// A variable-length batch has a different number of query and key offsets (`batch + 1`
+    /// of each).
+    SeqOffsetsBatchMismatch { q_offsets: usize, kv_offsets: usize },
+    /// The offsets of a variable-length batch (`cu_seqlens_q` or `cu_seqlens_kv`) do not start
+    /// at 0.
+    SeqOffsetsStart { offsets: &'static str, first: u32 },
+    /// The offsets of a variable-length batch decrease: sequence `sequence` would end (`end`)
+    /// before it starts (`start`).
+    SeqOffsetsDecrease {
+        offsets: &'static str,
+        sequence: usize,
+        start: u32,
+        end: u32,
+    },
+    /// The extents of a variable-length batch given to
+    /// [`crate::FlashAttention::forward_varlen_raw`] are inconsistent: its longest sequence
+    /// (`longest`, `max_seq_len_q` or `max_seq_len_kv`) has more tokens than the whole batch.
+    VarlenExtentsMismatch {
+        longest: &'static str,
+        value: usize,
+        tokens: usize,
+    },
     /// The softmax scale is not a finite positive number.
     InvalidSoftmaxScale { scale: f32 },
     /// Not one of the exposed kernels (`FORWARD_KERNELS`): no kernel has this name, or the
@@ -186,9 +208,25 @@ impl fmt::Display for Error {
                 f,
                 "{tensor} holds {actual} elements but the shape and strides need {required}"
             ),
-            Error::MisalignedBuffer { tensor, address } => {
-                write!(f, "{tensor} starts at {address:#x}, which is not 16-byte aligned")
+            Error::MisalignedBuffer { tensor, address } => write!(
+                f,
+                "{tensor} starts at {address:#x}, which is null or not aligned (16 bytes for q, k, v, o and the workspace; 4 for lse and the sequence buffers)"
+            ),
+            Error::SeqOffsetsBatchMismatch { q_offsets, kv_offsets } => write!(
+                f,
+                "{q_offsets} query offsets but {kv_offsets} key offsets: a variable-length batch has batch + 1 of each"
+            ),
+            Error::SeqOffsetsStart { offsets, first } => {
+                write!(f, "{offsets} starts at {first}, not 0")
             }
+            Error::SeqOffsetsDecrease { offsets, sequence, start, end } => write!(
+                f,
+                "{offsets} decreases: sequence {sequence} would start at token {start} and end at {end}"
+            ),
+            Error::VarlenExtentsMismatch { longest, value, tokens } => write!(
+                f,
+                "{longest} = {value} is more than the batch's {tokens} tokens"
+            ),
             Error::MisalignedStride { tensor, stride, value } => write!(
                 f,
                 "the {stride} stride of {tensor} is {value} elements, not a multiple of 8 (16 bytes)"

@@ -38,6 +38,7 @@ mod launch;
 mod problem;
 pub mod reference;
 pub mod rng;
+mod varlen;
 
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -71,6 +72,7 @@ pub use problem::{
     AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout,
     PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
 };
+pub use varlen::{plan_varlen, RawSeqOffsets, VarlenExtents, VarlenShape};
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
 /// whichever binding made it: cust's `Stream::as_inner()` converts directly, cudarc's
@@ -99,7 +101,8 @@ pub struct RawTensors {
     pub k: u64,
     pub v: u64,
     pub o: u64,
-    /// `[batch, heads_q, seq_len_q]` f32, contiguous, or `None`.
+    /// `[batch, heads_q, seq_len_q]` f32 (`[heads_q, tokens_q]` for a variable-length batch),
+    /// contiguous, or `None`.
     pub lse: Option<u64>,
 }
 
@@ -111,6 +114,10 @@ pub struct FlashAttention {
     /// counters zeroed once (the kernels leave them at 0). Every kernel that uses it runs on
     /// `stream`, so calls are ordered on it; the lock only guards the growth.
     workspace: Mutex<Workspace>,
+    /// The sequence offsets of this instance's variable-length calls (`forward_varlen`), grown
+    /// on demand; each call uploads its offsets on `stream`, so calls are ordered on it, and
+    /// the lock keeps one upload-and-launch at a time.
+    varlen_offsets: Mutex<Option<DeviceBuffer<u32>>>,
     stream: Stream,
     kernels: kernels::LoadedKernels,
 }
@@ -174,6 +181,7 @@ impl FlashAttention {
         let stream = Stream::new(StreamFlags::DEFAULT, None)?;
         Ok(Self {
             workspace: Mutex::new(Workspace::default()),
+            varlen_offsets: Mutex::new(None),
             stream,
             kernels,
         })

@@ -200,7 +200,7 @@ fn dense_elements(
 }
 
 /// Largest grid y (query heads) and z (batch) of one launch.
-const MAX_GRID_YZ: usize = 65_535;
+pub(crate) const MAX_GRID_YZ: usize = 65_535;
 /// The kernel does its row arithmetic in 32 bits, masking in i32 on `seq_len_q + seq_len_kv`:
 /// 2^30 keeps that sum inside i32 (and a 2^30-token attention is far beyond any single launch).
 pub const MAX_SEQ_LEN: usize = 1 << 30;
@@ -216,7 +216,8 @@ pub struct BufferLengths {
     pub k: usize,
     pub v: usize,
     pub o: usize,
-    /// The logsumexp output, `[batch, heads_q, seq_len_q]` f32; `None`: none is written.
+    /// The logsumexp output, `[batch, heads_q, seq_len_q]` f32 (`[heads_q, tokens_q]` for a
+    /// variable-length batch); `None`: none is written.
     pub lse: Option<usize>,
 }
 
@@ -231,9 +232,9 @@ pub struct LaunchPlan {
     /// kernel.
     pub(crate) sequences: Option<SequenceParams>,
     pub(crate) grid: (u32, u32, u32),
-    required: BufferLengths,
-    workspace_bytes: usize,
-    counters: usize,
+    pub(crate) required: BufferLengths,
+    pub(crate) workspace_bytes: usize,
+    pub(crate) counters: usize,
 }
 
 impl LaunchPlan {
@@ -360,7 +361,7 @@ pub fn plan(
 }
 
 /// Bytes per element of Q, K, V and O (fp16 and bf16).
-const ELEMENT_BYTES: u128 = 2;
+pub(crate) const ELEMENT_BYTES: u128 = 2;
 
 /// The buffer lengths of a batch of `shape` (every sequence of the same lengths) in `checked`'s
 /// strides, for a kernel of `tile`: its tiles span whole blocks of rows.
@@ -394,11 +395,11 @@ fn batch_required(
 
 /// What [`check_problem`] found: the kernel, the resolved strides, the kernel's argument (its
 /// addresses still 0, for the problem as given) and the logsumexp's elements.
-struct CheckedProblem {
-    kernel: &'static ForwardKernel,
-    strides: ForwardStrides,
-    params: ForwardParams,
-    lse_elements: usize,
+pub(crate) struct CheckedProblem {
+    pub(crate) kernel: &'static ForwardKernel,
+    pub(crate) strides: ForwardStrides,
+    pub(crate) params: ForwardParams,
+    pub(crate) lse_elements: usize,
 }
 
 /// The checks every plan makes, dense or serving, before it sizes the buffers: no zero-sized
@@ -406,7 +407,7 @@ struct CheckedProblem {
 /// a compiled one of `variant`, `dtype` and the head dim, sizes within the grid and row-index
 /// limits, a usable softmax scale, strides of whole 16-byte chunks and output rows that do not
 /// overlap.
-fn check_problem(
+pub(crate) fn check_problem(
     dtype: Dtype,
     shape: &AttentionShape,
     options: &ForwardOptions,
@@ -836,12 +837,12 @@ fn plan_cache(
 /// The rows of one tensor that a launch covers: `seq_len` that exist, `padded_seq_len` that its
 /// tiles span (the kernel forms addresses of the padding rows but never dereferences them).
 #[derive(Clone, Copy)]
-struct Rows {
-    batch: usize,
-    heads: usize,
-    seq_len: usize,
-    padded_seq_len: usize,
-    head_dim: usize,
+pub(crate) struct Rows {
+    pub(crate) batch: usize,
+    pub(crate) heads: usize,
+    pub(crate) seq_len: usize,
+    pub(crate) padded_seq_len: usize,
+    pub(crate) head_dim: usize,
 }
 
 impl Rows {
@@ -849,7 +850,7 @@ impl Rows {
     /// hold. Fails with [`Error::TensorTooLarge`] where any offset the kernel forms, padding rows
     /// included, passes [`MAX_TENSOR_BYTES`]; it names the dimension with the largest term. In
     /// u128: with each factor below 2^64, no product or sum here can wrap.
-    fn extent(
+    pub(crate) fn extent(
         &self,
         tensor: &'static str,
         strides: &TensorStrides,
@@ -883,7 +884,7 @@ impl Rows {
 /// by stride, must each step past everything the smaller ones span. The test is sufficient,
 /// not necessary: it may reject an exotic interleaving whose rows happen to be disjoint. In
 /// u128, where `stride * (size - 1)` sums of three dimensions cannot wrap.
-fn overlaps(
+pub(crate) fn overlaps(
     strides: &TensorStrides,
     batch: usize,
     heads: usize,

@@ -2,15 +2,16 @@
 //! the error budget.
 //!
 //! Tensors are dense `[batch, heads, seq_len, head_dim]` ([`crate::Layout::Bhsd`]); use
-//! [`relayout`] for others. Which keys a query sees is the kernels' own rule, [`Mask`] (causal
-//! masking aligned to the bottom right).
+//! [`relayout`] for others. Variable-length batches ([`attention_varlen`]) are packed
+//! `[total_tokens, heads, head_dim]`, as FlashAttention takes them. Which keys a query sees is
+//! the kernels' own rule, [`Mask`] (causal masking aligned to the bottom right).
 
 use std::ops::Range;
 
 use flash_attn_params::{Dtype, Mask};
 
 use crate::rng::SplitMix64;
-use crate::{round_to, AttentionShape, Element, Layout, MAX_SEQ_LEN};
+use crate::{round_to, AttentionShape, Element, Layout, VarlenShape, MAX_SEQ_LEN};
 
 /// How the arithmetic of [`attention`] is carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +188,83 @@ pub fn attention_rows<T: Element>(
             &mut scores,
             out,
         ));
+    }
+    ReferenceOutput { output, logsumexp }
+}
+
+/// [`attention`] for a variable-length batch ([`VarlenShape`]), as
+/// [`crate::FlashAttention::forward_varlen`] computes it, sequence by sequence: `q`, `k` and `v`
+/// are packed `[total_tokens, heads, head_dim]` ([`Layout::Bshd`] with one batch, as
+/// FlashAttention's `flash_attn_varlen_func` takes them), `output` is packed like `q` and
+/// `logsumexp` is `[heads_q, tokens_q]`. Causal masking is aligned to the bottom right of each
+/// sequence; a sequence with queries but no key gets output 0 and logsumexp -inf. Panics if the
+/// offsets are invalid ([`VarlenShape::extents`]) or a slice is shorter than they need.
+pub fn attention_varlen<T: Element>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    shape: &VarlenShape,
+    softmax_scale: f64,
+    causal: bool,
+    precision: Precision,
+) -> ReferenceOutput {
+    let extents = shape
+        .extents()
+        .unwrap_or_else(|error| panic!("invalid offsets: {error}"));
+    let (heads_q, heads_kv, d) = (shape.heads_q, shape.heads_kv, shape.head_dim);
+    assert!(
+        q.len() >= extents.tokens_q * heads_q * d
+            && k.len() >= extents.tokens_kv * heads_kv * d
+            && v.len() >= extents.tokens_kv * heads_kv * d,
+        "inputs shorter than the packed {extents:?} needs"
+    );
+    let mut output = vec![0.0; extents.tokens_q * heads_q * d];
+    let mut logsumexp = vec![0.0; heads_q * extents.tokens_q];
+    let sequences = shape
+        .cu_seqlens_q
+        .windows(2)
+        .zip(shape.cu_seqlens_kv.windows(2));
+    for (queries, keys) in sequences {
+        let (queries, keys) = (
+            queries[0] as usize..queries[1] as usize,
+            keys[0] as usize..keys[1] as usize,
+        );
+        if queries.is_empty() {
+            continue;
+        }
+        let sequence = AttentionShape {
+            batch: 1,
+            heads_q,
+            heads_kv,
+            seq_len_q: queries.len(),
+            seq_len_kv: keys.len(),
+            head_dim: d,
+        };
+        let (q_dims, kv_dims) = ((1, heads_q, queries.len(), d), (1, heads_kv, keys.len(), d));
+        // A sequence's tokens are contiguous in the packed tensors.
+        let dense = |packed: &[T], tokens: &Range<usize>, heads: usize, dims| {
+            let elements = tokens.start * heads * d..tokens.end * heads * d;
+            relayout(&packed[elements], dims, Layout::Bshd, Layout::Bhsd)
+        };
+        let result = attention(
+            &dense(q, &queries, heads_q, q_dims),
+            &dense(k, &keys, heads_kv, kv_dims),
+            &dense(v, &keys, heads_kv, kv_dims),
+            sequence,
+            softmax_scale,
+            causal,
+            precision,
+        );
+        output[queries.start * heads_q * d..queries.end * heads_q * d].copy_from_slice(&relayout(
+            &result.output,
+            q_dims,
+            Layout::Bhsd,
+            Layout::Bshd,
+        ));
+        for (head, head_logsumexp) in result.logsumexp.chunks(queries.len()).enumerate() {
+            let first = head * extents.tokens_q + queries.start;
+            logsumexp[first..first + queries.len()].copy_from_slice(head_logsumexp);
+        }
     }
     ReferenceOutput { output, logsumexp }
 }

@@ -1,6 +1,6 @@
 //! Tests that need no GPU: the visibility rule, the CPU reference, problem validation, the PTX
 //! and its ptxas resource report, the embedded cubins, the tile configurations, the autotuner's
-//! logic and dispatch table, and the regression check.
+//! logic and dispatch table, the regression check, and variable-length batches.
 //! They run everywhere `cargo test` runs, CI included.
 
 mod config;
@@ -16,6 +16,7 @@ mod reference;
 mod regression;
 mod safety;
 mod tuning;
+mod varlen;
 
 /// Multiprocessors of the H100 (SXM) the committed dispatch table was tuned on: the device these
 /// tests dispatch for where they need one.

@@ -15,6 +15,7 @@ mod paged;
 mod safety;
 mod support;
 mod sweep;
+mod varlen;
 
 use flash_attn::{Error, FlashAttention};
 use libtest_mimic::{Arguments, Trial};
@@ -77,6 +78,14 @@ fn gpu_trials() -> Vec<Trial> {
         sweep::long_sequences_fp16_and_bf16,
         sweep::the_anchor_shapes_at_s512,
         sweep::padded_strides_are_honoured,
+        varlen::ragged_batches_fp16_and_bf16,
+        varlen::empty_sequences_are_skipped_or_zero,
+        varlen::ragged_batches_with_long_sequences,
+        varlen::a_heads_first_layout_is_honoured,
+        varlen::every_serving_kernel_on_a_small_ragged_batch,
+        varlen::the_raw_entry_point_matches_the_safe_one,
+        varlen::back_to_back_calls_of_different_batches_are_ordered,
+        varlen::invalid_calls_are_rejected_before_launching,
     ]
 }
 

@@ -1,13 +1,20 @@
 //! Times decode against a KV cache (`forward_kv_cache`) with CUDA events around back-to-back
 //! launches, at the serving issue's shapes (fp16 and bf16, D=128, one query row, 32 query heads
-//! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate.
+//! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate. Then a
+//! variable-length prefill (`forward_varlen`): 16 sequences of lengths spread between 128 and
+//! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
+//! kernel (`forward`) on a batch of 16 sequences of the mean length.
 //!
-//! `flash-attn-decode-timing`: one line per case: median, p10-p90, K+V read rate, splits.
+//! `flash-attn-decode-timing`: one line per case: median, p10-p90, K+V read rate, splits; for
+//! the prefill, median, p10-p90 and TFLOP/s counting real work only (each sequence's
+//! `4 · H · Sq · Sk · D`, halved for causal).
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
+use flash_attn::rng::SplitMix64;
 use flash_attn::{
-    plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout,
+    plan, plan_kv_cache, plan_varlen, AttentionShape, Element, Error, FlashAttention,
+    ForwardOptions, Layout, VarlenShape,
 };
 use flash_attn_tools::timing::time_launches;
 use half::{bf16, f16};
@@ -63,5 +70,93 @@ fn main() -> Result<(), Error> {
     );
     time::<f16>(&gpu, "f16")?;
     time::<bf16>(&gpu, "bf16")?;
+    time_varlen_prefill(&gpu)?;
     Ok(())
+}
+
+/// The variable-length prefill: sequences, the range of their lengths, and the seed that draws
+/// them.
+const VARLEN_SEQUENCES: usize = 16;
+const VARLEN_LENGTHS: (usize, usize) = (128, 4096);
+const VARLEN_SEED: u64 = 2026;
+
+/// Times `forward_varlen` on the ragged prefill (queries and keys of the same length per
+/// sequence) and `forward` on the dense batch of the mean length, fp16, D=128, GQA 32/8.
+fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
+    let (heads_q, heads_kv, head_dim) = (32, 8, 128);
+    let mut rng = SplitMix64::new(VARLEN_SEED);
+    let (shortest, longest) = VARLEN_LENGTHS;
+    let lengths: Vec<usize> = (0..VARLEN_SEQUENCES)
+        .map(|_| shortest + rng.below(longest - shortest + 1))
+        .collect();
+    let mut cu_seqlens = vec![0u32];
+    for &length in &lengths {
+        cu_seqlens.push(cu_seqlens[cu_seqlens.len() - 1] + length as u32);
+    }
+    let tokens = cu_seqlens[VARLEN_SEQUENCES] as usize;
+    let mean = tokens.div_ceil(VARLEN_SEQUENCES);
+    println!("varlen prefill: {VARLEN_SEQUENCES} sequences of {lengths:?} tokens ({tokens} in all, mean {mean})");
+    let shape = VarlenShape {
+        cu_seqlens_q: &cu_seqlens,
+        cu_seqlens_kv: &cu_seqlens,
+        heads_q,
+        heads_kv,
+        head_dim,
+    };
+    let dense = AttentionShape {
+        batch: VARLEN_SEQUENCES,
+        heads_q,
+        heads_kv,
+        seq_len_q: mean,
+        seq_len_kv: mean,
+        head_dim,
+    };
+    // One set of buffers, large enough for both (the dense batch has at most 15 more tokens).
+    let q_elements = dense.q_elements()?.max(tokens * heads_q * head_dim);
+    let kv_elements = dense.kv_elements()?.max(tokens * heads_kv * head_dim);
+    let q = DeviceBuffer::from_slice(&random_normal::<f16>(q_elements, 0.5, 1.0, 1))?;
+    let k = DeviceBuffer::from_slice(&random_normal::<f16>(kv_elements, 0.5, 1.0, 2))?;
+    let v = DeviceBuffer::from_slice(&random_normal::<f16>(kv_elements, 0.5, 1.0, 3))?;
+    let mut output = DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); q_elements])?;
+    for causal in [false, true] {
+        let options = ForwardOptions {
+            causal,
+            layout: Layout::Bshd,
+            ..ForwardOptions::default()
+        };
+        let varlen_plan = plan_varlen(f16::DTYPE, &shape.extents()?, &options)?;
+        let varlen = time_launches(gpu.stream(), 3, 10, 5, || {
+            gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
+        })?;
+        report(
+            &format!("varlen causal={causal}"),
+            &varlen,
+            shape.flops(causal),
+            varlen_plan.kernel().entry,
+        );
+        let dense_plan = plan(f16::DTYPE, &dense, &options, gpu.sm_count())?;
+        let dense_times = time_launches(gpu.stream(), 3, 10, 5, || {
+            gpu.forward(&q, &k, &v, &mut output, None, dense, &options)
+        })?;
+        report(
+            &format!("dense B={VARLEN_SEQUENCES} S={mean} causal={causal}"),
+            &dense_times,
+            dense.flops(causal),
+            dense_plan.kernel().entry,
+        );
+    }
+    Ok(())
+}
+
+/// One prefill line: median, spread, TFLOP/s of `flops` at the median, the kernel.
+fn report(name: &str, times: &flash_attn_tools::timing::LaunchTimes, flops: f64, kernel: &str) {
+    let median = times.median();
+    println!(
+        "f16 D=128 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {:.1} TFLOP/s, \
+         {kernel}, host {:.1} us/launch",
+        times.quantile(0.1),
+        times.quantile(0.9),
+        flops / (median * 1e-6) / 1e12,
+        times.host_us_per_launch
+    );
 }

@@ -1,0 +1,479 @@
+//! Variable-length batches: sequences of different lengths packed one after the other along the
+//! sequence dimension of Q, K, V and O, as FlashAttention's `flash_attn_varlen_func` takes them,
+//! run by the serving kernels ([`crate::Variant::Serving`]), which read each sequence's token
+//! range from the offsets (`cu_seqlens_q`, `cu_seqlens_kv`).
+//!
+//! [`VarlenShape`] holds the offsets on the host and validates them ([`VarlenShape::extents`]);
+//! [`plan_varlen`] plans the launch from the [`VarlenExtents`] without a GPU;
+//! [`FlashAttention::forward_varlen`] uploads the offsets and launches, and
+//! [`FlashAttention::forward_varlen_raw`] takes offsets already on the device.
+//!
+//! Split-KV is not used: a variable-length batch is a prefill, whose grid
+//! (`ceil(max_seq_len_q / 64)` query blocks x `heads_q` x `batch`) fills the GPU unless the
+//! batch is tiny, and whose combine would need a workspace row per query token. Every plan has
+//! one split.
+
+use cust::context::CurrentContext;
+use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
+use flash_attn_params::{Dtype, SequenceParams, TensorStrides, Variant};
+
+use crate::problem::{check_problem, overlaps, serving_kernel, Rows, ELEMENT_BYTES, MAX_GRID_YZ};
+use crate::{
+    device_tensors, AttentionShape, BufferLengths, Element, Error, FlashAttention, ForwardOptions,
+    ForwardStrides, LaunchPlan, RawStream, RawTensors, SequenceBuffers, MAX_TENSOR_BYTES,
+};
+
+/// A batch of sequences of variable length, its offsets on the host.
+///
+/// Q and O hold the query tokens of every sequence one after the other along their sequence
+/// dimension, K and V the key tokens: with [`crate::Layout::Bshd`] the tensors are
+/// `[total_tokens, heads, head_dim]` (FlashAttention's packed layout), with
+/// [`crate::Layout::Bhsd`] (the default of [`ForwardOptions`]) `[heads, total_tokens,
+/// head_dim]`, and explicit [`ForwardStrides`] give each tensor's head and token strides (their
+/// batch strides are not used). Sequence `b` has the query tokens
+/// `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and the key tokens
+/// `cu_seqlens_kv[b]..cu_seqlens_kv[b + 1]`; the total token counts are the last offsets.
+/// Each sequence is attended on its own, causal masking aligned to the bottom right of that
+/// sequence ([`crate::Mask`] with its two lengths).
+///
+/// A sequence may be empty: with no query it has no output; with queries but no key, its
+/// output rows are 0 and their logsumexp -inf (the rule for a query that sees no key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarlenShape<'a> {
+    /// `batch + 1` query-token offsets: 0 first, never decreasing; the last is the query token
+    /// count of Q and O.
+    pub cu_seqlens_q: &'a [u32],
+    /// `batch + 1` key-token offsets, as `cu_seqlens_q`; the last is the key token count of K
+    /// and V.
+    pub cu_seqlens_kv: &'a [u32],
+    pub heads_q: usize,
+    /// K/V heads; `heads_q` must be a multiple (GQA), equal for MHA, 1 for MQA.
+    pub heads_kv: usize,
+    pub head_dim: usize,
+}
+
+impl VarlenShape<'_> {
+    /// The number of sequences: one less than the query offsets (0 for fewer than two).
+    pub fn batch(&self) -> usize {
+        self.cu_seqlens_q.len().saturating_sub(1)
+    }
+
+    /// The extents of the batch, once its offsets are known to be valid: as many query as key
+    /// offsets ([`Error::SeqOffsetsBatchMismatch`]), at least two ([`Error::ZeroSizedDimension`]
+    /// `batch`), each list starting at 0 ([`Error::SeqOffsetsStart`]) and never decreasing
+    /// ([`Error::SeqOffsetsDecrease`]). The token counts are the last offsets; the buffers are
+    /// checked against them at launch, and the longest sequences against
+    /// [`crate::MAX_SEQ_LEN`] by [`plan_varlen`].
+    pub fn extents(&self) -> Result<VarlenExtents, Error> {
+        let (q_offsets, kv_offsets) = (self.cu_seqlens_q.len(), self.cu_seqlens_kv.len());
+        if q_offsets != kv_offsets {
+            return Err(Error::SeqOffsetsBatchMismatch {
+                q_offsets,
+                kv_offsets,
+            });
+        }
+        let (tokens_q, max_seq_len_q) = check_offsets("cu_seqlens_q", self.cu_seqlens_q)?;
+        let (tokens_kv, max_seq_len_kv) = check_offsets("cu_seqlens_kv", self.cu_seqlens_kv)?;
+        Ok(VarlenExtents {
+            batch: self.batch(),
+            tokens_q,
+            tokens_kv,
+            max_seq_len_q,
+            max_seq_len_kv,
+            heads_q: self.heads_q,
+            heads_kv: self.heads_kv,
+            head_dim: self.head_dim,
+        })
+    }
+
+    /// Floating-point operations of the forward pass, counting real work only: the sum over
+    /// sequences of `4 · heads_q · Sq · Sk · head_dim`, halved for causal (as
+    /// [`AttentionShape::flops`]). Offsets that decrease count nothing for that sequence.
+    pub fn flops(&self, causal: bool) -> f64 {
+        let lengths = |offsets: &[u32]| -> Vec<f64> {
+            offsets
+                .windows(2)
+                .map(|pair| pair[1].saturating_sub(pair[0]) as f64)
+                .collect()
+        };
+        let pairs: f64 = lengths(self.cu_seqlens_q)
+            .iter()
+            .zip(lengths(self.cu_seqlens_kv))
+            .map(|(queries, keys)| queries * keys)
+            .sum();
+        let full = 4.0 * self.heads_q as f64 * pairs * self.head_dim as f64;
+        if causal {
+            full / 2.0
+        } else {
+            full
+        }
+    }
+}
+
+/// Checks one list of offsets as [`VarlenShape::extents`] says; returns its token count (the
+/// last offset) and its longest sequence.
+fn check_offsets(name: &'static str, offsets: &[u32]) -> Result<(usize, usize), Error> {
+    let (first, last) = match offsets {
+        [first, .., last] => (*first, *last),
+        _ => return Err(Error::ZeroSizedDimension { dimension: "batch" }),
+    };
+    if first != 0 {
+        return Err(Error::SeqOffsetsStart {
+            offsets: name,
+            first,
+        });
+    }
+    let mut longest = 0;
+    for (sequence, pair) in offsets.windows(2).enumerate() {
+        let (start, end) = (pair[0], pair[1]);
+        if end < start {
+            return Err(Error::SeqOffsetsDecrease {
+                offsets: name,
+                sequence,
+                start,
+                end,
+            });
+        }
+        longest = longest.max((end - start) as usize);
+    }
+    Ok((last as usize, longest))
+}
+
+/// What planning a variable-length batch needs to know of it: its sizes, without the offsets.
+/// [`VarlenShape::extents`] computes it from validated offsets; a caller of
+/// [`FlashAttention::forward_varlen_raw`], whose offsets live on the device, states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarlenExtents {
+    /// The number of sequences.
+    pub batch: usize,
+    /// The query tokens of Q and O: the last query offset.
+    pub tokens_q: usize,
+    /// The key tokens of K and V: the last key offset.
+    pub tokens_kv: usize,
+    /// The longest sequence's query tokens: the grid has `ceil(max_seq_len_q / block_m)` query
+    /// blocks per (sequence, head).
+    pub max_seq_len_q: usize,
+    /// The longest sequence's key tokens.
+    pub max_seq_len_kv: usize,
+    pub heads_q: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+}
+
+/// Device addresses of the offsets of a variable-length batch, for
+/// [`FlashAttention::forward_varlen_raw`]: `batch + 1` u32 each, as [`VarlenShape`] describes
+/// them; 4-byte aligned, not 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawSeqOffsets {
+    pub cu_seqlens_q: u64,
+    pub cu_seqlens_kv: u64,
+}
+
+/// Plans a variable-length batch without a GPU: everything
+/// [`FlashAttention::forward_varlen`] checks except the offsets themselves
+/// ([`VarlenShape::extents`]) and the buffers, whose required lengths the plan holds
+/// ([`LaunchPlan::check_buffers`]: Q and O of `tokens_q` tokens, K and V of `tokens_kv`, the
+/// logsumexp `[heads_q, tokens_q]` f32).
+///
+/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one), on a grid
+/// of `ceil(max_seq_len_q / block_m)` x `heads_q` x `batch` blocks; a block whose rows all lie
+/// past its sequence's end returns at once. No split-KV ([`LaunchPlan::splits`] is 1, no
+/// workspace). The checks are the dense ones ([`crate::plan`]) on the longest sequences
+/// (`max_seq_len_q`, `max_seq_len_kv` at most [`crate::MAX_SEQ_LEN`]; no sequence with a
+/// query, or none with a key, is [`Error::ZeroSizedDimension`] `seq_len_q` or `seq_len_kv`),
+/// and on the packed tensors: at most 65,535 sequences, token counts that fit the u32 offsets
+/// ([`Error::ProblemTooLarge`]), longest sequences no longer than the batch
+/// ([`Error::VarlenExtentsMismatch`]), output rows of distinct tokens or heads that do not
+/// overlap, and every offset the kernel forms within [`MAX_TENSOR_BYTES`].
+pub fn plan_varlen(
+    dtype: Dtype,
+    extents: &VarlenExtents,
+    options: &ForwardOptions,
+) -> Result<LaunchPlan, Error> {
+    if extents.batch == 0 {
+        return Err(Error::ZeroSizedDimension { dimension: "batch" });
+    }
+    // The offsets are u32, and so is the kernel's token arithmetic.
+    for (dimension, value, limit) in [
+        ("batch", extents.batch, MAX_GRID_YZ),
+        ("tokens_q", extents.tokens_q, u32::MAX as usize),
+        ("tokens_kv", extents.tokens_kv, u32::MAX as usize),
+    ] {
+        if value > limit {
+            return Err(Error::ProblemTooLarge {
+                dimension,
+                value,
+                limit,
+            });
+        }
+    }
+    for (longest, value, tokens) in [
+        ("max_seq_len_q", extents.max_seq_len_q, extents.tokens_q),
+        ("max_seq_len_kv", extents.max_seq_len_kv, extents.tokens_kv),
+    ] {
+        if value > tokens {
+            return Err(Error::VarlenExtentsMismatch {
+                longest,
+                value,
+                tokens,
+            });
+        }
+    }
+    // The dense checks, on one sequence of the longest lengths in the packed tensors' strides
+    // (batch stride 0: the token offsets place each sequence).
+    let longest = AttentionShape {
+        batch: 1,
+        heads_q: extents.heads_q,
+        heads_kv: extents.heads_kv,
+        seq_len_q: extents.max_seq_len_q,
+        seq_len_kv: extents.max_seq_len_kv,
+        head_dim: extents.head_dim,
+    };
+    let packed = ForwardOptions {
+        strides: Some(packed_strides(extents, options)?),
+        ..*options
+    };
+    let checked = check_problem(dtype, &longest, &packed, Variant::Serving, || {
+        serving_kernel(dtype, extents.head_dim)
+    })?;
+    let (kernel, strides) = (checked.kernel, checked.strides);
+    // The check above covered the longest sequence's rows; the output holds `tokens_q`.
+    if overlaps(
+        &strides.o,
+        1,
+        extents.heads_q,
+        extents.tokens_q,
+        extents.head_dim,
+    ) {
+        return Err(Error::OverlappingOutput { strides: strides.o });
+    }
+    let lse_too_large = Error::TensorTooLarge {
+        tensor: "lse",
+        dimension: "seq",
+    };
+    let lse = extents
+        .heads_q
+        .checked_mul(extents.tokens_q)
+        .ok_or(lse_too_large.clone())?;
+    if lse as u128 * 4 > MAX_TENSOR_BYTES as u128 {
+        return Err(lse_too_large);
+    }
+    let tile = kernel.spec.tile;
+    // The last query block of a sequence forms the addresses of up to `block_m - 1` rows past
+    // its end, and so past the last token (never dereferenced); likewise for the keys.
+    let q_rows = Rows {
+        batch: 1,
+        heads: extents.heads_q,
+        seq_len: extents.tokens_q,
+        padded_seq_len: extents.tokens_q + tile.block_m - 1,
+        head_dim: extents.head_dim,
+    };
+    let kv_rows = Rows {
+        heads: extents.heads_kv,
+        seq_len: extents.tokens_kv,
+        padded_seq_len: extents.tokens_kv + tile.block_n - 1,
+        ..q_rows
+    };
+    let required = BufferLengths {
+        q: q_rows.extent("q", &strides.q, ELEMENT_BYTES)?,
+        k: kv_rows.extent("k", &strides.k, ELEMENT_BYTES)?,
+        v: kv_rows.extent("v", &strides.v, ELEMENT_BYTES)?,
+        o: q_rows.extent("o", &strides.o, ELEMENT_BYTES)?,
+        lse: Some(lse),
+    };
+    // Both longest lengths are at most 2^30 (checked), so these fit in u32.
+    let query_blocks = extents.max_seq_len_q.div_ceil(tile.block_m);
+    let key_blocks = extents.max_seq_len_kv.div_ceil(tile.block_n);
+    let sequences = SequenceParams {
+        // `[heads_q, tokens_q]`, contiguous: a query row's logsumexp is at its token.
+        lse_strides: TensorStrides {
+            batch: 0,
+            head: extents.tokens_q as u64,
+            seq: 1,
+        },
+        splits: 1,
+        // One split that covers the longest key sequence.
+        keys_per_split: (key_blocks * tile.block_n) as u32,
+        partial_rows: extents.tokens_q as u32,
+        query_blocks: query_blocks as u32,
+        ..SequenceParams::DENSE
+    };
+    Ok(LaunchPlan {
+        kernel,
+        params: checked.params,
+        sequences: Some(sequences),
+        grid: (
+            query_blocks as u32,
+            extents.heads_q as u32,
+            extents.batch as u32,
+        ),
+        required,
+        workspace_bytes: 0,
+        counters: 0,
+    })
+}
+
+/// The strides of the packed tensors: the options' explicit strides, or those of their layout
+/// for one batch of the batch's token counts; every batch stride 0.
+fn packed_strides(
+    extents: &VarlenExtents,
+    options: &ForwardOptions,
+) -> Result<ForwardStrides, Error> {
+    let mut strides = match options.strides {
+        Some(strides) => strides,
+        None => {
+            let dense = |tensor, heads, tokens| {
+                options
+                    .layout
+                    .strides(heads, tokens, extents.head_dim)
+                    .ok_or(Error::TensorTooLarge {
+                        tensor,
+                        dimension: "seq",
+                    })
+            };
+            let q = dense("q", extents.heads_q, extents.tokens_q)?;
+            let kv = dense("k", extents.heads_kv, extents.tokens_kv)?;
+            ForwardStrides {
+                q,
+                k: kv,
+                v: kv,
+                o: q,
+            }
+        }
+    };
+    for tensor in [
+        &mut strides.q,
+        &mut strides.k,
+        &mut strides.v,
+        &mut strides.o,
+    ] {
+        tensor.batch = 0;
+    }
+    Ok(strides)
+}
+
+impl FlashAttention {
+    /// [`Self::forward`] for a batch of sequences of variable length ([`VarlenShape`]),
+    /// enqueued on [`Self::stream`]: Q, K, V and O hold the sequences one after the other along
+    /// their sequence dimension, laid out as `options` say (`[total_tokens, heads, head_dim]`
+    /// with [`crate::Layout::Bshd`]; explicit strides' batch strides are not used), and `lse`,
+    /// if given, gets the logsumexp of each query row as `[heads_q, tokens_q]` f32, contiguous.
+    /// Each sequence is attended on its own, causal masking aligned to its own bottom right.
+    /// See [`plan_varlen`] for the kernel and the checks.
+    ///
+    /// The offsets are validated in full ([`VarlenShape::extents`]), then copied into a device
+    /// buffer of this instance on its stream (`cuMemcpyHtoDAsync`, ordered before the kernel
+    /// and after every earlier kernel that read the buffer). The buffer is allocated on the
+    /// first call that needs more room than it has, which synchronises (the stream, before the
+    /// old buffer is freed); calls after that allocate nothing and do not wait for the GPU.
+    /// [`Self::forward_varlen_raw`] takes offsets already on the device.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let extents = shape.extents()?;
+        let plan = plan_varlen(T::DTYPE, &extents, options)?;
+        let tensors = device_tensors(&plan, q, k, v, output, lse)?;
+        // Both lists in one buffer: one upload.
+        let offsets: Vec<u32> = [shape.cu_seqlens_q, shape.cu_seqlens_kv].concat();
+        let mut buffer = self
+            .varlen_offsets
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        CurrentContext::set_current(&self.kernels.context)?;
+        // A buffer that is too small goes first, once the kernels that read it (all on this
+        // instance's stream) have finished.
+        if buffer.as_ref().map_or(0, |b| b.len()) < offsets.len() {
+            if buffer.is_some() {
+                self.stream.synchronize()?;
+            }
+            *buffer = None;
+            *buffer = Some(DeviceBuffer::zeroed(offsets.len())?);
+        }
+        let Some(device) = buffer.as_mut() else {
+            unreachable!("the buffer was made above");
+        };
+        let mut device = device.index(..offsets.len());
+        // SAFETY: the lengths match. The copy is enqueued on this instance's stream, so it runs
+        // after every kernel enqueued before it (the only readers of this buffer, which the
+        // lock keeps to one upload-and-launch at a time) and before the kernel below. From
+        // pageable memory, cuMemcpyHtoDAsync stages the source before it returns (CUDA's
+        // API synchronisation behaviour), so `offsets` may go when this call returns.
+        unsafe { device.async_copy_from(&offsets[..], &self.stream)? };
+        let cu_seqlens_q = device.as_device_ptr().as_raw();
+        let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
+        // SAFETY: as in `forward`; the offsets were validated on the host against the token
+        // counts that the buffers were checked for, and the longest sequences against the
+        // grid; the device copy lives in this instance until a larger one replaces it, after
+        // a synchronisation of the stream, or until the instance goes (cuMemFree waits for
+        // outstanding work, as for the tensors in `forward`).
+        unsafe {
+            self.launch(
+                self.stream.as_inner(),
+                plan,
+                tensors,
+                Some(SequenceBuffers {
+                    cu_seqlens_q,
+                    cu_seqlens_kv,
+                    ..SequenceBuffers::default()
+                }),
+            )
+        }
+    }
+
+    /// As [`Self::forward_varlen`] with raw device addresses, offsets already on the device and
+    /// a caller's stream: it neither allocates nor synchronises, so it can be captured in a
+    /// CUDA graph. It validates the extents ([`plan_varlen`]) and the addresses' alignment
+    /// (offsets 4-byte aligned and not 0); it cannot read the offsets, nor check sizes.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_raw`], with the packed tensors of `extents` (the lengths
+    /// [`plan_varlen`]`(..).required()` gives; `[heads_q, tokens_q]` f32 for `lse`), and:
+    /// - `offsets.cu_seqlens_q` and `offsets.cu_seqlens_kv` are device addresses of
+    ///   `extents.batch + 1` u32 each, alive and unchanged until the kernel finishes;
+    /// - each list satisfies what [`VarlenShape::extents`] checks on the host: it starts at 0
+    ///   and never decreases; the query list ends at `extents.tokens_q` (or before) and the key
+    ///   list at `extents.tokens_kv` (or before);
+    /// - no sequence has more than `extents.max_seq_len_q` queries or
+    ///   `extents.max_seq_len_kv` keys (the grid and the key range are sized by them: a longer
+    ///   sequence would be computed in part, and one past [`crate::MAX_SEQ_LEN`] would overflow
+    ///   the kernel's 32-bit mask arithmetic).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_varlen_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        offsets: RawSeqOffsets,
+        extents: &VarlenExtents,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = plan_varlen(dtype, extents, options)?;
+        // 0 would read as "no offsets": every sequence at token 0 of the packed tensors.
+        for (tensor, address) in [
+            ("cu_seqlens_q", offsets.cu_seqlens_q),
+            ("cu_seqlens_kv", offsets.cu_seqlens_kv),
+        ] {
+            if address == 0 {
+                return Err(Error::MisalignedBuffer { tensor, address });
+            }
+        }
+        self.launch(
+            stream.into().0.cast(),
+            plan,
+            tensors,
+            Some(SequenceBuffers {
+                cu_seqlens_q: offsets.cu_seqlens_q,
+                cu_seqlens_kv: offsets.cu_seqlens_kv,
+                ..SequenceBuffers::default()
+            }),
+        )
+    }
+}
