@@ -117,6 +117,8 @@ if wants sanitizer; then
     # The serving kernels (KV cache, split-KV with its last-block combine), split and not.
     for tool in memcheck racecheck synccheck initcheck; do
         sanitize "$tool-serving" "$tool" kv_cache::every_serving_kernel_on_a_small_cache
+        # Every paged kernel, with a page index past the cache in one sequence of each run.
+        sanitize "$tool-paged" "$tool" paged::every_paged_kernel_on_a_small_cache
     done
     sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls

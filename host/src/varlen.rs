@@ -234,7 +234,7 @@ pub fn plan_varlen(
         ..*options
     };
     let checked = check_problem(dtype, &longest, &packed, Variant::Serving, || {
-        serving_kernel(dtype, extents.head_dim)
+        serving_kernel(dtype, extents.head_dim, Variant::Serving)
     })?;
     let (kernel, strides) = (checked.kernel, checked.strides);
     // The check above covered the longest sequence's rows; the output holds `tokens_q`.
