@@ -1,6 +1,8 @@
 //! Times decode against a KV cache (`forward_kv_cache`) with CUDA events around back-to-back
 //! launches, at the serving issue's shapes (fp16 and bf16, D=128, one query row, 32 query heads
-//! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate. Then a
+//! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate; the same
+//! problems in paged caches (`forward_paged_kv_cache`, pages of 16, 64 and 256 keys in a
+//! shuffled block table) against the contiguous time. Then a
 //! variable-length prefill (`forward_varlen`): 16 sequences of lengths spread between 128 and
 //! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
 //! kernel (`forward`) on a batch of 16 sequences of the mean length.
@@ -14,7 +16,7 @@ use flash_attn::reference::random_normal;
 use flash_attn::rng::SplitMix64;
 use flash_attn::{
     plan, plan_kv_cache, plan_varlen, AttentionShape, Element, Error, FlashAttention,
-    ForwardOptions, Layout, VarlenShape,
+    ForwardOptions, Layout, PagedKvCache, VarlenShape,
 };
 use flash_attn_tools::timing::time_launches;
 use half::{bf16, f16};
@@ -57,9 +59,54 @@ fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
             plan.splits(),
             times.host_us_per_launch
         );
+        // The same problem in a paged cache: the same keys, scattered over pages in a random
+        // order (a permutation per page size), against the contiguous median above.
+        for page_size in PAGE_SIZES {
+            let pages_per_sequence = length / page_size;
+            let paged = PagedKvCache {
+                num_pages: batch * pages_per_sequence,
+                page_size,
+                pages_per_sequence,
+            };
+            let mut table: Vec<u32> = (0..paged.num_pages as u32).collect();
+            let mut rng = SplitMix64::new(page_size as u64);
+            for i in (1..table.len()).rev() {
+                table.swap(i, rng.below(i + 1));
+            }
+            let table = DeviceBuffer::from_slice(&table)?;
+            // The pages hold other values than the contiguous cache: the timing does not
+            // depend on them.
+            let times = time_launches(gpu.stream(), 50, 30, 100, || {
+                gpu.forward_paged_kv_cache(
+                    &q,
+                    &k,
+                    &v,
+                    &table,
+                    &lens,
+                    &mut output,
+                    None,
+                    shape,
+                    &paged,
+                    &options,
+                )
+            })?;
+            let paged_median = times.median();
+            println!(
+                "{name} B={batch} L={length} paged {page_size}: {paged_median:.1} us (p10-p90 \
+                 {:.1}-{:.1}), K+V {:.2} TB/s, {:.3}x the contiguous cache's time",
+                times.quantile(0.1),
+                times.quantile(0.9),
+                bytes / (paged_median * 1e-6) / 1e12,
+                paged_median / median
+            );
+        }
     }
     Ok(())
 }
+
+/// The page sizes timed against the contiguous cache: the issue's bounds (16: within 10%; 64
+/// and above: within 5%) and the largest.
+const PAGE_SIZES: [usize; 3] = [16, 64, 256];
 
 fn main() -> Result<(), Error> {
     let gpu = FlashAttention::new()?;
