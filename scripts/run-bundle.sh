@@ -119,6 +119,8 @@ if wants sanitizer; then
         sanitize "$tool-serving" "$tool" kv_cache::every_serving_kernel_on_a_small_cache
         # Every paged kernel, with a page index past the cache in one sequence of each run.
         sanitize "$tool-paged" "$tool" paged::every_paged_kernel_on_a_small_cache
+        # Every serving kernel on a ragged variable-length batch.
+        sanitize "$tool-varlen" "$tool" varlen::every_serving_kernel_on_a_small_ragged_batch
     done
     sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls
