@@ -34,6 +34,7 @@ export FLASH_ATTN_KERNELS=all
 
 gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
+serving_bench=$(cargo bench --bench serving --no-run --message-format=json | executable_of serving)
 timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
 load_time=$(cargo build --release -p flash-attn-tools --bin flash-attn-load-time --message-format=json | executable_of flash-attn-load-time)
 tune=$(cargo build --release -p flash-attn-tools --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
@@ -42,13 +43,14 @@ decode_timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-decod
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"
+cp "$serving_bench" "$bundle/serving-bench"
 cp "$timing" "$bundle/flash-attn-timing"
 cp "$load_time" "$bundle/flash-attn-load-time"
 cp "$tune" "$bundle/flash-attn-tune"
 cp "$regression" "$bundle/flash-attn-regression"
 cp "$decode_timing" "$bundle/flash-attn-decode-timing"
 cp scripts/decode_peers.py "$bundle/"
-strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/flash-attn-timing" \
+strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/serving-bench" "$bundle/flash-attn-timing" \
     "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune" "$bundle/flash-attn-regression"
 cp scripts/run-bundle.sh "$bundle/run.sh"
 cp scripts/peer_compare.py "$bundle/"

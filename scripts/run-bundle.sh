@@ -185,6 +185,7 @@ fi
 # 3. The criterion benchmark.
 if wants bench; then
     ./forward-bench --bench 2>&1 | tee "$out/bench.log" | grep -E "forward_|time:|thrpt:"
+    ./serving-bench --bench 2>&1 | tee "$out/serving-bench.log" | grep -E "decode_|varlen_|time:|thrpt:"
 fi
 
 # 4. Our timings (the kernel the default API dispatches to), then the peer comparison on the

@@ -6,6 +6,61 @@ use cust::stream::Stream;
 use flash_attn::{AttentionShape, Error, ForwardKernel};
 use serde::{Deserialize, Serialize};
 
+/// The decode shapes `(batch, cache length)` of the serving issue (D=128, one query row, 32
+/// query heads over 8 K/V heads), timed by the serving benchmark and `flash-attn-decode-timing`.
+pub const DECODE_SHAPES: [(usize, usize); 3] = [(8, 8192), (1, 32768), (64, 2048)];
+
+/// The decode problem at one of [`DECODE_SHAPES`].
+pub fn decode_shape(batch: usize, cache_length: usize) -> AttentionShape {
+    AttentionShape {
+        batch,
+        heads_q: 32,
+        heads_kv: 8,
+        seq_len_q: 1,
+        seq_len_kv: cache_length,
+        head_dim: 128,
+    }
+}
+
+/// The page sizes timed against the contiguous cache: the issue's bounds (16: within 10%; 64
+/// and above: within 5%) and the largest.
+pub const PAGE_SIZES: [usize; 3] = [16, 64, 256];
+
+/// A paged cache holding `batch` full sequences of `cache_length` keys in pages of
+/// `page_size`, and its block table: every page used once, in an order shuffled with
+/// `page_size` as the seed.
+pub fn shuffled_pages(
+    batch: usize,
+    cache_length: usize,
+    page_size: usize,
+) -> (flash_attn::PagedKvCache, Vec<u32>) {
+    let pages_per_sequence = cache_length / page_size;
+    let paged = flash_attn::PagedKvCache {
+        num_pages: batch * pages_per_sequence,
+        page_size,
+        pages_per_sequence,
+    };
+    let mut table: Vec<u32> = (0..paged.num_pages as u32).collect();
+    let mut rng = flash_attn::rng::SplitMix64::new(page_size as u64);
+    for i in (1..table.len()).rev() {
+        table.swap(i, rng.below(i + 1));
+    }
+    (paged, table)
+}
+
+/// The varlen prefill batch: 16 sequences of lengths drawn uniformly from 128..=4096 with seed
+/// 2026, as cumulative offsets (queries and keys alike).
+pub fn varlen_prefill_offsets() -> Vec<u32> {
+    let (sequences, shortest, longest) = (16, 128, 4096);
+    let mut rng = flash_attn::rng::SplitMix64::new(2026);
+    let mut offsets = vec![0u32];
+    for _ in 0..sequences {
+        let length = shortest + rng.below(longest - shortest + 1);
+        offsets.push(offsets[offsets.len() - 1] + length as u32);
+    }
+    offsets
+}
+
 /// The shapes `(batch, heads, seq_len, head_dim)` of the peer table in the project's anchors,
 /// timed by the benchmarks and the timing tool; the seed shape first.
 pub const ANCHOR_SHAPES: [(usize, usize, usize, usize); 6] = [

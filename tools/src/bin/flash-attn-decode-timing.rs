@@ -13,27 +13,18 @@
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::rng::SplitMix64;
 use flash_attn::{
     plan, plan_kv_cache, plan_varlen, AttentionShape, Element, Error, FlashAttention,
-    ForwardOptions, Layout, PagedKvCache, VarlenShape,
+    ForwardOptions, Layout, VarlenShape,
 };
-use flash_attn_tools::timing::time_launches;
+use flash_attn_tools::timing::{
+    decode_shape, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_SHAPES, PAGE_SIZES,
+};
 use half::{bf16, f16};
-
-/// (batch, cache length): the two shapes and its large-batch one.
-const DECODE_SHAPES: [(usize, usize); 3] = [(8, 8192), (1, 32768), (64, 2048)];
 
 fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
     for (batch, length) in DECODE_SHAPES {
-        let shape = AttentionShape {
-            batch,
-            heads_q: 32,
-            heads_kv: 8,
-            seq_len_q: 1,
-            seq_len_kv: length,
-            head_dim: 128,
-        };
+        let shape = decode_shape(batch, length);
         let options = ForwardOptions {
             layout: Layout::Bshd,
             ..ForwardOptions::default()
@@ -62,17 +53,7 @@ fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
         // The same problem in a paged cache: the same keys, scattered over pages in a random
         // order (a permutation per page size), against the contiguous median above.
         for page_size in PAGE_SIZES {
-            let pages_per_sequence = length / page_size;
-            let paged = PagedKvCache {
-                num_pages: batch * pages_per_sequence,
-                page_size,
-                pages_per_sequence,
-            };
-            let mut table: Vec<u32> = (0..paged.num_pages as u32).collect();
-            let mut rng = SplitMix64::new(page_size as u64);
-            for i in (1..table.len()).rev() {
-                table.swap(i, rng.below(i + 1));
-            }
+            let (paged, table) = shuffled_pages(batch, length, page_size);
             let table = DeviceBuffer::from_slice(&table)?;
             // The pages hold other values than the contiguous cache: the timing does not
             // depend on them.
@@ -104,10 +85,6 @@ fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// The page sizes timed against the contiguous cache: the bounds (16: within 10%; 64
-/// and above: within 5%) and the largest.
-const PAGE_SIZES: [usize; 3] = [16, 64, 256];
-
 fn main() -> Result<(), Error> {
     let gpu = FlashAttention::new()?;
     println!(
@@ -121,28 +98,19 @@ fn main() -> Result<(), Error> {
     Ok(())
 }
 
-/// The variable-length prefill: sequences, the range of their lengths, and the seed that draws
-/// them.
-const VARLEN_SEQUENCES: usize = 16;
-const VARLEN_LENGTHS: (usize, usize) = (128, 4096);
-const VARLEN_SEED: u64 = 2026;
-
 /// Times `forward_varlen` on the ragged prefill (queries and keys of the same length per
 /// sequence) and `forward` on the dense batch of the mean length, fp16, D=128, GQA 32/8.
 fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
     let (heads_q, heads_kv, head_dim) = (32, 8, 128);
-    let mut rng = SplitMix64::new(VARLEN_SEED);
-    let (shortest, longest) = VARLEN_LENGTHS;
-    let lengths: Vec<usize> = (0..VARLEN_SEQUENCES)
-        .map(|_| shortest + rng.below(longest - shortest + 1))
+    let cu_seqlens = varlen_prefill_offsets();
+    let sequences = cu_seqlens.len() - 1;
+    let lengths: Vec<u32> = cu_seqlens
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
         .collect();
-    let mut cu_seqlens = vec![0u32];
-    for &length in &lengths {
-        cu_seqlens.push(cu_seqlens[cu_seqlens.len() - 1] + length as u32);
-    }
-    let tokens = cu_seqlens[VARLEN_SEQUENCES] as usize;
-    let mean = tokens.div_ceil(VARLEN_SEQUENCES);
-    println!("varlen prefill: {VARLEN_SEQUENCES} sequences of {lengths:?} tokens ({tokens} in all, mean {mean})");
+    let tokens = cu_seqlens[sequences] as usize;
+    let mean = tokens.div_ceil(sequences);
+    println!("varlen prefill: {sequences} sequences of {lengths:?} tokens ({tokens} in all, mean {mean})");
     let shape = VarlenShape {
         cu_seqlens_q: &cu_seqlens,
         cu_seqlens_kv: &cu_seqlens,
@@ -151,7 +119,7 @@ fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
         head_dim,
     };
     let dense = AttentionShape {
-        batch: VARLEN_SEQUENCES,
+        batch: sequences,
         heads_q,
         heads_kv,
         seq_len_q: mean,
@@ -186,7 +154,7 @@ fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
             gpu.forward(&q, &k, &v, &mut output, None, dense, &options)
         })?;
         report(
-            &format!("dense B={VARLEN_SEQUENCES} S={mean} causal={causal}"),
+            &format!("dense B={sequences} S={mean} causal={causal}"),
             &dense_times,
             dense.flops(causal),
             dense_plan.kernel().entry,
