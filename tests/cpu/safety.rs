@@ -13,8 +13,9 @@
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
 
 use flash_attn::{
-    plan, AttentionShape, BufferLengths, Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan,
-    Layout, TensorStrides, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    plan, plan_kv_cache, plan_paged_kv_cache, AttentionShape, BufferLengths, Dtype, Error,
+    ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, TensorStrides,
+    FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -408,6 +409,9 @@ fn is_specific(error: &Error) -> bool {
             | Error::InvalidSoftmaxScale { .. }
             | Error::UnknownKernel { .. }
             | Error::KernelVariantMismatch { .. }
+            | Error::UnsupportedPageSize { .. }
+            | Error::PagedCapacityMismatch { .. }
+            | Error::PagedStridesMismatch { .. }
     )
 }
 
@@ -581,5 +585,200 @@ fn a_scale_that_overflows_in_log2_space_is_rejected() {
         )
         .map(|plan| plan.grid()),
         Err(Error::InvalidSoftmaxScale { scale: f32::MAX })
+    );
+}
+
+/// A KV-cache case: a dense case's shape and options, and (paged) a page size and page count.
+#[derive(Clone, Debug)]
+struct CacheCase {
+    case: Case,
+    paged: Option<(usize, usize)>,
+}
+
+fn cache_case() -> impl Strategy<Value = CacheCase> {
+    let page_size = prop_oneof![
+        8 => prop::sample::select(vec![16usize, 32, 64, 128, 256]),
+        1 => prop::sample::select(vec![0usize, 8, 48, 512]),
+    ];
+    (
+        case(),
+        prop::option::weighted(0.5, (page_size, dimension())),
+    )
+        .prop_map(|(mut case, paged)| {
+            if let Some((page_size, _)) = paged {
+                // The capacity in whole pages, so that most paged cases are valid; K and V in
+                // the pages' own layout.
+                let pages = case.shape.seq_len_kv.div_ceil(page_size.max(1));
+                case.shape.seq_len_kv = pages.saturating_mul(page_size);
+                case.options.strides = None;
+            }
+            CacheCase { case, paged }
+        })
+}
+
+/// Plans a KV-cache case as `forward_kv_cache` / `forward_paged_kv_cache` would.
+fn validate_cache(
+    cache: &CacheCase,
+) -> Result<(LaunchPlan, BufferLengths, Option<PagedKvCache>), Error> {
+    let case = &cache.case;
+    let (plan, paged) = match cache.paged {
+        None => (
+            plan_kv_cache(case.dtype, &case.shape, &case.options, case.sm_count)?,
+            None,
+        ),
+        Some((page_size, num_pages)) => {
+            let paged = PagedKvCache {
+                num_pages,
+                page_size,
+                pages_per_sequence: case.shape.seq_len_kv / page_size.max(1),
+            };
+            (
+                plan_paged_kv_cache(
+                    case.dtype,
+                    &case.shape,
+                    &paged,
+                    &case.options,
+                    case.sm_count,
+                )?,
+                Some(paged),
+            )
+        }
+    };
+    let buffers = buffers(case, &plan);
+    plan.check_buffers(&buffers)?;
+    Ok((plan, buffers, paged))
+}
+
+/// Checks an accepted KV-cache launch against the kernel's addressing: every block's query and
+/// output rows (in the packed view of decode with grouped heads) are the rows of the problem
+/// as given and inside their buffers, the logsumexps inside theirs, every key row the block may
+/// read inside K and V (every page's, for a paged cache), and the split-KV ranges and workspace
+/// consistent.
+fn check_accepted_cache(
+    cache: &CacheCase,
+    plan: &LaunchPlan,
+    buffers: &BufferLengths,
+    paged: Option<PagedKvCache>,
+) {
+    let shape = &cache.case.shape;
+    let params = plan.params();
+    let sequences = plan.sequences().expect("a serving plan");
+    let tile = plan.kernel().spec.tile;
+    assert!(plan.kernel().spec.variant.is_serving());
+    assert_eq!(plan.kernel().spec.variant.is_paged(), paged.is_some());
+    let given = expected_strides(&cache.case).expect("accepted strides fit in u64");
+    let (heads, rows, d) = (params.heads_q, params.seq_len_q, shape.head_dim as u64);
+    let group = (shape.heads_q / shape.heads_kv) as u32;
+    let packed = heads as usize != shape.heads_q;
+    assert!(!packed || (shape.seq_len_q == 1 && heads as usize == shape.heads_kv));
+    let splits = sequences.splits;
+    let query_blocks = rows.div_ceil(tile.block_m as u32);
+    assert_eq!(sequences.query_blocks, query_blocks);
+    assert_eq!(
+        plan.grid(),
+        (query_blocks * splits, heads, shape.batch as u32)
+    );
+    // Split-KV: whole key blocks per split, every split non-empty, together every key.
+    let (keys, per_split) = (params.seq_len_kv as u64, sequences.keys_per_split as u64);
+    assert!(splits >= 1 && splits as usize <= flash_attn::MAX_SPLITS);
+    assert!(per_split.is_multiple_of(tile.block_n as u64));
+    assert!(splits as u64 * per_split >= keys && (splits as u64 - 1) * per_split < keys);
+    if splits > 1 {
+        let partial_rows = shape.batch as u64 * rows as u64;
+        assert_eq!(sequences.partial_rows as u64, partial_rows);
+        let workspace = splits as u64 * heads as u64 * partial_rows * (d + 1) * 4;
+        assert!(plan.workspace_bytes() as u64 >= workspace);
+        assert_eq!(
+            plan.counters() as u64,
+            shape.batch as u64 * heads as u64 * query_blocks as u64
+        );
+    }
+    let lse_elements = (shape.batch * shape.heads_q * shape.seq_len_q) as u128;
+    for batch in [0, shape.batch as u32 - 1] {
+        for head in [0, heads - 1] {
+            for row in [0, rows - 1] {
+                // The problem's (query head, row) behind this packed one.
+                let (original_head, original_row) = if packed {
+                    (head * group + row, 0)
+                } else {
+                    (head, row)
+                };
+                for (tensor, strides, original, length) in [
+                    ("q", &params.q_strides, &given.q, buffers.q),
+                    ("o", &params.o_strides, &given.o, buffers.o),
+                ] {
+                    let at = kernel_offset(strides, batch, head, row as u64, 0);
+                    let want =
+                        kernel_offset(original, batch, original_head, original_row as u64, 0);
+                    assert_eq!(at, want, "{tensor} row ({batch}, {head}, {row})");
+                    assert!(at + d as u128 <= length as u128, "{tensor} past its buffer");
+                }
+                let lse = kernel_offset(&sequences.lse_strides, batch, head, row as u64, 0);
+                let want = (batch as u128 * shape.heads_q as u128 + original_head as u128)
+                    * shape.seq_len_q as u128
+                    + original_row as u128;
+                assert_eq!(lse, want, "logsumexp row ({batch}, {head}, {row})");
+                assert!(lse < lse_elements);
+                let kv_head = head / params.kv_group_size;
+                assert!((kv_head as usize) < shape.heads_kv);
+                // The key rows a block reads: any used row (the kernel clamps the used length
+                // to the capacity), of any page below `num_pages` when paged.
+                for (tensor, strides, length) in [
+                    ("k", &params.k_strides, buffers.k),
+                    ("v", &params.v_strides, buffers.v),
+                ] {
+                    let end = match paged {
+                        None => kernel_offset(strides, batch, kv_head, keys - 1, d),
+                        Some(paged) => {
+                            kernel_offset(strides, 0, kv_head, paged.page_size as u64 - 1, d)
+                                + (paged.num_pages as u128 - 1) * strides.batch as u128
+                        }
+                    };
+                    assert!(
+                        end <= length as u128,
+                        "{tensor} read past its buffer: {end} > {length}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 4000, ..Config::default() })]
+
+    #[test]
+    fn kv_cache_validation_accepts_only_launches_that_stay_inside_their_buffers(
+        cache in cache_case()
+    ) {
+        match validate_cache(&cache) {
+            Ok((plan, buffers, paged)) => check_accepted_cache(&cache, &plan, &buffers, paged),
+            Err(error) => prop_assert!(is_specific(&error), "{error:?}"),
+        }
+    }
+}
+
+/// The KV-cache property is only as strong as its accepted cases: contiguous and paged ones,
+/// split and not, packed and not.
+#[test]
+fn the_kv_cache_generator_reaches_every_kind_of_plan() {
+    let mut runner = TestRunner::deterministic();
+    let mut seen = [0usize; 4]; // contiguous, paged, split, packed
+    let mut rejected = 0;
+    for _ in 0..4000 {
+        let cache = cache_case().new_tree(&mut runner).unwrap().current();
+        match validate_cache(&cache) {
+            Ok((plan, _, paged)) => {
+                seen[paged.is_some() as usize] += 1;
+                seen[2] += (plan.splits() > 1) as usize;
+                seen[3] += (plan.params().heads_q as usize != cache.case.shape.heads_q) as usize;
+            }
+            Err(_) => rejected += 1,
+        }
+    }
+    eprintln!("contiguous, paged, split, packed: {seen:?}; {rejected} rejected");
+    assert!(
+        seen.iter().all(|&count| count >= 20) && rejected >= 200,
+        "{seen:?}, {rejected}"
     );
 }
