@@ -47,6 +47,18 @@ use crate::smem::SharedTile;
 #[repr(C, align(128))]
 struct SharedMemoryBase;
 
+/// How the `32 * warps` threads of a block split the 16-byte copies of a tile of `rows` rows of
+/// `row_chunks` chunks: `(copies per thread, rows between a thread's copies)`. Each thread copies
+/// one chunk column; a tile that does not split so is a compile error.
+const fn thread_copies(rows: usize, warps: usize, row_chunks: usize) -> (usize, usize) {
+    let threads = 32 * warps;
+    assert!(
+        (rows * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
+        "a tile must split into whole rows of 16-byte chunks per thread"
+    );
+    (rows * row_chunks / threads, threads / row_chunks)
+}
+
 /// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile.
 ///
 /// # Safety
@@ -60,14 +72,7 @@ unsafe fn copy_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usiz
     thread: usize,
 ) {
     // Each thread copies the same chunk column of rows `first + i * rows_per_copy`.
-    let (copies_per_thread, rows_per_copy) = const {
-        let (threads, row_chunks) = (32 * WARPS, Tile::ROW_CHUNKS);
-        assert!(
-            (ROWS * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
-            "a tile must split into whole rows of 16-byte chunks per thread"
-        );
-        (ROWS * row_chunks / threads, threads / row_chunks)
-    };
+    let (copies_per_thread, rows_per_copy) = const { thread_copies(ROWS, WARPS, Tile::ROW_CHUNKS) };
     let row_chunks = Tile::ROW_CHUNKS;
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
     if source.first_row + ROWS as u32 <= source.rows {
@@ -113,14 +118,7 @@ unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS
     source: PagedRows,
     thread: usize,
 ) {
-    let (copies_per_thread, rows_per_copy) = const {
-        let (threads, row_chunks) = (32 * WARPS, Tile::ROW_CHUNKS);
-        assert!(
-            (ROWS * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
-            "a tile must split into whole rows of 16-byte chunks per thread"
-        );
-        (ROWS * row_chunks / threads, threads / row_chunks)
-    };
+    let (copies_per_thread, rows_per_copy) = const { thread_copies(ROWS, WARPS, Tile::ROW_CHUNKS) };
     let row_chunks = Tile::ROW_CHUNKS;
     let (first, chunk) = (thread / row_chunks, thread % row_chunks);
     for copy in 0..copies_per_thread {
