@@ -582,13 +582,14 @@ pub const MAX_SPLITS: usize = 128;
 /// whose waves are at least 85% as full as the best count's, skipping counts that leave the
 /// same number of key blocks per split as one fewer split.
 pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
-    let slots = 2 * sm_count.max(1);
-    if blocks * 5 >= slots * 4 || key_blocks <= 1 {
+    // In u128: `sm_count` is the caller's, and no product of these may wrap.
+    let slots = 2 * sm_count.max(1) as u128;
+    if blocks as u128 * 5 >= slots * 4 || key_blocks <= 1 {
         return 1;
     }
-    let max_splits = MAX_SPLITS.min(slots).min(key_blocks);
+    let max_splits = (MAX_SPLITS as u128).min(slots).min(key_blocks as u128) as usize;
     let efficiency = |splits: usize| {
-        let work = blocks * splits;
+        let work = blocks as u128 * splits as u128;
         work as f64 / (work.div_ceil(slots) * slots) as f64
     };
     let distinct = |splits: usize| {
@@ -792,9 +793,21 @@ fn plan_cache(
     let splits = key_blocks.div_ceil(blocks_per_split);
     let partial_rows = shape.batch * params.seq_len_q as usize;
     let (workspace_bytes, counters) = if splits > 1 {
-        let rows = splits * params.heads_q as usize * partial_rows;
+        // Sizes within the limits above keep `counters` below 2^62; the workspace's bytes can
+        // pass the address space where a caller's `sm_count` splits a huge batch.
+        let bytes = (splits as u128)
+            * params.heads_q as u128
+            * partial_rows as u128
+            * (shape.head_dim as u128 + 1)
+            * 4;
+        if bytes > MAX_TENSOR_BYTES as u128 {
+            return Err(Error::TensorTooLarge {
+                tensor: "workspace",
+                dimension: "batch",
+            });
+        }
         (
-            rows * (shape.head_dim + 1) * 4,
+            bytes as usize,
             shape.batch * params.heads_q as usize * query_blocks,
         )
     } else {
