@@ -129,6 +129,17 @@ struct Workspace {
     counters: Option<DeviceBuffer<u32>>,
 }
 
+/// [`Error::CacheLengthsTooShort`] unless `cache_lens` holds one length per sequence.
+fn check_cache_lens(cache_lens: &DeviceSlice<u32>, batch: usize) -> Result<(), Error> {
+    if cache_lens.len() < batch {
+        return Err(Error::CacheLengthsTooShort {
+            lengths: cache_lens.len(),
+            batch,
+        });
+    }
+    Ok(())
+}
+
 /// The device buffers a serving kernel reads besides the tensors: the sequence offsets of a
 /// variable-length batch, the used key counts of a KV cache and the block table of a paged one
 /// (0: none), and the split-KV workspace.
@@ -282,12 +293,7 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_kv_cache(T::DTYPE, &shape, options, self.sm_count())?;
-        if cache_lens.len() < shape.batch {
-            return Err(Error::CacheLengthsTooShort {
-                lengths: cache_lens.len(),
-                batch: shape.batch,
-            });
-        }
+        check_cache_lens(cache_lens, shape.batch)?;
         let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),
@@ -318,12 +324,7 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_paged_kv_cache(T::DTYPE, &shape, paged, options, self.sm_count())?;
-        if cache_lens.len() < shape.batch {
-            return Err(Error::CacheLengthsTooShort {
-                lengths: cache_lens.len(),
-                batch: shape.batch,
-            });
-        }
+        check_cache_lens(cache_lens, shape.batch)?;
         if block_table.len() < plan.block_table_len() {
             return Err(Error::BlockTableTooShort {
                 length: block_table.len(),

@@ -12,7 +12,7 @@ use flash_attn::{
 };
 use half::{bf16, f16};
 
-use crate::support::{fresh_seed, gpu};
+use crate::support::{assert_logsumexps, fresh_seed, gpu};
 
 /// One paged problem: random Q and pages (mean 0.5), a block table that scatters each
 /// sequence's pages over the cache in a seeded order (the pages no sequence uses hold NaN, and
@@ -182,19 +182,11 @@ impl<T: Element> PagedProblem<T> {
                 "sequence {b}: error beyond tolerance: {context}: ours {ours:?}, plain {plain:?}"
             );
             let rows_of_b = b * rows..(b + 1) * rows;
-            for (row, (&got, &want)) in lse[rows_of_b.clone()]
-                .iter()
-                .zip(&exact.logsumexp[rows_of_b])
-                .enumerate()
-            {
-                let got = got as f64;
-                let ok = if want == f64::NEG_INFINITY {
-                    got == f64::NEG_INFINITY
-                } else {
-                    (got - want).abs() <= 1e-3 * want.abs().max(1.0)
-                };
-                assert!(ok, "logsumexp row {row}: {got} vs {want}: {context}");
-            }
+            assert_logsumexps(
+                lse[rows_of_b.clone()].iter().map(|&x| x as f64),
+                &exact.logsumexp[rows_of_b],
+                &format!("sequence {b}: {context}"),
+            );
         }
     }
 }

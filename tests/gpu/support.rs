@@ -190,19 +190,25 @@ impl<T: Element> Problem<T> {
             within_tolerance(&ours, &plain),
             "error beyond tolerance: {context}: ours {ours:?}, plain {plain:?}"
         );
-        for (row, (&got, &want)) in run
-            .logsumexp
-            .iter()
-            .zip(&self.reference.logsumexp)
-            .enumerate()
-        {
-            let ok = if want == f64::NEG_INFINITY {
-                got == f64::NEG_INFINITY
-            } else {
-                (got - want).abs() <= 1e-3 * want.abs().max(1.0)
-            };
-            assert!(ok, "logsumexp of row {row}: {got} vs {want}: {context}");
-        }
+        assert_logsumexps(
+            run.logsumexp.iter().copied(),
+            &self.reference.logsumexp,
+            &context,
+        );
         ours
+    }
+}
+
+/// Asserts the logsumexp rule on `got` against the reference's `want`, row by row: within
+/// 1e-3 (relative, and absolute below 1), and -inf exactly where the reference has it (so NaN
+/// never passes).
+pub fn assert_logsumexps(got: impl IntoIterator<Item = f64>, want: &[f64], context: &str) {
+    for (row, (got, &want)) in got.into_iter().zip(want).enumerate() {
+        let ok = if want == f64::NEG_INFINITY {
+            got == f64::NEG_INFINITY
+        } else {
+            (got - want).abs() <= 1e-3 * want.abs().max(1.0)
+        };
+        assert!(ok, "logsumexp of row {row}: {got} vs {want}: {context}");
     }
 }

@@ -16,7 +16,7 @@ use flash_attn::{
 };
 use half::{bf16, f16};
 
-use crate::support::{fresh_seed, gpu, in_kernel_shard};
+use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard};
 
 /// Offsets `0, l0, l0 + l1, ...` of these sequence lengths.
 fn offsets(lengths: impl Iterator<Item = usize>) -> Vec<u32> {
@@ -216,20 +216,11 @@ impl<T: Element> VarlenProblem<T> {
             self.plain_error
         );
         assert_eq!(run.logsumexp.len(), self.reference.logsumexp.len());
-        for (row, (&got, &want)) in run
-            .logsumexp
-            .iter()
-            .zip(&self.reference.logsumexp)
-            .enumerate()
-        {
-            let got = got as f64;
-            let ok = if want == f64::NEG_INFINITY {
-                got == f64::NEG_INFINITY
-            } else {
-                (got - want).abs() <= 1e-3 * want.abs().max(1.0)
-            };
-            assert!(ok, "logsumexp row {row}: {got} vs {want}: {context}");
-        }
+        assert_logsumexps(
+            run.logsumexp.iter().map(|&x| x as f64),
+            &self.reference.logsumexp,
+            context,
+        );
     }
 
     /// Runs and asserts the tolerance rule against the reference.

@@ -315,8 +315,19 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         slice + (self.first_query as usize + row) * strides.seq as usize
     }
 
+    /// Elements between the logsumexps of consecutive query rows: 1 for the dense kernels,
+    /// `sequences.lse_strides.seq` for the serving ones.
+    #[inline(always)]
+    pub fn logsumexp_row_stride(&self, sequences: &SequenceParams) -> usize {
+        if SERVING {
+            sequences.lse_strides.seq as usize
+        } else {
+            1
+        }
+    }
+
     /// The logsumexp of this (batch, head) slice's query row 0: `seq_len_q` f32 from there, at
-    /// a stride of 1 for the dense kernels, `sequences.lse_strides.seq` for the serving ones.
+    /// [`Self::logsumexp_row_stride`].
     ///
     /// # Safety
     /// `params.lse` is not 0 (the kernel's launch contract sizes it).

@@ -107,11 +107,7 @@ pub unsafe fn write_logsumexp<const M_TILES: usize, const SERVING: bool>(
     // The four lanes of a quad hold the same rows: one of them writes.
     if params.lse != 0 && lane.position == 0 {
         let lse = info.logsumexp_row(params, sequences);
-        let stride = if SERVING {
-            sequences.lse_strides.seq as usize
-        } else {
-            1
-        };
+        let stride = info.logsumexp_row_stride(sequences);
         for m in 0..M_TILES {
             for half_m in 0..2 {
                 let row = info.first_query + (warp_row + lane.row(m, half_m)) as u32;
@@ -157,11 +153,7 @@ pub unsafe fn write_nan_rows<
     if params.lse != 0 && thread < BLOCK_M {
         let row = info.first_query + thread as u32;
         if row < info.seq_len_q {
-            let stride = if SERVING {
-                sequences.lse_strides.seq as usize
-            } else {
-                1
-            };
+            let stride = info.logsumexp_row_stride(sequences);
             *info
                 .logsumexp_row(params, sequences)
                 .add(row as usize * stride) = f32::NAN;

@@ -244,7 +244,7 @@ pub unsafe fn combine<
         if params.lse != 0 && lane == 0 {
             *info
                 .logsumexp_row(params, sequences)
-                .add((info.first_query + row) as usize * sequences.lse_strides.seq as usize) =
+                .add((info.first_query + row) as usize * info.logsumexp_row_stride(sequences)) =
                 logsumexp;
         }
         row += WARPS as u32;
