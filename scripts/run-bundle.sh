@@ -121,6 +121,8 @@ if wants sanitizer; then
         sanitize "$tool-paged" "$tool" paged::every_paged_kernel_on_a_small_cache
         # Every serving kernel on a ragged variable-length batch.
         sanitize "$tool-varlen" "$tool" varlen::every_serving_kernel_on_a_small_ragged_batch
+        # Every serving and paged kernel on a ragged batch of queries against a cache.
+        sanitize "$tool-varlen-cache" "$tool" varlen_cache::every_cache_kernel_on_a_small_batch
     done
     sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls

@@ -72,7 +72,10 @@ pub use problem::{
     AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout,
     PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
 };
-pub use varlen::{plan_varlen, RawSeqOffsets, VarlenExtents, VarlenShape};
+pub use varlen::{
+    plan_varlen, plan_varlen_kv_cache, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape,
+    VarlenExtents, VarlenShape,
+};
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
 /// whichever binding made it: cust's `Stream::as_inner()` converts directly, cudarc's
@@ -135,6 +138,18 @@ fn check_cache_lens(cache_lens: &DeviceSlice<u32>, batch: usize) -> Result<(), E
         return Err(Error::CacheLengthsTooShort {
             lengths: cache_lens.len(),
             batch,
+        });
+    }
+    Ok(())
+}
+
+/// [`Error::BlockTableTooShort`] unless `block_table` holds every entry that the paged `plan`
+/// reads.
+fn check_block_table(block_table: &DeviceSlice<u32>, plan: &LaunchPlan) -> Result<(), Error> {
+    if block_table.len() < plan.block_table_len() {
+        return Err(Error::BlockTableTooShort {
+            length: block_table.len(),
+            required: plan.block_table_len(),
         });
     }
     Ok(())
@@ -325,12 +340,7 @@ impl FlashAttention {
     ) -> Result<(), Error> {
         let plan = problem::plan_paged_kv_cache(T::DTYPE, &shape, paged, options, self.sm_count())?;
         check_cache_lens(cache_lens, shape.batch)?;
-        if block_table.len() < plan.block_table_len() {
-            return Err(Error::BlockTableTooShort {
-                length: block_table.len(),
-                required: plan.block_table_len(),
-            });
-        }
+        check_block_table(block_table, &plan)?;
         let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),

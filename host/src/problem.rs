@@ -7,6 +7,7 @@ use flash_attn_params::{
 };
 
 use crate::dispatch::dispatch_kernel;
+use crate::varlen::PackedQueries;
 use crate::{Error, ForwardKernel, FORWARD_KERNELS};
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
@@ -623,7 +624,7 @@ pub fn plan_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, options, sm_count)
+    plan_cache(dtype, shape, None, None, options, sm_count)
 }
 
 /// The geometry of a paged KV cache: K and V are each `[num_pages, page_size, heads_kv,
@@ -682,13 +683,16 @@ pub fn plan_paged_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, Some(paged), options, sm_count)
+    plan_cache(dtype, shape, None, Some(paged), options, sm_count)
 }
 
-/// [`plan_kv_cache`] (`paged` `None`) and [`plan_paged_kv_cache`].
-fn plan_cache(
+/// [`plan_kv_cache`] (`queries` and `paged` `None`), [`plan_paged_kv_cache`] and, with
+/// `queries`, [`crate::plan_varlen_kv_cache`]: then Q and O hold `queries` packed (their batch
+/// strides unused) and `shape.seq_len_q` is the longest sequence's query count.
+pub(crate) fn plan_cache(
     dtype: Dtype,
     shape: &AttentionShape,
+    queries: Option<PackedQueries>,
     paged: Option<&PagedKvCache>,
     options: &ForwardOptions,
     sm_count: usize,
@@ -698,11 +702,49 @@ fn plan_cache(
     } else {
         Variant::Serving
     };
-    let checked = check_problem(dtype, shape, options, variant, || {
-        serving_kernel(dtype, shape.head_dim, variant)
-    })?;
+    let default_kernel = || serving_kernel(dtype, shape.head_dim, variant);
+    let (checked, mut required) = match queries {
+        None => {
+            let checked = check_problem(dtype, shape, options, variant, default_kernel)?;
+            let required = batch_required(shape, &checked, &checked.kernel.spec.tile)?;
+            (checked, required)
+        }
+        Some(queries) => {
+            queries.check()?;
+            if shape.batch > MAX_GRID_YZ {
+                return Err(Error::ProblemTooLarge {
+                    dimension: "batch",
+                    value: shape.batch,
+                    limit: MAX_GRID_YZ,
+                });
+            }
+            // Q and O in the options' layout over the packed tokens (or their explicit
+            // strides), their batch strides 0; K and V as for a batch of caches.
+            let mut strides = options.resolved_strides(&AttentionShape {
+                seq_len_q: queries.tokens_q,
+                ..*shape
+            })?;
+            (strides.q.batch, strides.o.batch) = (0, 0);
+            let packed = ForwardOptions {
+                strides: Some(strides),
+                ..*options
+            };
+            // The dense checks on one sequence of the longest queries (all sequences share
+            // Q's rows: the offsets place them); the output's and the logsumexp's tokens
+            // below.
+            let longest = AttentionShape { batch: 1, ..*shape };
+            let checked = check_problem(dtype, &longest, &packed, variant, default_kernel)?;
+            let tile = checked.kernel.spec.tile;
+            let keys = batch_required(shape, &checked, &tile)?;
+            let required = BufferLengths {
+                k: keys.k,
+                v: keys.v,
+                ..queries.required(&longest, &checked.strides, &tile)?
+            };
+            (checked, required)
+        }
+    };
     let kernel = checked.kernel;
-    let mut required = batch_required(shape, &checked, &kernel.spec.tile)?;
     let mut params = checked.params;
     let mut paging = SequenceParams::DENSE;
     if let Some(paged) = paged {
@@ -755,14 +797,18 @@ fn plan_cache(
             ..SequenceParams::DENSE
         };
     }
-    let lse_heads = shape.seq_len_q as u64;
-    let mut lse_strides = TensorStrides {
-        batch: shape.heads_q as u64 * lse_heads,
-        head: lse_heads,
-        seq: 1,
-    };
+    let mut lse_strides = queries.map_or(
+        TensorStrides {
+            batch: (shape.heads_q * shape.seq_len_q) as u64,
+            head: shape.seq_len_q as u64,
+            seq: 1,
+        },
+        |queries| queries.lse_strides(),
+    );
     let group = shape.heads_q / shape.heads_kv;
-    if shape.seq_len_q == 1 && group > 1 {
+    // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
+    // the offsets.
+    if queries.is_none() && shape.seq_len_q == 1 && group > 1 {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
         // the same query position, which sees every used key (causal or not).
@@ -791,7 +837,10 @@ fn plan_cache(
     let blocks_per_split = key_blocks.div_ceil(splits);
     // No empty split: the count that this many key blocks per split needs.
     let splits = key_blocks.div_ceil(blocks_per_split);
-    let partial_rows = shape.batch * params.seq_len_q as usize;
+    // A workspace row per query row: `[batch, seq_len_q]` of them, or the packed tokens.
+    let partial_rows = queries.map_or(shape.batch * params.seq_len_q as usize, |queries| {
+        queries.tokens_q
+    });
     let (workspace_bytes, counters) = if splits > 1 {
         // Sizes within the limits above keep `counters` below 2^62; the workspace's bytes can
         // pass the address space where a caller's `sm_count` splits a huge batch.

@@ -521,19 +521,51 @@ pub fn attention_paged_kv_cache<T: Element>(
     causal: bool,
     precision: Precision,
 ) -> ReferenceOutput {
+    let (k_cache, v_cache, outside) =
+        gather_pages(k_pages, v_pages, block_table, cache_lens, &shape, paged);
+    let mut result = attention_kv_cache(
+        q,
+        &k_cache,
+        &v_cache,
+        cache_lens,
+        shape,
+        softmax_scale,
+        causal,
+        precision,
+    );
+    let (rows, d) = (shape.heads_q * shape.seq_len_q, shape.head_dim);
+    for b in (0..shape.batch).filter(|&b| outside[b]) {
+        result.output[b * rows * d..(b + 1) * rows * d].fill(f64::NAN);
+        result.logsumexp[b * rows..(b + 1) * rows].fill(f64::NAN);
+    }
+    result
+}
+
+/// The contiguous `[batch, heads_kv, seq_len_kv, head_dim]` K and V caches that a paged cache
+/// describes for `shape` (rows past a sequence's used keys, and every row of a sequence with a
+/// page outside the cache, are 0), and for each sequence whether its used keys lie in a page
+/// at or past `num_pages`.
+fn gather_pages<T: Element>(
+    k_pages: &[T],
+    v_pages: &[T],
+    block_table: &[u32],
+    cache_lens: &[u32],
+    shape: &AttentionShape,
+    paged: &crate::PagedKvCache,
+) -> (Vec<T>, Vec<T>, Vec<bool>) {
     let (d, page_size) = (shape.head_dim, paged.page_size);
     let used = |b: usize| (cache_lens[b] as usize).min(shape.seq_len_kv);
     let table = |b: usize| &block_table[b * paged.pages_per_sequence..][..paged.pages_per_sequence];
-    let outside = |b: usize| {
-        table(b)[..used(b).div_ceil(page_size)]
-            .iter()
-            .any(|&page| page as usize >= paged.num_pages)
-    };
-    // The contiguous `[batch, heads_kv, seq_len_kv, head_dim]` cache the pages describe (rows
-    // past a sequence's used keys, and every row of a sequence with a page outside, are 0).
+    let outside: Vec<bool> = (0..shape.batch)
+        .map(|b| {
+            table(b)[..used(b).div_ceil(page_size)]
+                .iter()
+                .any(|&page| page as usize >= paged.num_pages)
+        })
+        .collect();
     let gather = |pages: &[T]| -> Vec<T> {
         let mut cache = vec![T::from_f64(0.0); shape.kv_elements().unwrap()];
-        for b in (0..shape.batch).filter(|&b| !outside(b)) {
+        for b in (0..shape.batch).filter(|&b| !outside[b]) {
             for key in 0..used(b) {
                 let page = table(b)[key / page_size] as usize;
                 for h in 0..shape.heads_kv {
@@ -545,20 +577,119 @@ pub fn attention_paged_kv_cache<T: Element>(
         }
         cache
     };
-    let mut result = attention_kv_cache(
+    (gather(k_pages), gather(v_pages), outside)
+}
+
+/// [`attention_varlen`] of queries against a KV cache, as
+/// [`crate::FlashAttention::forward_varlen_kv_cache`] computes it: `q` is packed
+/// `[tokens_q, heads_q, head_dim]` as `shape.cu_seqlens_q` says, `k_cache` and `v_cache`
+/// `[batch, heads_kv, seq_len_kv, head_dim]`, and sequence `b` attends to its first
+/// `min(cache_lens[b], seq_len_kv)` keys: by definition, the variable-length batch whose keys
+/// are those used prefixes, packed. Results as [`attention_varlen`]'s. Panics if the offsets
+/// are invalid or a slice is shorter than the shape needs.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_varlen_kv_cache<T: Element>(
+    q: &[T],
+    k_cache: &[T],
+    v_cache: &[T],
+    cache_lens: &[u32],
+    shape: &crate::VarlenCacheShape,
+    softmax_scale: f64,
+    causal: bool,
+    precision: Precision,
+) -> ReferenceOutput {
+    let (heads_kv, capacity, d) = (shape.heads_kv, shape.seq_len_kv, shape.head_dim);
+    let batch = shape.cu_seqlens_q.len().saturating_sub(1);
+    let used: Vec<usize> = cache_lens[..batch]
+        .iter()
+        .map(|&used| (used as usize).min(capacity))
+        .collect();
+    // Sequence `b`'s used keys of every K/V head, token-major.
+    let pack = |cache: &[T]| -> Vec<T> {
+        let mut packed = Vec::new();
+        for (b, &used) in used.iter().enumerate() {
+            for key in 0..used {
+                for h in 0..heads_kv {
+                    let from = ((b * heads_kv + h) * capacity + key) * d;
+                    packed.extend_from_slice(&cache[from..from + d]);
+                }
+            }
+        }
+        packed
+    };
+    let cu_seqlens_kv: Vec<u32> = std::iter::once(0)
+        .chain(used.iter().scan(0u32, |end, &used| {
+            *end += u32_length(used);
+            Some(*end)
+        }))
+        .collect();
+    let packed = VarlenShape {
+        cu_seqlens_q: shape.cu_seqlens_q,
+        cu_seqlens_kv: &cu_seqlens_kv,
+        heads_q: shape.heads_q,
+        heads_kv,
+        head_dim: d,
+    };
+    attention_varlen(
         q,
-        &gather(k_pages),
-        &gather(v_pages),
+        &pack(k_cache),
+        &pack(v_cache),
+        &packed,
+        softmax_scale,
+        causal,
+        precision,
+    )
+}
+
+/// [`attention_varlen_kv_cache`] against a paged cache, as
+/// [`crate::FlashAttention::forward_varlen_paged_kv_cache`] computes it (see
+/// [`attention_paged_kv_cache`] for the pages and the block table). A sequence whose used keys
+/// lie in a page at or past `num_pages` gets NaN output rows and logsumexps.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_varlen_paged_kv_cache<T: Element>(
+    q: &[T],
+    k_pages: &[T],
+    v_pages: &[T],
+    block_table: &[u32],
+    cache_lens: &[u32],
+    shape: &crate::VarlenCacheShape,
+    paged: &crate::PagedKvCache,
+    softmax_scale: f64,
+    causal: bool,
+    precision: Precision,
+) -> ReferenceOutput {
+    let extents = shape
+        .extents()
+        .unwrap_or_else(|error| panic!("invalid offsets: {error}"));
+    let (k_cache, v_cache, outside) = gather_pages(
+        k_pages,
+        v_pages,
+        block_table,
+        cache_lens,
+        &extents.longest,
+        paged,
+    );
+    let mut result = attention_varlen_kv_cache(
+        q,
+        &k_cache,
+        &v_cache,
         cache_lens,
         shape,
         softmax_scale,
         causal,
         precision,
     );
-    let rows = shape.heads_q * shape.seq_len_q;
-    for b in (0..shape.batch).filter(|&b| outside(b)) {
-        result.output[b * rows * d..(b + 1) * rows * d].fill(f64::NAN);
-        result.logsumexp[b * rows..(b + 1) * rows].fill(f64::NAN);
+    let (heads_q, d, tokens_q) = (shape.heads_q, shape.head_dim, extents.tokens_q);
+    for (b, queries) in shape.cu_seqlens_q.windows(2).enumerate() {
+        if !outside[b] {
+            continue;
+        }
+        let queries = queries[0] as usize..queries[1] as usize;
+        result.output[queries.start * heads_q * d..queries.end * heads_q * d].fill(f64::NAN);
+        for head in 0..heads_q {
+            result.logsumexp[head * tokens_q + queries.start..head * tokens_q + queries.end]
+                .fill(f64::NAN);
+        }
     }
     result
 }

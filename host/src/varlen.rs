@@ -15,12 +15,15 @@
 
 use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
-use flash_attn_params::{Dtype, SequenceParams, TensorStrides, Variant};
+use flash_attn_params::{Dtype, SequenceParams, TensorStrides, TileConfig, Variant};
 
-use crate::problem::{check_problem, overlaps, serving_kernel, Rows, ELEMENT_BYTES, MAX_GRID_YZ};
+use crate::problem::{
+    check_problem, overlaps, plan_cache, serving_kernel, Rows, ELEMENT_BYTES, MAX_GRID_YZ,
+};
 use crate::{
-    device_tensors, AttentionShape, BufferLengths, Element, Error, FlashAttention, ForwardOptions,
-    ForwardStrides, LaunchPlan, RawStream, RawTensors, SequenceBuffers, MAX_TENSOR_BYTES,
+    check_block_table, check_cache_lens, device_tensors, AttentionShape, BufferLengths, Element,
+    Error, FlashAttention, ForwardOptions, ForwardStrides, LaunchPlan, PagedKvCache, RawStream,
+    RawTensors, RawWorkspace, SequenceBuffers, MAX_TENSOR_BYTES,
 };
 
 /// A batch of sequences of variable length, its offsets on the host.
@@ -193,32 +196,33 @@ pub fn plan_varlen(
     if extents.batch == 0 {
         return Err(Error::ZeroSizedDimension { dimension: "batch" });
     }
+    if extents.batch > MAX_GRID_YZ {
+        return Err(Error::ProblemTooLarge {
+            dimension: "batch",
+            value: extents.batch,
+            limit: MAX_GRID_YZ,
+        });
+    }
     // The offsets are u32, and so is the kernel's token arithmetic.
-    for (dimension, value, limit) in [
-        ("batch", extents.batch, MAX_GRID_YZ),
-        ("tokens_q", extents.tokens_q, u32::MAX as usize),
-        ("tokens_kv", extents.tokens_kv, u32::MAX as usize),
-    ] {
-        if value > limit {
-            return Err(Error::ProblemTooLarge {
-                dimension,
-                value,
-                limit,
-            });
-        }
+    if extents.tokens_kv > u32::MAX as usize {
+        return Err(Error::ProblemTooLarge {
+            dimension: "tokens_kv",
+            value: extents.tokens_kv,
+            limit: u32::MAX as usize,
+        });
     }
-    for (longest, value, tokens) in [
-        ("max_seq_len_q", extents.max_seq_len_q, extents.tokens_q),
-        ("max_seq_len_kv", extents.max_seq_len_kv, extents.tokens_kv),
-    ] {
-        if value > tokens {
-            return Err(Error::VarlenExtentsMismatch {
-                longest,
-                value,
-                tokens,
-            });
-        }
+    if extents.max_seq_len_kv > extents.tokens_kv {
+        return Err(Error::VarlenExtentsMismatch {
+            longest: "max_seq_len_kv",
+            value: extents.max_seq_len_kv,
+            tokens: extents.tokens_kv,
+        });
     }
+    let queries = PackedQueries {
+        tokens_q: extents.tokens_q,
+        max_seq_len_q: extents.max_seq_len_q,
+    };
+    queries.check()?;
     // The dense checks, on one sequence of the longest lengths in the packed tensors' strides
     // (batch stride 0: the token offsets place each sequence).
     let longest = AttentionShape {
@@ -237,60 +241,27 @@ pub fn plan_varlen(
         serving_kernel(dtype, extents.head_dim, Variant::Serving)
     })?;
     let (kernel, strides) = (checked.kernel, checked.strides);
-    // The check above covered the longest sequence's rows; the output holds `tokens_q`.
-    if overlaps(
-        &strides.o,
-        1,
-        extents.heads_q,
-        extents.tokens_q,
-        extents.head_dim,
-    ) {
-        return Err(Error::OverlappingOutput { strides: strides.o });
-    }
-    let lse_too_large = Error::TensorTooLarge {
-        tensor: "lse",
-        dimension: "seq",
-    };
-    let lse = extents
-        .heads_q
-        .checked_mul(extents.tokens_q)
-        .ok_or(lse_too_large.clone())?;
-    if lse as u128 * 4 > MAX_TENSOR_BYTES as u128 {
-        return Err(lse_too_large);
-    }
     let tile = kernel.spec.tile;
-    // The last query block of a sequence forms the addresses of up to `block_m - 1` rows past
-    // its end, and so past the last token (never dereferenced); likewise for the keys.
-    let q_rows = Rows {
-        batch: 1,
-        heads: extents.heads_q,
-        seq_len: extents.tokens_q,
-        padded_seq_len: extents.tokens_q + tile.block_m - 1,
-        head_dim: extents.head_dim,
-    };
+    let query_lengths = queries.required(&longest, &strides, &tile)?;
+    // The last key block of a sequence forms the addresses of up to `block_n - 1` rows past
+    // its end, and so past the last token (never dereferenced).
     let kv_rows = Rows {
+        batch: 1,
         heads: extents.heads_kv,
         seq_len: extents.tokens_kv,
         padded_seq_len: extents.tokens_kv + tile.block_n - 1,
-        ..q_rows
+        head_dim: extents.head_dim,
     };
     let required = BufferLengths {
-        q: q_rows.extent("q", &strides.q, ELEMENT_BYTES)?,
         k: kv_rows.extent("k", &strides.k, ELEMENT_BYTES)?,
         v: kv_rows.extent("v", &strides.v, ELEMENT_BYTES)?,
-        o: q_rows.extent("o", &strides.o, ELEMENT_BYTES)?,
-        lse: Some(lse),
+        ..query_lengths
     };
     // Both longest lengths are at most 2^30 (checked), so these fit in u32.
     let query_blocks = extents.max_seq_len_q.div_ceil(tile.block_m);
     let key_blocks = extents.max_seq_len_kv.div_ceil(tile.block_n);
     let sequences = SequenceParams {
-        // `[heads_q, tokens_q]`, contiguous: a query row's logsumexp is at its token.
-        lse_strides: TensorStrides {
-            batch: 0,
-            head: extents.tokens_q as u64,
-            seq: 1,
-        },
+        lse_strides: queries.lse_strides(),
         splits: 1,
         // One split that covers the longest key sequence.
         keys_per_split: (key_blocks * tile.block_n) as u32,
@@ -311,6 +282,104 @@ pub fn plan_varlen(
         workspace_bytes: 0,
         counters: 0,
     })
+}
+
+/// The queries of a variable-length batch against a KV cache, their offsets on the host: a
+/// chunked prefill (each sequence's new tokens against its cached keys, the new ones
+/// included), or a decode step of sequences with different query counts.
+///
+/// Q and O hold the query tokens of every sequence one after the other along their sequence
+/// dimension, as in [`VarlenShape`] (`[total_tokens, heads_q, head_dim]` with
+/// [`crate::Layout::Bshd`]); K and V are a KV cache, contiguous
+/// ([`FlashAttention::forward_varlen_kv_cache`]: `[batch, heads_kv, seq_len_kv, head_dim]` in
+/// the options' layout or strides) or paged ([`FlashAttention::forward_varlen_paged_kv_cache`]).
+/// Sequence `b` has the query tokens `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and attends to the
+/// first `cache_lens[b]` keys of its cache (a device buffer, given at launch, clamped to
+/// `seq_len_kv`), causal masking aligned to the bottom right of those: its last query sees
+/// every used key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarlenCacheShape<'a> {
+    /// `batch + 1` query-token offsets: 0 first, never decreasing; the last is the query token
+    /// count of Q and O.
+    pub cu_seqlens_q: &'a [u32],
+    pub heads_q: usize,
+    /// K/V heads; `heads_q` must be a multiple (GQA), equal for MHA, 1 for MQA.
+    pub heads_kv: usize,
+    /// Keys each sequence's cache holds: the contiguous cache's sequence dimension, or
+    /// `pages_per_sequence * page_size` for a paged one.
+    pub seq_len_kv: usize,
+    pub head_dim: usize,
+}
+
+impl VarlenCacheShape<'_> {
+    /// The extents of the batch, once its query offsets are valid: at least two
+    /// ([`Error::ZeroSizedDimension`] `batch`), starting at 0 ([`Error::SeqOffsetsStart`]),
+    /// never decreasing ([`Error::SeqOffsetsDecrease`]).
+    pub fn extents(&self) -> Result<VarlenCacheExtents, Error> {
+        let (tokens_q, max_seq_len_q) = check_offsets("cu_seqlens_q", self.cu_seqlens_q)?;
+        Ok(VarlenCacheExtents {
+            longest: AttentionShape {
+                batch: self.cu_seqlens_q.len() - 1,
+                heads_q: self.heads_q,
+                heads_kv: self.heads_kv,
+                seq_len_q: max_seq_len_q,
+                seq_len_kv: self.seq_len_kv,
+                head_dim: self.head_dim,
+            },
+            tokens_q,
+        })
+    }
+}
+
+/// What planning a variable-length batch against a KV cache needs to know of it: its sizes,
+/// without the offsets. [`VarlenCacheShape::extents`] computes it from validated offsets; a
+/// caller of [`FlashAttention::forward_varlen_kv_cache_raw`], whose offsets live on the device,
+/// states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarlenCacheExtents {
+    /// The batch, heads and head dim; `seq_len_q` is the longest sequence's query count (the
+    /// grid has `ceil(seq_len_q / block_m)` query blocks per (sequence, head)) and
+    /// `seq_len_kv` the cache's capacity per sequence.
+    pub longest: AttentionShape,
+    /// The query tokens of Q and O: the last query offset.
+    pub tokens_q: usize,
+}
+
+/// Plans a variable-length batch of queries against a KV cache (see [`VarlenCacheShape`]),
+/// contiguous (`paged` `None`) or paged, without a GPU: everything
+/// [`FlashAttention::forward_varlen_kv_cache`] and
+/// [`FlashAttention::forward_varlen_paged_kv_cache`] check except the offsets themselves
+/// ([`VarlenCacheShape::extents`]) and the buffers, whose required lengths the plan holds (Q
+/// and O of `tokens_q` tokens, the caches as for [`crate::plan_kv_cache`] or
+/// [`crate::plan_paged_kv_cache`] with `extents.longest`, the logsumexp `[heads_q, tokens_q]`
+/// f32).
+///
+/// It runs the serving kernel of the cache ([`serving_kernel`] of [`Variant::Serving`] or
+/// [`Variant::Paged`], or `options.kernel` if that is one) on a grid of
+/// `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows
+/// all lie past its sequence's queries returns at once. Where that grid would leave the GPU of
+/// `sm_count` multiprocessors idle, the key range is split ([`crate::split_count`]; the
+/// workspace has a row per query token). The checks are those of the cache plans on the
+/// longest sequence, and of [`plan_varlen`] on the packed queries.
+pub fn plan_varlen_kv_cache(
+    dtype: Dtype,
+    extents: &VarlenCacheExtents,
+    paged: Option<&PagedKvCache>,
+    options: &ForwardOptions,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    let queries = PackedQueries {
+        tokens_q: extents.tokens_q,
+        max_seq_len_q: extents.longest.seq_len_q,
+    };
+    plan_cache(
+        dtype,
+        &extents.longest,
+        Some(queries),
+        paged,
+        options,
+        sm_count,
+    )
 }
 
 /// The strides of the packed tensors: the options' explicit strides, or those of their layout
@@ -352,6 +421,96 @@ fn packed_strides(
     Ok(strides)
 }
 
+/// The queries of a variable-length batch, packed one sequence after the other along the
+/// sequence dimension of Q and O: what the varlen plans ([`plan_varlen`],
+/// [`plan_varlen_kv_cache`]) check and size on the query side.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PackedQueries {
+    /// Query tokens of Q and O: the last query offset.
+    pub(crate) tokens_q: usize,
+    /// The longest sequence's query tokens.
+    pub(crate) max_seq_len_q: usize,
+}
+
+impl PackedQueries {
+    /// The token count within the u32 offsets and the kernel's token arithmetic
+    /// ([`Error::ProblemTooLarge`]), the longest sequence no longer than the batch
+    /// ([`Error::VarlenExtentsMismatch`]).
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        if self.tokens_q > u32::MAX as usize {
+            return Err(Error::ProblemTooLarge {
+                dimension: "tokens_q",
+                value: self.tokens_q,
+                limit: u32::MAX as usize,
+            });
+        }
+        if self.max_seq_len_q > self.tokens_q {
+            return Err(Error::VarlenExtentsMismatch {
+                longest: "max_seq_len_q",
+                value: self.max_seq_len_q,
+                tokens: self.tokens_q,
+            });
+        }
+        Ok(())
+    }
+
+    /// The lengths of Q, O and the logsumexp (`[heads_q, tokens_q]` f32) in `strides`, for a
+    /// kernel of `tile` (K and V left 0); [`Error::OverlappingOutput`] where output rows of
+    /// distinct tokens or heads share an element. `longest` gives the heads and head dim.
+    pub(crate) fn required(
+        &self,
+        longest: &AttentionShape,
+        strides: &ForwardStrides,
+        tile: &TileConfig,
+    ) -> Result<BufferLengths, Error> {
+        if overlaps(
+            &strides.o,
+            1,
+            longest.heads_q,
+            self.tokens_q,
+            longest.head_dim,
+        ) {
+            return Err(Error::OverlappingOutput { strides: strides.o });
+        }
+        let lse_too_large = Error::TensorTooLarge {
+            tensor: "lse",
+            dimension: "seq",
+        };
+        let lse = longest
+            .heads_q
+            .checked_mul(self.tokens_q)
+            .ok_or(lse_too_large.clone())?;
+        if lse as u128 * 4 > MAX_TENSOR_BYTES as u128 {
+            return Err(lse_too_large);
+        }
+        // The last query block of a sequence forms the addresses of up to `block_m - 1` rows
+        // past its end, and so past the last token (never dereferenced).
+        let rows = Rows {
+            batch: 1,
+            heads: longest.heads_q,
+            seq_len: self.tokens_q,
+            padded_seq_len: self.tokens_q + tile.block_m - 1,
+            head_dim: longest.head_dim,
+        };
+        Ok(BufferLengths {
+            q: rows.extent("q", &strides.q, ELEMENT_BYTES)?,
+            k: 0,
+            v: 0,
+            o: rows.extent("o", &strides.o, ELEMENT_BYTES)?,
+            lse: Some(lse),
+        })
+    }
+
+    /// The logsumexps' strides: `[heads_q, tokens_q]`, contiguous, a query row's at its token.
+    pub(crate) fn lse_strides(&self) -> TensorStrides {
+        TensorStrides {
+            batch: 0,
+            head: self.tokens_q as u64,
+            seq: 1,
+        }
+    }
+}
+
 impl FlashAttention {
     /// [`Self::forward`] for a batch of sequences of variable length ([`VarlenShape`]),
     /// enqueued on [`Self::stream`]: Q, K, V and O hold the sequences one after the other along
@@ -381,8 +540,40 @@ impl FlashAttention {
         let extents = shape.extents()?;
         let plan = plan_varlen(T::DTYPE, &extents, options)?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
-        // Both lists in one buffer: one upload.
-        let offsets: Vec<u32> = [shape.cu_seqlens_q, shape.cu_seqlens_kv].concat();
+        self.with_offsets_on_device(&[shape.cu_seqlens_q, shape.cu_seqlens_kv], |cu_seqlens_q| {
+            let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
+            // SAFETY: as in `forward`; the offsets were validated on the host against the
+            // token counts that the buffers were checked for, and the longest sequences
+            // against the grid; `with_offsets_on_device` keeps them alive and unchanged
+            // until the kernel is done with them.
+            unsafe {
+                self.launch(
+                    self.stream.as_inner(),
+                    plan,
+                    tensors,
+                    Some(SequenceBuffers {
+                        cu_seqlens_q,
+                        cu_seqlens_kv,
+                        ..SequenceBuffers::default()
+                    }),
+                )
+            }
+        })
+    }
+
+    /// Copies `lists` of offsets, one after the other, into this instance's offsets buffer on
+    /// its stream (`cuMemcpyHtoDAsync`, ordered before the kernel that `launch` enqueues and
+    /// after every earlier kernel that read the buffer), then calls `launch` with the device
+    /// address of the first list, holding the buffer's lock throughout: one upload-and-launch
+    /// at a time. The buffer is allocated on the first call that needs more room than it has,
+    /// which synchronises (the stream, before the old buffer is freed); calls after that
+    /// allocate nothing and do not wait for the GPU.
+    fn with_offsets_on_device(
+        &self,
+        lists: &[&[u32]],
+        launch: impl FnOnce(u64) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let offsets: Vec<u32> = lists.concat();
         let mut buffer = self
             .varlen_offsets
             .lock()
@@ -403,29 +594,106 @@ impl FlashAttention {
         let mut device = device.index(..offsets.len());
         // SAFETY: the lengths match. The copy is enqueued on this instance's stream, so it runs
         // after every kernel enqueued before it (the only readers of this buffer, which the
-        // lock keeps to one upload-and-launch at a time) and before the kernel below. From
-        // pageable memory, cuMemcpyHtoDAsync stages the source before it returns (CUDA's
-        // API synchronisation behaviour), so `offsets` may go when this call returns.
+        // lock keeps to one upload-and-launch at a time) and before the kernel `launch`
+        // enqueues. From pageable memory, cuMemcpyHtoDAsync stages the source before it
+        // returns (CUDA's API synchronisation behaviour), so `offsets` may go when this call
+        // returns. The device copy lives in this instance until a larger one replaces it,
+        // after a synchronisation of the stream, or until the instance goes (cuMemFree waits
+        // for outstanding work).
         unsafe { device.async_copy_from(&offsets[..], &self.stream)? };
-        let cu_seqlens_q = device.as_device_ptr().as_raw();
-        let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
-        // SAFETY: as in `forward`; the offsets were validated on the host against the token
-        // counts that the buffers were checked for, and the longest sequences against the
-        // grid; the device copy lives in this instance until a larger one replaces it, after
-        // a synchronisation of the stream, or until the instance goes (cuMemFree waits for
-        // outstanding work, as for the tensors in `forward`).
-        unsafe {
-            self.launch(
-                self.stream.as_inner(),
-                plan,
-                tensors,
-                Some(SequenceBuffers {
-                    cu_seqlens_q,
-                    cu_seqlens_kv,
-                    ..SequenceBuffers::default()
-                }),
-            )
-        }
+        launch(device.as_device_ptr().as_raw())
+    }
+
+    /// [`Self::forward_kv_cache`] for a variable-length batch of queries
+    /// ([`VarlenCacheShape`]), enqueued on [`Self::stream`]: Q and O packed as for
+    /// [`Self::forward_varlen`] (`lse`, if given, `[heads_q, tokens_q]` f32), K and V caches
+    /// `[batch, heads_kv, seq_len_kv, head_dim]` in the options' layout or strides, sequence
+    /// `b` attending to its first `cache_lens[b]` keys (at least `batch` u32 on the device;
+    /// a length above the capacity reads as the capacity). See [`plan_varlen_kv_cache`].
+    ///
+    /// The query offsets are validated in full and uploaded as [`Self::forward_varlen`]
+    /// uploads its offsets; a split-KV plan uses this instance's workspace as
+    /// [`Self::forward_kv_cache`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_kv_cache<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_cache: &DeviceSlice<T>,
+        v_cache: &DeviceSlice<T>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let extents = shape.extents()?;
+        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, None, options, self.sm_count())?;
+        check_cache_lens(cache_lens, extents.longest.batch)?;
+        let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
+        let buffers = SequenceBuffers {
+            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
+            ..SequenceBuffers::default()
+        };
+        self.launch_with_offsets(plan, tensors, shape.cu_seqlens_q, buffers)
+    }
+
+    /// [`Self::forward_varlen_kv_cache`] against a paged cache, as
+    /// [`Self::forward_paged_kv_cache`] takes it: `k_pages` and `v_pages` `[num_pages,
+    /// page_size, heads_kv, head_dim]`, `block_table` at least `batch * pages_per_sequence` u32
+    /// on the device; `shape.seq_len_kv` must be `pages_per_sequence * page_size`. A sequence
+    /// whose used pages include an index at or past `num_pages` reads no key and gets NaN
+    /// output rows and logsumexps.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_paged_kv_cache<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_pages: &DeviceSlice<T>,
+        v_pages: &DeviceSlice<T>,
+        block_table: &DeviceSlice<u32>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        shape: &VarlenCacheShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let extents = shape.extents()?;
+        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, Some(paged), options, self.sm_count())?;
+        check_cache_lens(cache_lens, extents.longest.batch)?;
+        check_block_table(block_table, &plan)?;
+        let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
+        let buffers = SequenceBuffers {
+            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
+            block_table: block_table.as_device_ptr().as_raw(),
+            ..SequenceBuffers::default()
+        };
+        self.launch_with_offsets(plan, tensors, shape.cu_seqlens_q, buffers)
+    }
+
+    /// Uploads `cu_seqlens_q` and launches a varlen cache plan with this instance's workspace.
+    fn launch_with_offsets(
+        &self,
+        plan: LaunchPlan,
+        tensors: RawTensors,
+        cu_seqlens_q: &[u32],
+        buffers: SequenceBuffers,
+    ) -> Result<(), Error> {
+        self.with_offsets_on_device(&[cu_seqlens_q], |cu_seqlens_q| {
+            // SAFETY: as in `forward_kv_cache` (and `forward_paged_kv_cache`, whose checks the
+            // caller made); the offsets were validated on the host against the token count
+            // that Q and O were checked for, and the longest sequence against the grid;
+            // `with_offsets_on_device` keeps them alive until the kernel is done with them.
+            unsafe {
+                self.launch_with_own_workspace(
+                    plan,
+                    tensors,
+                    SequenceBuffers {
+                        cu_seqlens_q,
+                        ..buffers
+                    },
+                )
+            }
+        })
     }
 
     /// As [`Self::forward_varlen`] with raw device addresses, offsets already on the device and
@@ -472,6 +740,60 @@ impl FlashAttention {
             Some(SequenceBuffers {
                 cu_seqlens_q: offsets.cu_seqlens_q,
                 cu_seqlens_kv: offsets.cu_seqlens_kv,
+                ..SequenceBuffers::default()
+            }),
+        )
+    }
+
+    /// As [`Self::forward_varlen_kv_cache`] (`paged` `None`, `block_table` 0) and
+    /// [`Self::forward_varlen_paged_kv_cache`] with raw device addresses, query offsets and
+    /// cache lengths already on the device, a caller's stream and a caller's workspace
+    /// (`None` is fine where [`plan_varlen_kv_cache`]`(..).workspace_bytes()` is 0): it neither
+    /// allocates nor synchronises, so it can be captured in a CUDA graph. It validates the
+    /// extents ([`plan_varlen_kv_cache`]) and the addresses' alignment (the offsets and the
+    /// cache lengths 4-byte aligned and not 0; a block table exactly with `paged`); it cannot
+    /// read the offsets, nor check sizes.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_kv_cache_raw`] (or [`Self::forward_paged_kv_cache_raw`], with
+    /// `block_table`), with Q and O packed as `extents` say (the lengths
+    /// [`plan_varlen_kv_cache`]`(..).required()` gives; `[heads_q, tokens_q]` f32 for `lse`),
+    /// and: `cu_seqlens_q` is the device address of `extents.longest.batch + 1` u32 that start
+    /// at 0, never decrease, end at `extents.tokens_q` (or before) and differ by at most
+    /// `extents.longest.seq_len_q` from one to the next, alive and unchanged until the kernel
+    /// finishes (a longer sequence would be computed in part, and one past
+    /// [`crate::MAX_SEQ_LEN`] would overflow the kernel's 32-bit mask arithmetic).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_varlen_kv_cache_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        cu_seqlens_q: u64,
+        cache_lens: u64,
+        block_table: u64,
+        workspace: Option<RawWorkspace>,
+        extents: &VarlenCacheExtents,
+        paged: Option<&PagedKvCache>,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = plan_varlen_kv_cache(dtype, extents, paged, options, self.sm_count())?;
+        // 0 would read as "no offsets" and "no lengths": every sequence at token 0 of Q, and
+        // using its whole cache.
+        for (tensor, address) in [("cu_seqlens_q", cu_seqlens_q), ("cache_lens", cache_lens)] {
+            if address == 0 {
+                return Err(Error::MisalignedBuffer { tensor, address });
+            }
+        }
+        self.launch(
+            stream.into().0.cast(),
+            plan,
+            tensors,
+            Some(SequenceBuffers {
+                cu_seqlens_q,
+                seq_used_kv: cache_lens,
+                block_table,
+                workspace,
                 ..SequenceBuffers::default()
             }),
         )

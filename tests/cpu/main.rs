@@ -17,6 +17,7 @@ mod regression;
 mod safety;
 mod tuning;
 mod varlen;
+mod varlen_cache;
 
 /// Multiprocessors of the H100 (SXM) the committed dispatch table was tuned on: the device these
 /// tests dispatch for where they need one.

@@ -13,9 +13,9 @@
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
 
 use flash_attn::{
-    plan, plan_kv_cache, plan_paged_kv_cache, AttentionShape, BufferLengths, Dtype, Error,
-    ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, TensorStrides,
-    FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    plan, plan_kv_cache, plan_paged_kv_cache, plan_varlen_kv_cache, AttentionShape, BufferLengths,
+    Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, TensorStrides,
+    VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -588,11 +588,14 @@ fn a_scale_that_overflows_in_log2_space_is_rejected() {
     );
 }
 
-/// A KV-cache case: a dense case's shape and options, and (paged) a page size and page count.
+/// A KV-cache case: a dense case's shape and options, (paged) a page size and page count, and
+/// (a variable-length batch of queries) the packed query tokens, `shape.seq_len_q` being the
+/// longest sequence's.
 #[derive(Clone, Debug)]
 struct CacheCase {
     case: Case,
     paged: Option<(usize, usize)>,
+    tokens_q: Option<usize>,
 }
 
 fn cache_case() -> impl Strategy<Value = CacheCase> {
@@ -603,8 +606,9 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
     (
         case(),
         prop::option::weighted(0.5, (page_size, dimension())),
+        prop::option::weighted(0.3, dimension()),
     )
-        .prop_map(|(mut case, paged)| {
+        .prop_map(|(mut case, paged, extra_tokens)| {
             if let Some((page_size, _)) = paged {
                 // The capacity in whole pages, so that most paged cases are valid; K and V in
                 // the pages' own layout.
@@ -612,37 +616,38 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
                 case.shape.seq_len_kv = pages.saturating_mul(page_size);
                 case.options.strides = None;
             }
-            CacheCase { case, paged }
+            // Mostly at least the longest sequence's tokens; at times fewer (an error).
+            let tokens_q = extra_tokens.map(|extra| case.shape.seq_len_q.saturating_add(extra));
+            CacheCase {
+                case,
+                paged,
+                tokens_q,
+            }
         })
 }
 
-/// Plans a KV-cache case as `forward_kv_cache` / `forward_paged_kv_cache` would.
+/// Plans a KV-cache case as `forward_kv_cache`, `forward_paged_kv_cache` or (packed queries)
+/// `forward_varlen_kv_cache` and `forward_varlen_paged_kv_cache` would.
 fn validate_cache(
     cache: &CacheCase,
 ) -> Result<(LaunchPlan, BufferLengths, Option<PagedKvCache>), Error> {
     let case = &cache.case;
-    let (plan, paged) = match cache.paged {
-        None => (
-            plan_kv_cache(case.dtype, &case.shape, &case.options, case.sm_count)?,
-            None,
-        ),
-        Some((page_size, num_pages)) => {
-            let paged = PagedKvCache {
-                num_pages,
-                page_size,
-                pages_per_sequence: case.shape.seq_len_kv / page_size.max(1),
+    let paged = cache.paged.map(|(page_size, num_pages)| PagedKvCache {
+        num_pages,
+        page_size,
+        pages_per_sequence: case.shape.seq_len_kv / page_size.max(1),
+    });
+    let (dtype, shape, options, sm_count) = (case.dtype, &case.shape, &case.options, case.sm_count);
+    let plan = match (cache.tokens_q, &paged) {
+        (Some(tokens_q), paged) => {
+            let extents = VarlenCacheExtents {
+                longest: *shape,
+                tokens_q,
             };
-            (
-                plan_paged_kv_cache(
-                    case.dtype,
-                    &case.shape,
-                    &paged,
-                    &case.options,
-                    case.sm_count,
-                )?,
-                Some(paged),
-            )
+            plan_varlen_kv_cache(dtype, &extents, paged.as_ref(), options, sm_count)?
         }
+        (None, None) => plan_kv_cache(dtype, shape, options, sm_count)?,
+        (None, Some(paged)) => plan_paged_kv_cache(dtype, shape, paged, options, sm_count)?,
     };
     let buffers = buffers(case, &plan);
     plan.check_buffers(&buffers)?;
@@ -666,11 +671,36 @@ fn check_accepted_cache(
     let tile = plan.kernel().spec.tile;
     assert!(plan.kernel().spec.variant.is_serving());
     assert_eq!(plan.kernel().spec.variant.is_paged(), paged.is_some());
-    let given = expected_strides(&cache.case).expect("accepted strides fit in u64");
+    // Packed queries: Q, O and the logsumexps hold `tokens_q` rows, which the kernel reaches
+    // at any batch (batch stride 0) through the offsets, each row of a sequence being a token
+    // below `tokens_q`.
+    let tokens_q = cache.tokens_q;
+    let given = expected_strides(&Case {
+        shape: AttentionShape {
+            seq_len_q: tokens_q.unwrap_or(shape.seq_len_q),
+            ..*shape
+        },
+        ..cache.case.clone()
+    })
+    .expect("accepted strides fit in u64");
     let (heads, rows, d) = (params.heads_q, params.seq_len_q, shape.head_dim as u64);
     let group = (shape.heads_q / shape.heads_kv) as u32;
     let packed = heads as usize != shape.heads_q;
     assert!(!packed || (shape.seq_len_q == 1 && heads as usize == shape.heads_kv));
+    if let Some(tokens_q) = tokens_q {
+        assert!(!packed, "packed queries are not packed heads");
+        assert_eq!((params.q_strides.batch, params.o_strides.batch), (0, 0));
+        let lse_strides = TensorStrides {
+            batch: 0,
+            head: tokens_q as u64,
+            seq: 1,
+        };
+        assert_eq!(sequences.lse_strides, lse_strides);
+        assert!(rows as usize <= tokens_q);
+    }
+    // The query rows at the corners: a sequence's first and last (of the longest), or the
+    // packed batch's first and last token.
+    let last_row = tokens_q.map_or(rows - 1, |tokens| tokens as u32 - 1);
     let splits = sequences.splits;
     let query_blocks = rows.div_ceil(tile.block_m as u32);
     assert_eq!(sequences.query_blocks, query_blocks);
@@ -684,7 +714,8 @@ fn check_accepted_cache(
     assert!(per_split.is_multiple_of(tile.block_n as u64));
     assert!(splits as u64 * per_split >= keys && (splits as u64 - 1) * per_split < keys);
     if splits > 1 {
-        let partial_rows = shape.batch as u64 * rows as u64;
+        let partial_rows =
+            tokens_q.map_or(shape.batch as u64 * rows as u64, |tokens| tokens as u64);
         assert_eq!(sequences.partial_rows as u64, partial_rows);
         let workspace = splits as u64 * heads as u64 * partial_rows * (d + 1) * 4;
         assert!(plan.workspace_bytes() as u64 >= workspace);
@@ -693,10 +724,13 @@ fn check_accepted_cache(
             shape.batch as u64 * heads as u64 * query_blocks as u64
         );
     }
-    let lse_elements = (shape.batch * shape.heads_q * shape.seq_len_q) as u128;
+    let lse_elements = match tokens_q {
+        Some(tokens) => shape.heads_q as u128 * tokens as u128,
+        None => (shape.batch * shape.heads_q * shape.seq_len_q) as u128,
+    };
     for batch in [0, shape.batch as u32 - 1] {
         for head in [0, heads - 1] {
-            for row in [0, rows - 1] {
+            for row in [0, last_row] {
                 // The problem's (query head, row) behind this packed one.
                 let (original_head, original_row) = if packed {
                     (head * group + row, 0)
@@ -708,15 +742,28 @@ fn check_accepted_cache(
                     ("o", &params.o_strides, &given.o, buffers.o),
                 ] {
                     let at = kernel_offset(strides, batch, head, row as u64, 0);
+                    let original = TensorStrides {
+                        batch: if tokens_q.is_some() {
+                            0
+                        } else {
+                            original.batch
+                        },
+                        ..*original
+                    };
                     let want =
-                        kernel_offset(original, batch, original_head, original_row as u64, 0);
+                        kernel_offset(&original, batch, original_head, original_row as u64, 0);
                     assert_eq!(at, want, "{tensor} row ({batch}, {head}, {row})");
                     assert!(at + d as u128 <= length as u128, "{tensor} past its buffer");
                 }
                 let lse = kernel_offset(&sequences.lse_strides, batch, head, row as u64, 0);
-                let want = (batch as u128 * shape.heads_q as u128 + original_head as u128)
-                    * shape.seq_len_q as u128
-                    + original_row as u128;
+                let want = match tokens_q {
+                    Some(tokens) => original_head as u128 * tokens as u128 + row as u128,
+                    None => {
+                        (batch as u128 * shape.heads_q as u128 + original_head as u128)
+                            * shape.seq_len_q as u128
+                            + original_row as u128
+                    }
+                };
                 assert_eq!(lse, want, "logsumexp row ({batch}, {head}, {row})");
                 assert!(lse < lse_elements);
                 let kv_head = head / params.kv_group_size;
@@ -763,20 +810,26 @@ proptest! {
 #[test]
 fn the_kv_cache_generator_reaches_every_kind_of_plan() {
     let mut runner = TestRunner::deterministic();
-    let mut seen = [0usize; 4]; // contiguous, paged, split, packed
+    let mut seen = [0usize; 6]; // contiguous, paged, split, packed heads, varlen, varlen split
     let mut rejected = 0;
     for _ in 0..4000 {
         let cache = cache_case().new_tree(&mut runner).unwrap().current();
         match validate_cache(&cache) {
             Ok((plan, _, paged)) => {
+                let split = plan.splits() > 1;
                 seen[paged.is_some() as usize] += 1;
-                seen[2] += (plan.splits() > 1) as usize;
+                seen[2] += split as usize;
                 seen[3] += (plan.params().heads_q as usize != cache.case.shape.heads_q) as usize;
+                seen[4] += cache.tokens_q.is_some() as usize;
+                seen[5] += (cache.tokens_q.is_some() && split) as usize;
             }
             Err(_) => rejected += 1,
         }
     }
-    eprintln!("contiguous, paged, split, packed: {seen:?}; {rejected} rejected");
+    eprintln!(
+        "contiguous, paged, split, packed heads, varlen, varlen split: {seen:?}; {rejected} \
+         rejected"
+    );
     assert!(
         seen.iter().all(|&count| count >= 20) && rejected >= 200,
         "{seen:?}, {rejected}"

@@ -16,6 +16,7 @@ mod safety;
 mod support;
 mod sweep;
 mod varlen;
+mod varlen_cache;
 
 use flash_attn::{Error, FlashAttention};
 use libtest_mimic::{Arguments, Trial};
@@ -86,6 +87,10 @@ fn gpu_trials() -> Vec<Trial> {
         varlen::the_raw_entry_point_matches_the_safe_one,
         varlen::back_to_back_calls_of_different_batches_are_ordered,
         varlen::invalid_calls_are_rejected_before_launching,
+        varlen_cache::chunked_prefill_over_contiguous_and_paged_caches,
+        varlen_cache::the_raw_call_matches_the_reference,
+        varlen_cache::a_page_outside_the_cache_makes_its_sequence_nan,
+        varlen_cache::every_cache_kernel_on_a_small_batch,
     ]
 }
 

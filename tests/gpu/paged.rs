@@ -14,9 +14,7 @@ use half::{bf16, f16};
 
 use crate::support::{assert_logsumexps, fresh_seed, gpu};
 
-/// One paged problem: random Q and pages (mean 0.5), a block table that scatters each
-/// sequence's pages over the cache in a seeded order (the pages no sequence uses hold NaN, and
-/// the entries past a sequence's used pages hold `u32::MAX`: neither may be read).
+/// One paged problem: random Q (mean 0.5) and [`ScrambledPages`].
 struct PagedProblem<T: Element> {
     shape: AttentionShape,
     paged: PagedKvCache,
@@ -31,12 +29,27 @@ struct PagedProblem<T: Element> {
     v_pages: Vec<T>,
 }
 
-impl<T: Element> PagedProblem<T> {
-    fn new(shape: AttentionShape, page_size: usize, cache_lens: &[u32], causal: bool) -> Self {
-        let seed = fresh_seed();
-        let pages_per_sequence = shape.seq_len_kv / page_size;
+/// A paged cache for `batch` sequences of `capacity` keys each, of which sequence `b` uses
+/// `cache_lens[b]`: random pages (mean 0.5) and a block table that scatters each sequence's
+/// pages over the cache in a seeded order. The pages no sequence uses hold NaN, and the
+/// entries past a sequence's used pages hold `u32::MAX`: neither may be read.
+pub(crate) struct ScrambledPages<T> {
+    pub(crate) paged: PagedKvCache,
+    pub(crate) table: Vec<u32>,
+    pub(crate) k_pages: Vec<T>,
+    pub(crate) v_pages: Vec<T>,
+}
+
+impl<T: Element> ScrambledPages<T> {
+    pub(crate) fn new(
+        (batch, heads_kv, capacity, head_dim): (usize, usize, usize, usize),
+        page_size: usize,
+        cache_lens: &[u32],
+        seed: u64,
+    ) -> Self {
+        let pages_per_sequence = capacity / page_size;
         // A few more pages than the sequences name, so that some are never used.
-        let num_pages = shape.batch * pages_per_sequence + 3;
+        let num_pages = batch * pages_per_sequence + 3;
         let paged = PagedKvCache {
             num_pages,
             page_size,
@@ -51,16 +64,15 @@ impl<T: Element> PagedProblem<T> {
                 .wrapping_add(1442695040888963407);
             order.swap(i, (state >> 33) as usize % (i + 1));
         }
-        let mut table = order[..shape.batch * pages_per_sequence].to_vec();
+        let mut table = order[..batch * pages_per_sequence].to_vec();
         for (b, &used) in cache_lens.iter().enumerate() {
-            let used_pages = (used as usize).min(shape.seq_len_kv).div_ceil(page_size);
+            let used_pages = (used as usize).min(capacity).div_ceil(page_size);
             table[b * pages_per_sequence + used_pages..(b + 1) * pages_per_sequence].fill(u32::MAX);
         }
-        let elements = paged.elements(shape.heads_kv, shape.head_dim).unwrap();
+        let elements = paged.elements(heads_kv, head_dim).unwrap();
         let pages = |salt: u64| {
             let mut values = random_normal::<T>(elements, 0.5, 1.0, seed ^ salt);
-            // Pages that no used entry names hold NaN: reading one would show.
-            let rows = page_size * shape.heads_kv * shape.head_dim;
+            let rows = page_size * heads_kv * head_dim;
             for page in 0..num_pages as u32 {
                 if !table.contains(&page) {
                     values[page as usize * rows..][..rows].fill(T::from_f64(f64::NAN));
@@ -69,16 +81,35 @@ impl<T: Element> PagedProblem<T> {
             values
         };
         Self {
-            shape,
             paged,
+            k_pages: pages(0x5555),
+            v_pages: pages(0xAAAA),
+            table,
+        }
+    }
+}
+
+impl<T: Element> PagedProblem<T> {
+    fn new(shape: AttentionShape, page_size: usize, cache_lens: &[u32], causal: bool) -> Self {
+        let seed = fresh_seed();
+        let dims = (
+            shape.batch,
+            shape.heads_kv,
+            shape.seq_len_kv,
+            shape.head_dim,
+        );
+        let pages = ScrambledPages::new(dims, page_size, cache_lens, seed);
+        Self {
+            shape,
+            paged: pages.paged,
             cache_lens: cache_lens.to_vec(),
             causal,
             kernel: None,
             seed,
             q: random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed),
-            k_pages: pages(0x5555),
-            v_pages: pages(0xAAAA),
-            table,
+            k_pages: pages.k_pages,
+            v_pages: pages.v_pages,
+            table: pages.table,
         }
     }
 
