@@ -110,6 +110,10 @@ pub enum Error {
     },
     /// The softmax scale is not a finite positive number.
     InvalidSoftmaxScale { scale: f32 },
+    /// [`crate::ForwardOptions::num_splits`] is 0 or above what the call can split the key
+    /// range into: [`crate::MAX_SPLITS`] for the KV-cache calls, 1 for the others (which never
+    /// split).
+    InvalidSplitCount { splits: usize, limit: usize },
     /// Not one of the exposed kernels (`FORWARD_KERNELS`): no kernel has this name, or the
     /// kernel given is a copy of a compiled one with its fields changed.
     UnknownKernel { name: String },
@@ -237,6 +241,10 @@ impl fmt::Display for Error {
             Error::InvalidSoftmaxScale { scale } => {
                 write!(f, "softmax scale {scale} is not a finite positive number")
             }
+            Error::InvalidSplitCount { splits, limit } => write!(
+                f,
+                "{splits} key-range splits asked for; this call takes 1 to {limit}"
+            ),
             Error::KernelVariantMismatch { kernel, needed } => write!(
                 f,
                 "{kernel} is not a {needed:?} kernel, which this call needs"

@@ -157,6 +157,24 @@ pub struct ForwardOptions {
     /// dispatch table's kernel for the element type, head dim, masking, key length and grid
     /// size ([`crate::dispatch_kernel`]).
     pub kernel: Option<&'static ForwardKernel>,
+    /// How many blocks split each query tile's key range (split-KV, FlashAttention's
+    /// `num_splits`), for the KV-cache calls: `None` picks the count from the grid and the SM
+    /// count ([`split_count`]); `Some(n)`, 1 to [`MAX_SPLITS`], gives each split
+    /// `ceil(key_blocks / n)` key blocks, and so `n` splits or fewer where that rounding leaves
+    /// the last ones empty ([`crate::LaunchPlan::splits`] says how many): for tuning, or for
+    /// results that do not depend on the device's SM count. The dense and variable-length calls never
+    /// split: they take `None` or `Some(1)`. Otherwise [`Error::InvalidSplitCount`].
+    pub num_splits: Option<usize>,
+}
+
+/// [`Error::InvalidSplitCount`] unless `options.num_splits` is `None` or 1 to `limit`.
+pub(crate) fn check_num_splits(options: &ForwardOptions, limit: usize) -> Result<(), Error> {
+    match options.num_splits {
+        Some(splits) if splits == 0 || splits > limit => {
+            Err(Error::InvalidSplitCount { splits, limit })
+        }
+        _ => Ok(()),
+    }
 }
 
 impl ForwardOptions {
@@ -343,6 +361,7 @@ pub fn plan(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
+    check_num_splits(options, 1)?;
     let checked = check_problem(dtype, shape, options, Variant::Dense, || {
         dispatch_kernel(dtype, shape, options.causal, sm_count)
     })?;
@@ -702,6 +721,7 @@ pub(crate) fn plan_cache(
     } else {
         Variant::Serving
     };
+    check_num_splits(options, MAX_SPLITS)?;
     let default_kernel = || serving_kernel(dtype, shape.head_dim, variant);
     let (checked, mut required) = match queries {
         None => {
@@ -833,7 +853,9 @@ pub(crate) fn plan_cache(
     let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
     let key_blocks = shape.seq_len_kv.div_ceil(tile.block_n);
     let blocks = query_blocks * params.heads_q as usize * shape.batch;
-    let splits = split_count(blocks, key_blocks, sm_count);
+    let splits = options
+        .num_splits
+        .unwrap_or_else(|| split_count(blocks, key_blocks, sm_count));
     let blocks_per_split = key_blocks.div_ceil(splits);
     // No empty split: the count that this many key blocks per split needs.
     let splits = key_blocks.div_ceil(blocks_per_split);

@@ -18,7 +18,8 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use flash_attn_params::{Dtype, SequenceParams, TensorStrides, TileConfig, Variant};
 
 use crate::problem::{
-    check_problem, overlaps, plan_cache, serving_kernel, Rows, ELEMENT_BYTES, MAX_GRID_YZ,
+    check_num_splits, check_problem, overlaps, plan_cache, serving_kernel, Rows, ELEMENT_BYTES,
+    MAX_GRID_YZ,
 };
 use crate::{
     check_block_table, check_cache_lens, device_tensors, AttentionShape, BufferLengths, Element,
@@ -193,6 +194,7 @@ pub fn plan_varlen(
     extents: &VarlenExtents,
     options: &ForwardOptions,
 ) -> Result<LaunchPlan, Error> {
+    check_num_splits(options, 1)?;
     if extents.batch == 0 {
         return Err(Error::ZeroSizedDimension { dimension: "batch" });
     }

@@ -189,3 +189,53 @@ fn the_cache_reference_is_attention_over_each_used_prefix() {
     let short = attention_kv_cache(&q, &k, &v, &[5, 9], shape, 0.125, true, Precision::F64);
     assert_ne!(short.output[..per_sequence], dense.output[..per_sequence]);
 }
+
+/// `num_splits` pins the split count of the KV-cache plans (fewer where the keys fill fewer key
+/// blocks); 0 and more than `MAX_SPLITS` are errors, as is more than 1 for the calls that do
+/// not split.
+#[test]
+fn an_explicit_split_count_is_honoured_within_its_limits() {
+    let decode = AttentionShape {
+        batch: 1,
+        heads_q: 32,
+        heads_kv: 8,
+        seq_len_q: 1,
+        seq_len_kv: 32768,
+        head_dim: 128,
+    };
+    let with_splits = |num_splits| ForwardOptions {
+        num_splits,
+        layout: Layout::Bshd,
+        ..ForwardOptions::default()
+    };
+    // 512 key blocks of 64: `ceil(512 / n)` per split, as many splits as that takes (33 asks
+    // for 16 per split: 32 splits).
+    for (asked, splits) in [(1, 1), (7, 7), (32, 32), (33, 32), (128, 128)] {
+        let plan = plan_kv_cache(Dtype::F16, &decode, &with_splits(Some(asked)), 132).unwrap();
+        assert_eq!(plan.splits(), splits);
+        assert_eq!(plan.grid().0, splits);
+    }
+    // 128 splits of a 4-key-block cache: one split per key block.
+    let short = AttentionShape {
+        seq_len_kv: 256,
+        ..decode
+    };
+    let one_per_key_block =
+        plan_kv_cache(Dtype::F16, &short, &with_splits(Some(128)), 132).unwrap();
+    assert_eq!(one_per_key_block.splits(), 4);
+    for (splits, limit) in [(0, MAX_SPLITS), (MAX_SPLITS + 1, MAX_SPLITS)] {
+        assert_eq!(
+            plan_kv_cache(Dtype::F16, &decode, &with_splits(Some(splits)), 132).map(|p| p.grid()),
+            Err(Error::InvalidSplitCount { splits, limit })
+        );
+    }
+    let dense = AttentionShape::new(1, 8, 512, 64);
+    assert!(plan(Dtype::F16, &dense, &with_splits(Some(1)), 132).is_ok());
+    assert_eq!(
+        plan(Dtype::F16, &dense, &with_splits(Some(2)), 132).map(|p| p.grid()),
+        Err(Error::InvalidSplitCount {
+            splits: 2,
+            limit: 1
+        })
+    );
+}

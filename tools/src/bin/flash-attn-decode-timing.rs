@@ -7,9 +7,11 @@
 //! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
 //! kernel (`forward`) on a batch of 16 sequences of the mean length.
 //!
-//! `flash-attn-decode-timing`: one line per case: median, p10-p90, K+V read rate, splits; for
-//! the prefill, median, p10-p90 and TFLOP/s counting real work only (each sequence's
-//! `4 · H · Sq · Sk · D`, halved for causal).
+//! `flash-attn-decode-timing [--splits N,N,...]`: one line per case: median, p10-p90, K+V read
+//! rate, splits; for the prefill, median, p10-p90 and TFLOP/s counting real work only (each
+//! sequence's `4 · H · Sq · Sk · D`, halved for causal). With `--splits`, each fp16 decode
+//! shape again at each of those split counts (`ForwardOptions::num_splits`), contiguous and in
+//! pages of 16: the data behind the split heuristic.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -22,11 +24,21 @@ use flash_attn_tools::timing::{
 };
 use half::{bf16, f16};
 
-fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
-    for (batch, length) in DECODE_SHAPES {
+/// Times decode at every shape of [`DECODE_SHAPES`], with `num_splits` (`None`: the planner's
+/// count) and each page size; `against` holds the contiguous medians of an earlier call with
+/// `num_splits` `None` (empty on that call), which a split sweep's lines compare with.
+fn time<T: Element>(
+    gpu: &FlashAttention,
+    name: &str,
+    num_splits: Option<usize>,
+    page_sizes: &[usize],
+    against: &mut Vec<f64>,
+) -> Result<(), Error> {
+    for (shape_index, (batch, length)) in DECODE_SHAPES.into_iter().enumerate() {
         let shape = decode_shape(batch, length);
         let options = ForwardOptions {
             layout: Layout::Bshd,
+            num_splits,
             ..ForwardOptions::default()
         };
         let plan = plan_kv_cache(T::DTYPE, &shape, &options, gpu.sm_count())?;
@@ -41,9 +53,16 @@ fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
         })?;
         let median = times.median();
         let bytes = 2.0 * kv as f64 * 2.0;
+        let versus_default = match against.get(shape_index) {
+            Some(default) => format!(", {:.3}x the default split's time", median / default),
+            None => {
+                against.push(median);
+                String::new()
+            }
+        };
         println!(
             "{name} B={batch} L={length}: {median:.1} us (p10-p90 {:.1}-{:.1}), K+V {:.2} TB/s, \
-             {} splits, host {:.1} us/launch",
+             {} splits, host {:.1} us/launch{versus_default}",
             times.quantile(0.1),
             times.quantile(0.9),
             bytes / (median * 1e-6) / 1e12,
@@ -52,7 +71,7 @@ fn time<T: Element>(gpu: &FlashAttention, name: &str) -> Result<(), Error> {
         );
         // The same problem in a paged cache: the same keys, scattered over pages in a random
         // order (a permutation per page size), against the contiguous median above.
-        for page_size in PAGE_SIZES {
+        for &page_size in page_sizes {
             let (paged, table) = shuffled_pages(batch, length, page_size);
             let table = DeviceBuffer::from_slice(&table)?;
             // The pages hold other values than the contiguous cache: the timing does not
@@ -92,10 +111,33 @@ fn main() -> Result<(), Error> {
         gpu.device_name(),
         gpu.sm_count()
     );
-    time::<f16>(&gpu, "f16")?;
-    time::<bf16>(&gpu, "bf16")?;
+    let mut f16_medians = Vec::new();
+    time::<f16>(&gpu, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
+    time::<bf16>(&gpu, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
     time_varlen_prefill(&gpu)?;
+    for splits in split_sweep() {
+        let name = format!("f16 num_splits={splits}");
+        time::<f16>(&gpu, &name, Some(splits), &[16], &mut f16_medians)?;
+    }
     Ok(())
+}
+
+/// The split counts of `--splits N,N,...` (none without it); exits with a usage line on any
+/// other argument.
+fn split_sweep() -> Vec<usize> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let counts = match &args[..] {
+        [] => return Vec::new(),
+        [flag, counts] if flag == "--splits" => counts
+            .split(',')
+            .map(|count| count.parse::<usize>().ok())
+            .collect::<Option<Vec<_>>>(),
+        _ => None,
+    };
+    counts.unwrap_or_else(|| {
+        eprintln!("usage: flash-attn-decode-timing [--splits N,N,...]");
+        std::process::exit(2)
+    })
 }
 
 /// Times `forward_varlen` on the ragged prefill (queries and keys of the same length per
