@@ -327,6 +327,33 @@ pub unsafe fn forward<
         }
     };
     let (mut stage, mut prefetch_stage) = (0, STAGES as u32 - 1);
+    // Whether any of this warp's rows is a query of the sequence: not in a serving block whose
+    // sequence ends before the warp's rows start (decode packs the few query heads of a K/V
+    // head into the first rows of the tile, so that most warps have none). Such a warp skips
+    // the MMAs and the softmax of every key block, which held B=1 decode to 2.2 TB/s (ncu: 72%
+    // of cycles with no eligible warp, tensor pipe 26%, for 4 real rows in 64).
+    let warp_has_rows = !SERVING || first_query + (warp_row as u32) < info.seq_len_q;
+    // Part `d` of the prefetch of block `block + STAGES - 1` into slot `prefetch_stage`, issued
+    // after dim step `d` of the S MMAs: K at 0, V and the commit at 1, nothing later. A macro,
+    // not a closure, so that the dense kernels' code is what it was before warps could skip
+    // (a closure reordered their PTX).
+    macro_rules! prefetch_part {
+        ($block:expr, $d:expr) => {
+            if STAGES > 1 && $d < 2 {
+                let prefetch = $block + STAGES as u32 - 1;
+                if prefetch < key_blocks {
+                    if $d == 0 {
+                        copy_key_tile(prefetch, prefetch_stage);
+                    } else {
+                        copy_value_tile(prefetch, prefetch_stage);
+                    }
+                }
+                if $d == 1 {
+                    cp_async_commit_group();
+                }
+            }
+        };
+    }
 
     // One key block. `masked` is a constant at each call site, so the unmasked loop below
     // carries no mask code and no branch that would split its schedule.
@@ -347,6 +374,18 @@ pub unsafe fn forward<
         // Makes every thread's copies of this block visible, and guarantees that all warps are
         // done with the slot the prefetch below overwrites (it held block - 1).
         bar_sync_0();
+
+        if !warp_has_rows {
+            // No row of this warp exists: it only copies its share of the next tiles. (`stage`
+            // first: the order in which this closure first names the two slots orders their
+            // registers, and the dense kernels' PTX keeps its own.)
+            stage = next_slot(stage);
+            for d in 0..DIM_STEPS.min(2) {
+                prefetch_part!(block, d);
+            }
+            prefetch_stage = next_slot(prefetch_stage);
+            return;
+        }
 
         let mut scores = Scores::<M_TILES, KEY_STEPS>::zero();
         for d in 0..DIM_STEPS {
@@ -373,19 +412,7 @@ pub unsafe fn forward<
             // softmax back: 32,16,512,64 took 124.5 us, here 119.5. Before the MMAs it spilled
             // the BLOCK_M = 128 kernel; K and V together after the first step ran 117.0 us but
             // spilled 12-16 bytes on sm_89 (log 19).
-            if STAGES > 1 && d < 2 {
-                let prefetch = block + STAGES as u32 - 1;
-                if prefetch < key_blocks {
-                    if d == 0 {
-                        copy_key_tile(prefetch, prefetch_stage);
-                    } else {
-                        copy_value_tile(prefetch, prefetch_stage);
-                    }
-                }
-                if d == 1 {
-                    cp_async_commit_group();
-                }
-            }
+            prefetch_part!(block, d);
         }
 
         if masked {
