@@ -6,6 +6,8 @@
 mod config;
 mod cubin;
 mod dispatch;
+#[cfg(feature = "half2")]
+mod half_versions;
 mod kv_cache;
 mod mask;
 mod paged;
