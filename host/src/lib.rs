@@ -22,10 +22,10 @@
 //! use half::f16;
 //!
 //! let shape = AttentionShape::new(4, 8, 512, 64);
-//! let q = vec![f16::from_f32(0.1); shape.q_elements()];
+//! let q = vec![f16::from_f32(0.1); shape.q_elements()?];
 //! let attention = FlashAttention::new()?;
 //! let output = attention.forward_host(&q, &q, &q, shape, &ForwardOptions::default())?;
-//! assert_eq!(output.len(), shape.q_elements());
+//! assert_eq!(output.len(), shape.q_elements()?);
 //! # Ok::<(), flash_attn::Error>(())
 //! ```
 
