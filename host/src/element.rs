@@ -18,8 +18,11 @@ mod sealed {
 /// `half::bf16` of half 1.8, for which cust implements `DeviceCopy` (its `impl_half` feature).
 /// The kernels accumulate in f32 either way. See [`HalfElement`] for half 2's types.
 pub trait Element: DeviceCopy + bytemuck::Pod + Send + Sync + sealed::Sealed + 'static {
+    /// The element type as the kernels and [`crate::plan`] name it.
     const DTYPE: Dtype;
+    /// The value, exactly.
     fn to_f64(self) -> f64;
+    /// `value` rounded to the nearest value of the type.
     fn from_f64(value: f64) -> Self;
 }
 
