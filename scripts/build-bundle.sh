@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the GPU bundle, with every kernel of the search space (FLASH_ATTN_KERNELS=all): the GPU
-# test and benchmark executables, the timing, load-time, tuning and
+# test and benchmark executables, the examples (example-*), the timing, load-time, tuning and
 # regression tools, the peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
@@ -32,7 +32,13 @@ fi
 # every configuration, and the GPU tests and the sanitizer runs then cover every exposed kernel.
 export FLASH_ATTN_KERNELS=all
 
-gpu_tests=$(cargo test --release --test gpu --no-run --message-format=json | executable_of gpu)
+# The cudarc backend's GPU tests and example are built in (feature cudarc).
+gpu_tests=$(cargo test --release --features cudarc --test gpu --no-run --message-format=json | executable_of gpu)
+examples=(quickstart decode_loop cudarc)
+example_paths=()
+for example in "${examples[@]}"; do
+    example_paths+=("$(cargo build --release --features cudarc --example "$example" --message-format=json | executable_of "$example")")
+done
 bench=$(cargo bench --bench forward --no-run --message-format=json | executable_of forward)
 serving_bench=$(cargo bench --bench serving --no-run --message-format=json | executable_of serving)
 timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-timing --message-format=json | executable_of flash-attn-timing)
@@ -50,6 +56,10 @@ cp "$tune" "$bundle/flash-attn-tune"
 cp "$regression" "$bundle/flash-attn-regression"
 cp "$decode_timing" "$bundle/flash-attn-decode-timing"
 cp scripts/decode_peers.py "$bundle/"
+for i in "${!examples[@]}"; do
+    cp "${example_paths[$i]}" "$bundle/example-${examples[$i]}"
+    strip "$bundle/example-${examples[$i]}"
+done
 strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/serving-bench" "$bundle/flash-attn-timing" \
     "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune" "$bundle/flash-attn-regression"
 cp scripts/run-bundle.sh "$bundle/run.sh"

@@ -4,11 +4,12 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [load] [tune] [tests] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [noise]
+# Usage: run.sh [load] [tune] [tests] [examples] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [noise]
 #        (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
 #   tests, sanitizer: run side by side, after one process has filled the JIT cache;
+#   examples: each example once (quickstart, decode_loop, cudarc), its output in the summary;
 #   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80: the sm_80 PTX through the JIT;
 #   sanitizer80: the four compute-sanitizer tools over every kernel on small problems, on the
 #          sm_80 PTX (after one process has JIT-compiled every kernel's sm_80 PTX into the cache);
@@ -33,7 +34,7 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-load tests sm80 sanitizer sanitizer80 bench peers decode noise}
+phases=${*:-load tests examples sm80 sanitizer sanitizer80 bench peers decode noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -147,6 +148,16 @@ if wants sanitizer; then
         } >> "$sanitizer_log"
         summary_line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "sanitizer-$name.log" | tail -n 1)
         note "sanitizer $tool $filter${shard:+ [$shard]}: $(tail -n 1 "sanitizer-$name.log"), $summary_line"
+    done
+fi
+
+# 1a. Each example once (FLASH_ATTN_REQUIRE_GPU is set: a missing GPU fails it); their output
+#     goes to the summary, for the README.
+if wants examples; then
+    for example in example-*; do
+        output=$(./"$example" 2>&1)
+        note "$example (exit $?):"
+        note "$output"
     done
 fi
 

@@ -143,6 +143,15 @@ pub enum Error {
     /// The caller's split-KV workspace is smaller than the plan needs
     /// ([`crate::LaunchPlan::workspace_bytes`]).
     WorkspaceTooSmall { required: usize, actual: usize },
+    /// A stream or buffer given to the cudarc backend (`what`: "stream", "q", "cache_lens", ...)
+    /// belongs to another CUDA context than this instance's, the primary context of device
+    /// `instance_device`: its own context is of device `device` and `primary` or not.
+    ContextMismatch {
+        what: &'static str,
+        device: usize,
+        primary: bool,
+        instance_device: u32,
+    },
     /// A CUDA call failed.
     Cuda(CudaError),
     /// A raw driver call that `cust` does not wrap failed with this `CUresult` code.
@@ -278,6 +287,17 @@ impl fmt::Display for Error {
             Error::WorkspaceTooSmall { required, actual } => write!(
                 f,
                 "the split-KV workspace holds {actual} bytes but the plan needs {required}"
+            ),
+            Error::ContextMismatch {
+                what,
+                device,
+                primary,
+                instance_device,
+            } => write!(
+                f,
+                "{what} belongs to a{} context of device {device}, but this FlashAttention \
+                 instance runs in the primary context of device {instance_device}",
+                if *primary { " primary" } else { " non-primary" }
             ),
             Error::UnknownKernel { name } => {
                 write!(f, "{name:?} is not one of the exposed kernels (FORWARD_KERNELS)")

@@ -287,7 +287,7 @@ pub(crate) struct LoadedKernels {
     /// The most dynamic shared memory a block may opt into on this device.
     max_smem_per_block: usize,
     /// The device and whether to force the PTX.
-    options: LoadOptions,
+    pub(crate) options: LoadOptions,
     // Keeps the primary context retained while the modules live, and is made current on the
     // calling thread before each launch.
     pub(crate) context: Context,

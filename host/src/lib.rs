@@ -22,13 +22,15 @@
 //! use half::f16;
 //!
 //! let shape = AttentionShape::new(4, 8, 512, 64);
-//! let q = vec![f16::from_f32(0.1); shape.q_elements()];
+//! let q = vec![f16::from_f32(0.1); shape.q_elements()?];
 //! let attention = FlashAttention::new()?;
 //! let output = attention.forward_host(&q, &q, &q, shape, &ForwardOptions::default())?;
-//! assert_eq!(output.len(), shape.q_elements());
+//! assert_eq!(output.len(), shape.q_elements()?);
 //! # Ok::<(), flash_attn::Error>(())
 //! ```
 
+#[cfg(feature = "cudarc")]
+mod cudarc_backend;
 mod dispatch;
 mod driver;
 mod element;
@@ -46,6 +48,7 @@ use std::sync::Mutex;
 use cust::context::CurrentContext;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
+use element::{as_half1, from_half1};
 pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
     Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, QSource, SequenceParams,
@@ -56,11 +59,13 @@ pub use flash_attn_params::{
     SM89_MAX_SMEM_PER_BLOCK,
 };
 
+#[cfg(feature = "cudarc")]
+pub use cudarc_backend::CudarcAttention;
 pub use dispatch::{
     default_api_kernels, dispatch_entry, dispatch_kernel, dispatch_table, DispatchEntry, GridSize,
     SeqBucket, GRID_TILE_ROWS, NOT_TUNED, SMALL_GRID_TILES_PER_SM,
 };
-pub use element::{round_to, Element};
+pub use element::{round_to, Element, HalfElement};
 pub use error::Error;
 pub use kernels::{
     default_kernel, entry_ptx, entry_ptx_for, kernel_by_name, kernel_named, Cubin, ForwardKernel,
@@ -132,23 +137,21 @@ struct Workspace {
     counters: Option<DeviceBuffer<u32>>,
 }
 
-/// [`Error::CacheLengthsTooShort`] unless `cache_lens` holds one length per sequence.
-fn check_cache_lens(cache_lens: &DeviceSlice<u32>, batch: usize) -> Result<(), Error> {
-    if cache_lens.len() < batch {
-        return Err(Error::CacheLengthsTooShort {
-            lengths: cache_lens.len(),
-            batch,
-        });
+/// [`Error::CacheLengthsTooShort`] unless a cache-lengths buffer of `lengths` u32 holds one
+/// length per sequence.
+fn check_cache_lens(lengths: usize, batch: usize) -> Result<(), Error> {
+    if lengths < batch {
+        return Err(Error::CacheLengthsTooShort { lengths, batch });
     }
     Ok(())
 }
 
-/// [`Error::BlockTableTooShort`] unless `block_table` holds every entry that the paged `plan`
-/// reads.
-fn check_block_table(block_table: &DeviceSlice<u32>, plan: &LaunchPlan) -> Result<(), Error> {
-    if block_table.len() < plan.block_table_len() {
+/// [`Error::BlockTableTooShort`] unless a block table of `length` u32 holds every page index
+/// of the paged `plan`.
+fn check_block_table(length: usize, plan: &LaunchPlan) -> Result<(), Error> {
+    if length < plan.block_table_len() {
         return Err(Error::BlockTableTooShort {
-            length: block_table.len(),
+            length,
             required: plan.block_table_len(),
         });
     }
@@ -308,7 +311,7 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_kv_cache(T::DTYPE, &shape, options, self.sm_count())?;
-        check_cache_lens(cache_lens, shape.batch)?;
+        check_cache_lens(cache_lens.len(), shape.batch)?;
         let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),
@@ -339,8 +342,8 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_paged_kv_cache(T::DTYPE, &shape, paged, options, self.sm_count())?;
-        check_cache_lens(cache_lens, shape.batch)?;
-        check_block_table(block_table, &plan)?;
+        check_cache_lens(cache_lens.len(), shape.batch)?;
+        check_block_table(block_table.len(), &plan)?;
         let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),
@@ -628,7 +631,25 @@ impl FlashAttention {
     /// call waits for that stream, on success and on error alike. The order is explicit: it
     /// does not rest on the legacy default stream's implicit synchronisation (a synchronous
     /// `cuMemcpyHtoD` from pageable memory may return before its data lands).
-    pub fn forward_host<T: Element>(
+    ///
+    /// The elements may be half 1.8's or, with the `half2` feature, half 2's ([`HalfElement`]):
+    /// half 2's slices are viewed as the half 1.8 type of the same bits, and the output comes
+    /// back as a `Vec<T>` of the allocation written, so nothing is copied or converted.
+    pub fn forward_host<T: HalfElement>(
+        &self,
+        q: &[T],
+        k: &[T],
+        v: &[T],
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<Vec<T>, Error> {
+        let (q, k, v) = (as_half1(q), as_half1(k), as_half1(v));
+        self.forward_host_half1(q, k, v, shape, options)
+            .map(from_half1)
+    }
+
+    /// [`Self::forward_host`] on cust's element type.
+    fn forward_host_half1<T: Element>(
         &self,
         q: &[T],
         k: &[T],

@@ -10,8 +10,9 @@ use std::ops::Range;
 
 use flash_attn_params::{Dtype, Mask};
 
+use crate::element::{as_half1, half_from_f64};
 use crate::rng::SplitMix64;
-use crate::{round_to, AttentionShape, Element, Layout, VarlenShape, MAX_SEQ_LEN};
+use crate::{round_to, AttentionShape, Element, HalfElement, Layout, VarlenShape, MAX_SEQ_LEN};
 
 /// How the arithmetic of [`attention`] is carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +98,7 @@ const ROWS_PER_TASK: usize = 16;
 
 /// Softmax attention `softmax(Q Kᵀ · scale) V` on the CPU, one thread per available core.
 /// Panics if a slice is shorter than the dense shape needs.
-pub fn attention<T: Element>(
+pub fn attention<T: HalfElement>(
     q: &[T],
     k: &[T],
     v: &[T],
@@ -156,7 +157,7 @@ pub fn attention<T: Element>(
 /// on samples. Panics if a slice is shorter than the dense shape needs or a row lies outside
 /// the shape.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_rows<T: Element>(
+pub fn attention_rows<T: HalfElement>(
     q: &[T],
     k: &[T],
     v: &[T],
@@ -199,7 +200,7 @@ pub fn attention_rows<T: Element>(
 /// `logsumexp` is `[heads_q, tokens_q]`. Causal masking is aligned to the bottom right of each
 /// sequence; a sequence with queries but no key gets output 0 and logsumexp -inf. Panics if the
 /// offsets are invalid ([`VarlenShape::extents`]) or a slice is shorter than they need.
-pub fn attention_varlen<T: Element>(
+pub fn attention_varlen<T: HalfElement>(
     q: &[T],
     k: &[T],
     v: &[T],
@@ -278,8 +279,8 @@ fn assert_dense_inputs<T>(q: &[T], k: &[T], v: &[T], shape: &AttentionShape) {
     );
 }
 
-fn to_f64<T: Element>(values: &[T]) -> Vec<f64> {
-    values.iter().map(|e| e.to_f64()).collect()
+fn to_f64<T: HalfElement>(values: &[T]) -> Vec<f64> {
+    as_half1(values).iter().map(|e| e.to_f64()).collect()
 }
 
 /// Computes one query row against the keys and values it sees (`keys.len() / head_dim` of
@@ -429,14 +430,14 @@ pub fn relayout<T: Copy>(
 
 /// Deterministic normally distributed test data (SplitMix64 + Box-Muller), so that tests and
 /// benchmarks need no RNG dependency and a failing seed can be replayed.
-pub fn random_normal<T: Element>(len: usize, mean: f64, std_dev: f64, seed: u64) -> Vec<T> {
+pub fn random_normal<T: HalfElement>(len: usize, mean: f64, std_dev: f64, seed: u64) -> Vec<T> {
     let mut rng = SplitMix64::new(seed);
     (0..len)
         .map(|_| {
             // u1 is never 0 (`next_unit` is in (0, 1]), so its logarithm is finite.
             let (u1, u2) = (rng.next_unit(), rng.next_unit());
             let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-            T::from_f64(mean + std_dev * normal)
+            half_from_f64(mean + std_dev * normal)
         })
         .collect()
 }
@@ -448,7 +449,7 @@ pub fn random_normal<T: Element>(len: usize, mean: f64, std_dev: f64, seed: u64)
 /// bottom right of those. Results in `q`'s order; a sequence with no key gets output 0 and
 /// logsumexp -inf. Panics if a slice is shorter than the shape needs.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_kv_cache<T: Element>(
+pub fn attention_kv_cache<T: HalfElement>(
     q: &[T],
     k_cache: &[T],
     v_cache: &[T],
@@ -509,7 +510,7 @@ pub fn attention_kv_cache<T: Element>(
 /// A sequence whose used keys lie in a page at or past `num_pages` gets NaN output rows and
 /// logsumexps. Panics if a slice is shorter than the shape and `paged` need.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_paged_kv_cache<T: Element>(
+pub fn attention_paged_kv_cache<T: HalfElement>(
     q: &[T],
     k_pages: &[T],
     v_pages: &[T],
@@ -545,7 +546,7 @@ pub fn attention_paged_kv_cache<T: Element>(
 /// describes for `shape` (rows past a sequence's used keys, and every row of a sequence with a
 /// page outside the cache, are 0), and for each sequence whether its used keys lie in a page
 /// at or past `num_pages`.
-fn gather_pages<T: Element>(
+fn gather_pages<T: HalfElement>(
     k_pages: &[T],
     v_pages: &[T],
     block_table: &[u32],
@@ -564,7 +565,7 @@ fn gather_pages<T: Element>(
         })
         .collect();
     let gather = |pages: &[T]| -> Vec<T> {
-        let mut cache = vec![T::from_f64(0.0); shape.kv_elements().unwrap()];
+        let mut cache = vec![half_from_f64::<T>(0.0); shape.kv_elements().unwrap()];
         for b in (0..shape.batch).filter(|&b| !outside[b]) {
             for key in 0..used(b) {
                 let page = table(b)[key / page_size] as usize;
@@ -588,7 +589,7 @@ fn gather_pages<T: Element>(
 /// are those used prefixes, packed. Results as [`attention_varlen`]'s. Panics if the offsets
 /// are invalid or a slice is shorter than the shape needs.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_varlen_kv_cache<T: Element>(
+pub fn attention_varlen_kv_cache<T: HalfElement>(
     q: &[T],
     k_cache: &[T],
     v_cache: &[T],
@@ -646,7 +647,7 @@ pub fn attention_varlen_kv_cache<T: Element>(
 /// [`attention_paged_kv_cache`] for the pages and the block table). A sequence whose used keys
 /// lie in a page at or past `num_pages` gets NaN output rows and logsumexps.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_varlen_paged_kv_cache<T: Element>(
+pub fn attention_varlen_paged_kv_cache<T: HalfElement>(
     q: &[T],
     k_pages: &[T],
     v_pages: &[T],

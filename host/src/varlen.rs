@@ -630,7 +630,7 @@ impl FlashAttention {
     ) -> Result<(), Error> {
         let extents = shape.extents()?;
         let plan = plan_varlen_kv_cache(T::DTYPE, &extents, None, options, self.sm_count())?;
-        check_cache_lens(cache_lens, extents.longest.batch)?;
+        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
         let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),
@@ -661,8 +661,8 @@ impl FlashAttention {
     ) -> Result<(), Error> {
         let extents = shape.extents()?;
         let plan = plan_varlen_kv_cache(T::DTYPE, &extents, Some(paged), options, self.sm_count())?;
-        check_cache_lens(cache_lens, extents.longest.batch)?;
-        check_block_table(block_table, &plan)?;
+        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
+        check_block_table(block_table.len(), &plan)?;
         let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),

@@ -1,17 +1,21 @@
 //! Tests that need no GPU: the visibility rule, the CPU reference, problem validation, the PTX
 //! and its ptxas resource report, the embedded cubins, the tile configurations, the autotuner's
-//! logic and dispatch table, the regression check, and variable-length batches.
+//! logic and dispatch table, the regression check, variable-length batches, half 2's element
+//! types (feature `half2`) and the README's cudarc snippet.
 //! They run everywhere `cargo test` runs, CI included.
 
 mod config;
 mod cubin;
 mod dispatch;
+#[cfg(feature = "half2")]
+mod half_versions;
 mod kv_cache;
 mod mask;
 mod paged;
 mod problem;
 mod ptx;
 mod ptxas;
+mod readme;
 mod reference;
 mod regression;
 mod safety;

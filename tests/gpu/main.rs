@@ -7,6 +7,8 @@
 //! Each test is a plain function named in [`gpu_trials`]; one left out is dead code, which the
 //! build's lints reject.
 
+#[cfg(feature = "cudarc")]
+mod cudarc_backend;
 mod edge_cases;
 mod errors;
 mod forward;
@@ -94,6 +96,18 @@ fn gpu_trials() -> Vec<Trial> {
     ]
 }
 
+/// The tests of the cudarc backend, which need a GPU.
+#[cfg(feature = "cudarc")]
+fn cudarc_trials() -> Vec<Trial> {
+    trials![
+        cudarc_backend::dense_fp16_on_a_second_stream,
+        cudarc_backend::dense_bf16_on_a_second_stream,
+        cudarc_backend::serving_calls_give_the_cust_bits_fp16,
+        cudarc_backend::serving_calls_give_the_cust_bits_bf16,
+        cudarc_backend::other_contexts_and_short_buffers_are_rejected,
+    ]
+}
+
 /// The tests that run with or without a GPU.
 fn anywhere_trials() -> Vec<Trial> {
     trials![errors::without_a_gpu_construction_is_an_error_not_a_panic]
@@ -118,7 +132,11 @@ fn main() {
             "GPU tests ignored: no CUDA GPU ({reason}); set FLASH_ATTN_REQUIRE_GPU=1 to fail instead"
         );
     }
-    let mut trials: Vec<Trial> = gpu_trials()
+    #[cfg_attr(not(feature = "cudarc"), allow(unused_mut))]
+    let mut needs_gpu = gpu_trials();
+    #[cfg(feature = "cudarc")]
+    needs_gpu.extend(cudarc_trials());
+    let mut trials: Vec<Trial> = needs_gpu
         .into_iter()
         .map(|trial| trial.with_ignored_flag(missing_gpu.is_some()))
         .collect();

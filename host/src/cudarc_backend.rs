@@ -1,0 +1,428 @@
+//! The cudarc backend (feature `cudarc`): the safe calls over cudarc's `CudaSlice`, `CudaView`
+//! and `CudaViewMut`, enqueued on a caller's `CudaStream`.
+//!
+//! It turns cudarc's buffers and stream into [`RawTensors`], [`SequenceBuffers`] and a stream
+//! handle and calls the one raw launch ([`FlashAttention::launch`]); the validation is the cust
+//! calls' ([`crate::plan`] and its siblings, [`LaunchPlan::check_buffers`], the cache-length and
+//! block-table checks).
+//!
+//! **One context.** cust's `Context::new` and cudarc's `CudaContext::new` both retain the
+//! device's primary context (`cuDevicePrimaryCtxRetain`): a [`FlashAttention`] on device `n`
+//! and a cudarc context of ordinal `n` hold the same `CUcontext`, in which the kernels are
+//! loaded and cudarc's memory and streams live. Every call checks that the stream and every
+//! buffer belong to that context ([`Error::ContextMismatch`] otherwise: another device, or a
+//! context made by `CudaContext::new_non_primary`).
+//!
+//! **cudarc's stream synchronisation.** Where a cudarc context manages synchronisation between
+//! its streams (once a second stream was made, with event tracking on: cudarc 0.16 and later),
+//! each `CudaSlice` records an event after its last read and its last write. The calls take
+//! every address through cudarc's `DevicePtr::device_ptr` (inputs) and
+//! `DevicePtrMut::device_ptr_mut` (outputs) on the caller's stream, as cudarc's own launches
+//! do: the stream waits for the last write of each input and for the last read and write of
+//! each output, and once the kernel is enqueued the guards record this launch as the buffers'
+//! latest read or write. Errors of those waits and records are kept in the context as cudarc
+//! keeps them (`CudaContext::check_err`).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, SyncOnDrop,
+};
+
+use crate::{
+    check_block_table, check_cache_lens, plan_varlen, problem, AttentionShape, BufferLengths,
+    Element, Error, FlashAttention, ForwardOptions, HalfElement, LaunchPlan, LoadOptions,
+    PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers, VarlenShape,
+};
+
+/// A [`FlashAttention`] whose calls are enqueued on a caller's cudarc stream, of the instance's
+/// device's primary context: [`FlashAttention::on_cudarc_stream`]. Its calls are
+/// [`FlashAttention::forward`] and its KV-cache and variable-length siblings over cudarc
+/// buffers of half 2's (or half 1.8's) `f16` and `bf16`, validated as those are; they return
+/// once the kernel is enqueued.
+///
+/// ```no_run
+/// use cudarc::driver::CudaContext;
+/// use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};
+/// use half2::f16;
+///
+/// let context = CudaContext::new(0)?;
+/// let stream = context.default_stream();
+/// let attention = FlashAttention::for_cudarc_context(&context)?;
+/// let shape = AttentionShape::new(2, 8, 256, 64);
+/// let q = stream.clone_htod(&vec![f16::from_f32(0.5); shape.q_elements()?])?;
+/// let (k, v) = (q.clone(), q.clone());
+/// let mut output = stream.alloc_zeros::<f16>(shape.q_elements()?)?;
+/// attention
+///     .on_cudarc_stream(&stream)?
+///     .forward(&q, &k, &v, &mut output, None, shape, &ForwardOptions::default())?;
+/// let output: Vec<f16> = stream.clone_dtoh(&output)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct CudarcAttention<'a> {
+    attention: &'a FlashAttention,
+    stream: &'a Arc<CudaStream>,
+}
+
+impl FlashAttention {
+    /// [`Self::on_device`] for the device of a cudarc context, which must be that device's
+    /// primary context (`CudaContext::new`), the one this instance uses:
+    /// [`Error::ContextMismatch`] otherwise.
+    pub fn for_cudarc_context(context: &CudaContext) -> Result<Self, Error> {
+        // cudarc made the context with `cuDeviceGet(ordinal as i32)`, so the ordinal fits (and
+        // one that did not would be refused as no device).
+        let device = u32::try_from(context.ordinal()).unwrap_or(u32::MAX);
+        let attention = Self::with_options(&LoadOptions {
+            device,
+            ..LoadOptions::default()
+        })?;
+        attention.check_context("context", context)?;
+        Ok(attention)
+    }
+
+    /// This instance's calls on `stream`, a cudarc stream of this device's primary context
+    /// ([`Error::ContextMismatch`] otherwise), instead of [`Self::stream`]. See
+    /// [`CudarcAttention`].
+    pub fn on_cudarc_stream<'a>(
+        &'a self,
+        stream: &'a Arc<CudaStream>,
+    ) -> Result<CudarcAttention<'a>, Error> {
+        self.check_context("stream", stream.context())?;
+        Ok(CudarcAttention {
+            attention: self,
+            stream,
+        })
+    }
+
+    /// [`Error::ContextMismatch`] unless `context` is this instance's: compares the driver's
+    /// handles, without a driver call.
+    fn check_context(&self, what: &'static str, context: &CudaContext) -> Result<(), Error> {
+        if context.cu_ctx().cast::<c_void>() == self.kernels.context.as_raw().cast::<c_void>() {
+            return Ok(());
+        }
+        Err(Error::ContextMismatch {
+            what,
+            device: context.ordinal(),
+            primary: context.is_primary(),
+            instance_device: self.kernels.options.device,
+        })
+    }
+}
+
+/// The tensors of one call, as cudarc buffers (the logsumexp's lifetime is its own: a `&mut`
+/// to a trait object inside an `Option` is not coerced to a shorter one).
+struct Tensors<'b, 'l, T> {
+    q: &'b dyn DevicePtr<T>,
+    k: &'b dyn DevicePtr<T>,
+    v: &'b dyn DevicePtr<T>,
+    output: &'b mut dyn DevicePtrMut<T>,
+    lse: Option<&'l mut dyn DevicePtrMut<f32>>,
+}
+
+/// What a serving kernel reads besides the tensors: the caller's cache lengths and block table,
+/// and the offsets of a variable-length batch, uploaded by the call.
+#[derive(Default)]
+struct Sequences<'b> {
+    cache_lens: Option<&'b dyn DevicePtr<u32>>,
+    block_table: Option<&'b dyn DevicePtr<u32>>,
+    /// `cu_seqlens_q` and `cu_seqlens_kv`, validated.
+    offsets: Option<(&'b [u32], &'b [u32])>,
+}
+
+/// A cudarc error as this crate's, naming the cudarc call.
+fn driver_error(call: &'static str) -> impl FnOnce(DriverError) -> Error {
+    move |error| Error::DriverCall {
+        call,
+        code: error.0 as u32,
+    }
+}
+
+impl CudarcAttention<'_> {
+    /// [`FlashAttention::forward`] on this stream: `output = softmax(q kᵀ · scale) v`, with
+    /// `lse` the logsumexp of each query row (`[batch, heads_q, seq_len_q]` f32) if given.
+    /// Validated as `forward` is, and the stream and every buffer must belong to the
+    /// instance's context; nothing is enqueued on error. Allocates nothing and does not
+    /// synchronise, so it can be captured in a CUDA graph.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k: &impl DevicePtr<T>,
+        v: &impl DevicePtr<T>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan(T::Half1::DTYPE, &shape, options, self.attention.sm_count())?;
+        let tensors = Tensors {
+            q,
+            k,
+            v,
+            output,
+            lse,
+        };
+        self.launch(plan, tensors, None)
+    }
+
+    /// [`FlashAttention::forward_kv_cache`] on this stream: `k_cache` and `v_cache` of
+    /// `shape.seq_len_kv` keys per sequence, of which sequence `b` uses the first
+    /// `cache_lens[b]`. With split-KV ([`LaunchPlan::workspace_bytes`] of
+    /// [`crate::plan_kv_cache`] above 0) it allocates the workspace on this stream
+    /// (`CudaStream::alloc_zeros`: stream-ordered where the device has memory pools) and frees
+    /// it there after the kernel; the instance's own workspace belongs to its own stream.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_kv_cache<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_cache: &impl DevicePtr<T>,
+        v_cache: &impl DevicePtr<T>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan =
+            problem::plan_kv_cache(T::Half1::DTYPE, &shape, options, self.attention.sm_count())?;
+        check_cache_lens(cache_lens.len(), shape.batch)?;
+        let tensors = Tensors {
+            q,
+            k: k_cache,
+            v: v_cache,
+            output,
+            lse,
+        };
+        let sequences = Sequences {
+            cache_lens: Some(cache_lens),
+            ..Sequences::default()
+        };
+        self.launch(plan, tensors, Some(sequences))
+    }
+
+    /// [`FlashAttention::forward_paged_kv_cache`] on this stream: `k_pages` and `v_pages`
+    /// `[num_pages, page_size, heads_kv, head_dim]`, `block_table` at least
+    /// `batch * pages_per_sequence` u32, `cache_lens` at least `batch` u32. A sequence whose
+    /// used pages include an index at or past `num_pages` reads no key and gets NaN output rows.
+    /// The split-KV workspace as in [`Self::forward_kv_cache`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_paged_kv_cache<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_pages: &impl DevicePtr<T>,
+        v_pages: &impl DevicePtr<T>,
+        block_table: &impl DevicePtr<u32>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan_paged_kv_cache(
+            T::Half1::DTYPE,
+            &shape,
+            paged,
+            options,
+            self.attention.sm_count(),
+        )?;
+        check_cache_lens(cache_lens.len(), shape.batch)?;
+        check_block_table(block_table.len(), &plan)?;
+        let tensors = Tensors {
+            q,
+            k: k_pages,
+            v: v_pages,
+            output,
+            lse,
+        };
+        let sequences = Sequences {
+            cache_lens: Some(cache_lens),
+            block_table: Some(block_table),
+            ..Sequences::default()
+        };
+        self.launch(plan, tensors, Some(sequences))
+    }
+
+    /// [`FlashAttention::forward_varlen`] on this stream: the sequences of `shape` packed one
+    /// after the other, `lse` `[heads_q, tokens_q]` f32 if given. The offsets are validated in
+    /// full, then copied to a device buffer allocated on this stream (`CudaStream::clone_htod`,
+    /// ordered before the kernel) and freed there after it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k: &impl DevicePtr<T>,
+        v: &impl DevicePtr<T>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = plan_varlen(T::Half1::DTYPE, &shape.extents()?, options)?;
+        let tensors = Tensors {
+            q,
+            k,
+            v,
+            output,
+            lse,
+        };
+        let sequences = Sequences {
+            offsets: Some((shape.cu_seqlens_q, shape.cu_seqlens_kv)),
+            ..Sequences::default()
+        };
+        self.launch(plan, tensors, Some(sequences))
+    }
+
+    /// Checks the buffers' lengths and contexts, allocates what the call owns (the offsets of a
+    /// variable-length batch, the split-KV workspace), takes every address through cudarc's
+    /// guards on this stream and launches `plan` (`sequences` for a serving plan, `None` for a
+    /// dense one).
+    fn launch<T: HalfElement>(
+        &self,
+        plan: LaunchPlan,
+        tensors: Tensors<'_, '_, T>,
+        sequences: Option<Sequences<'_>>,
+    ) -> Result<(), Error> {
+        plan.check_buffers(&BufferLengths {
+            q: tensors.q.len(),
+            k: tensors.k.len(),
+            v: tensors.v.len(),
+            o: tensors.output.len(),
+            lse: tensors.lse.as_ref().map(|lse| lse.len()),
+        })?;
+        let attention = self.attention;
+        for (what, stream) in [
+            ("q", tensors.q.stream()),
+            ("k", tensors.k.stream()),
+            ("v", tensors.v.stream()),
+            ("o", tensors.output.stream()),
+        ] {
+            attention.check_context(what, stream.context())?;
+        }
+        if let Some(lse) = &tensors.lse {
+            attention.check_context("lse", lse.stream().context())?;
+        }
+        let sequences = sequences.unwrap_or_default();
+        for (what, buffer) in [
+            ("cache_lens", sequences.cache_lens),
+            ("block_table", sequences.block_table),
+        ] {
+            if let Some(buffer) = buffer {
+                attention.check_context(what, buffer.stream().context())?;
+            }
+        }
+
+        // Everything is valid: from here on the driver is called.
+        let stream = self.stream;
+        let offsets = sequences
+            .offsets
+            .map(|(cu_seqlens_q, cu_seqlens_kv)| {
+                // Both lists in one buffer: one upload.
+                stream
+                    .clone_htod(&[cu_seqlens_q, cu_seqlens_kv].concat())
+                    .map_err(driver_error("CudaStream::clone_htod"))
+            })
+            .transpose()?;
+        let workspace = CallWorkspace::allocate(stream, &plan)?;
+
+        let (q, _q_read) = tensors.q.device_ptr(stream);
+        let (k, _k_read) = tensors.k.device_ptr(stream);
+        let (v, _v_read) = tensors.v.device_ptr(stream);
+        let (o, _o_write) = tensors.output.device_ptr_mut(stream);
+        let (lse, _lse_write): (Option<u64>, Option<SyncOnDrop<'_>>) = match tensors.lse {
+            Some(lse) => {
+                let (address, guard) = lse.device_ptr_mut(stream);
+                (Some(address), Some(guard))
+            }
+            None => (None, None),
+        };
+        let (seq_used_kv, _cache_lens_read) = address_of(sequences.cache_lens, stream);
+        let (block_table, _block_table_read) = address_of(sequences.block_table, stream);
+        let offsets_address = offsets.as_ref().map(|offsets| offsets.device_ptr(stream));
+        let (cu_seqlens_q, cu_seqlens_kv) = match (&offsets_address, sequences.offsets) {
+            (Some((address, _)), Some((q, _))) => {
+                (*address, address + std::mem::size_of_val(q) as u64)
+            }
+            _ => (0, 0),
+        };
+        let buffers = SequenceBuffers {
+            cu_seqlens_q,
+            cu_seqlens_kv,
+            seq_used_kv,
+            block_table,
+            workspace: workspace.as_ref().map(|workspace| workspace.raw(stream)),
+        };
+        let serving = plan.sequences().is_some();
+        // SAFETY: the stream and every buffer belong to the instance's context (checked above);
+        // each buffer holds every element the plan reaches (`check_buffers`, the cache-length
+        // and block-table checks, the offsets validated by `VarlenShape::extents` against the
+        // token counts the tensors were checked for); `output` and `lse` are borrowed mutably,
+        // so they alias no input, and the plan rejected overlapping output strides. The stream
+        // waits for the buffers' pending writes (and the outputs' pending reads) through
+        // cudarc's guards, which record this launch once it is enqueued. A `CudaSlice` frees
+        // its memory on its own stream after waiting for its recorded uses, and the buffers
+        // this call allocated (the offsets, uploaded on the stream before the kernel; the
+        // workspace, zeroed there) are dropped after the launch, freed in the stream's order.
+        unsafe {
+            attention.launch(
+                stream.cu_stream().cast(),
+                plan,
+                RawTensors { q, k, v, o, lse },
+                serving.then_some(buffers),
+            )
+        }
+    }
+}
+
+/// The address of an optional u32 input (0: none) and cudarc's guard for its read.
+fn address_of<'b>(
+    buffer: Option<&'b dyn DevicePtr<u32>>,
+    stream: &'b CudaStream,
+) -> (u64, Option<SyncOnDrop<'b>>) {
+    match buffer {
+        Some(buffer) => {
+            let (address, guard) = buffer.device_ptr(stream);
+            (address, Some(guard))
+        }
+        None => (0, None),
+    }
+}
+
+/// The split-KV workspace of one call, allocated on the caller's stream and freed there.
+struct CallWorkspace {
+    partials: CudaSlice<u8>,
+    counters: CudaSlice<u32>,
+}
+
+impl CallWorkspace {
+    /// `None` where `plan` needs no workspace; else partials and zeroed arrival counters.
+    fn allocate(stream: &Arc<CudaStream>, plan: &LaunchPlan) -> Result<Option<Self>, Error> {
+        if plan.workspace_bytes() == 0 {
+            return Ok(None);
+        }
+        // Zeroed as the instance's own workspace is: the kernels need the counters at 0, and
+        // nothing has tested them on uninitialised partials.
+        Ok(Some(Self {
+            partials: stream
+                .alloc_zeros(plan.workspace_bytes())
+                .map_err(driver_error("CudaStream::alloc_zeros"))?,
+            counters: stream
+                .alloc_zeros(plan.counters())
+                .map_err(driver_error("CudaStream::alloc_zeros"))?,
+        }))
+    }
+
+    /// The workspace as the raw launch takes it. Both buffers were made on `stream` and are
+    /// used only there, so their addresses need no guard.
+    fn raw(&self, stream: &CudaStream) -> RawWorkspace {
+        let (partials, _) = self.partials.device_ptr(stream);
+        let (counters, _) = self.counters.device_ptr(stream);
+        RawWorkspace {
+            partials,
+            partial_bytes: self.partials.len(),
+            counters,
+            counter_count: self.counters.len(),
+        }
+    }
+}
