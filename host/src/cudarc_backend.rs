@@ -31,9 +31,10 @@ use cudarc::driver::{
 };
 
 use crate::{
-    check_block_table, check_cache_lens, plan_varlen, problem, AttentionShape, BufferLengths,
-    Element, Error, FlashAttention, ForwardOptions, HalfElement, LaunchPlan, LoadOptions,
-    PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers, VarlenShape,
+    check_block_table, check_cache_lens, plan_varlen, plan_varlen_kv_cache, problem,
+    AttentionShape, BufferLengths, Element, Error, FlashAttention, ForwardOptions, HalfElement,
+    LaunchPlan, LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers,
+    VarlenCacheShape, VarlenShape,
 };
 
 /// A [`FlashAttention`] whose calls are enqueued on a caller's cudarc stream, of the instance's
@@ -126,7 +127,8 @@ struct Tensors<'b, 'l, T> {
 struct Sequences<'b> {
     cache_lens: Option<&'b dyn DevicePtr<u32>>,
     block_table: Option<&'b dyn DevicePtr<u32>>,
-    /// `cu_seqlens_q` and `cu_seqlens_kv`, validated.
+    /// `cu_seqlens_q` and `cu_seqlens_kv`, validated; the key offsets empty for queries
+    /// against a KV cache (whose lengths are `cache_lens`).
     offsets: Option<(&'b [u32], &'b [u32])>,
 }
 
@@ -274,6 +276,89 @@ impl CudarcAttention<'_> {
         self.launch(plan, tensors, Some(sequences))
     }
 
+    /// [`FlashAttention::forward_varlen_kv_cache`] on this stream: the queries of `shape`
+    /// packed one sequence after the other (`lse` `[heads_q, tokens_q]` f32 if given), against
+    /// contiguous K and V caches of which sequence `b` uses the first `cache_lens[b]` keys. The
+    /// query offsets are uploaded as [`Self::forward_varlen`]'s, the split-KV workspace
+    /// allocated as [`Self::forward_kv_cache`]'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_kv_cache<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_cache: &impl DevicePtr<T>,
+        v_cache: &impl DevicePtr<T>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let extents = shape.extents()?;
+        let plan = plan_varlen_kv_cache(
+            T::Half1::DTYPE,
+            &extents,
+            None,
+            options,
+            self.attention.sm_count(),
+        )?;
+        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
+        let tensors = Tensors {
+            q,
+            k: k_cache,
+            v: v_cache,
+            output,
+            lse,
+        };
+        let sequences = Sequences {
+            cache_lens: Some(cache_lens),
+            offsets: Some((shape.cu_seqlens_q, &[])),
+            ..Sequences::default()
+        };
+        self.launch(plan, tensors, Some(sequences))
+    }
+
+    /// [`FlashAttention::forward_varlen_paged_kv_cache`] on this stream: as
+    /// [`Self::forward_varlen_kv_cache`] against a paged cache (see
+    /// [`Self::forward_paged_kv_cache`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_paged_kv_cache<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_pages: &impl DevicePtr<T>,
+        v_pages: &impl DevicePtr<T>,
+        block_table: &impl DevicePtr<u32>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        shape: &VarlenCacheShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let extents = shape.extents()?;
+        let plan = plan_varlen_kv_cache(
+            T::Half1::DTYPE,
+            &extents,
+            Some(paged),
+            options,
+            self.attention.sm_count(),
+        )?;
+        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
+        check_block_table(block_table.len(), &plan)?;
+        let tensors = Tensors {
+            q,
+            k: k_pages,
+            v: v_pages,
+            output,
+            lse,
+        };
+        let sequences = Sequences {
+            cache_lens: Some(cache_lens),
+            block_table: Some(block_table),
+            offsets: Some((shape.cu_seqlens_q, &[])),
+        };
+        self.launch(plan, tensors, Some(sequences))
+    }
+
     /// Checks the buffers' lengths and contexts, allocates what the call owns (the offsets of a
     /// variable-length batch, the split-KV workspace), takes every address through cudarc's
     /// guards on this stream and launches `plan` (`sequences` for a serving plan, `None` for a
@@ -341,8 +426,9 @@ impl CudarcAttention<'_> {
         let (block_table, _block_table_read) = address_of(sequences.block_table, stream);
         let offsets_address = offsets.as_ref().map(|offsets| offsets.device_ptr(stream));
         let (cu_seqlens_q, cu_seqlens_kv) = match (&offsets_address, sequences.offsets) {
-            (Some((address, _)), Some((q, _))) => {
-                (*address, address + std::mem::size_of_val(q) as u64)
+            (Some((address, _)), Some((q, kv))) => {
+                let kv_address = address + std::mem::size_of_val(q) as u64;
+                (*address, if kv.is_empty() { 0 } else { kv_address })
             }
             _ => (0, 0),
         };

@@ -11,7 +11,7 @@ use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{attention, error_stats, random_normal, within_tolerance, Precision};
 use flash_attn::{
     plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, HalfElement,
-    Layout, PagedKvCache, VarlenShape,
+    Layout, PagedKvCache, VarlenCacheShape, VarlenShape,
 };
 use half2::{bf16, f16};
 
@@ -353,6 +353,60 @@ fn serving_calls<T: Half2>() {
     assert_same_bits(
         &s,
         &format!("variable-length batch: {context}"),
+        (&out, &lse),
+        (&out_cust, &lse_cust),
+    );
+
+    // Variable-length queries against a paged cache of the geometry, table and lengths above:
+    // 2 sequences of 5 and 1 new tokens, against their 100 and 37 cached keys.
+    let cu_seqlens_q = [0u32, 5, 6];
+    let shape = VarlenCacheShape {
+        cu_seqlens_q: &cu_seqlens_q,
+        heads_q: 8,
+        heads_kv: 2,
+        seq_len_kv: 128,
+        head_dim: 64,
+    };
+    let (q_len, lse_len) = (6 * 8 * 64, 8 * 6);
+    let (q, q_cust) = both(&s, &random_normal::<T>(q_len, 0.5, 1.0, seed ^ 9));
+    let (mut out, mut out_cust) = both(&s, &nan::<T>(q_len));
+    let (mut lse, mut lse_cust) = (
+        s.uploads.clone_htod(&vec![f32::NAN; lse_len]).unwrap(),
+        DeviceBuffer::from_slice(&vec![f32::NAN; lse_len]).unwrap(),
+    );
+    let (k, k_cust) = both(&s, &random_normal::<T>(pages_len, 0.5, 1.0, seed ^ 10));
+    let (v, v_cust) = both(&s, &random_normal::<T>(pages_len, 0.5, 1.0, seed ^ 11));
+    on_stream
+        .forward_varlen_paged_kv_cache(
+            &q,
+            &k,
+            &v,
+            &table,
+            &lens,
+            &mut out,
+            Some(&mut lse),
+            &shape,
+            &paged,
+            &options,
+        )
+        .unwrap();
+    s.gpu
+        .forward_varlen_paged_kv_cache(
+            &q_cust,
+            &k_cust,
+            &v_cust,
+            &table_cust,
+            &lens_cust,
+            &mut out_cust,
+            Some(&mut lse_cust),
+            &shape,
+            &paged,
+            &options,
+        )
+        .unwrap();
+    assert_same_bits(
+        &s,
+        &format!("variable-length queries against a paged cache: {context}"),
         (&out, &lse),
         (&out_cust, &lse_cust),
     );
