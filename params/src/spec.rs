@@ -38,10 +38,9 @@ impl Dtype {
     }
 }
 
-/// What a family's main loop does to the scores besides the softmax.
-///
-/// Score modifiers (softcap, ALiBi, ...) will be values here, each a compile-time specialisation
-/// of the main loop, so that a problem without one does not pay for it.
+/// What a family's main loop does to the scores besides the softmax, and where its rows come
+/// from: each value a compile-time specialisation of the main loop, so that a problem does not
+/// pay for what it does not use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
     /// No score modifier beyond the causal mask (a run-time switch,
@@ -59,6 +58,13 @@ pub enum Variant {
     /// D=128 entries spilled (144-byte stack frame, sm_89). Entry names end in `_paged`; its
     /// tiles are [`SERVING_TILES`].
     Paged,
+    /// [`Variant::Dense`] with the score modifiers: a sliding window (both ends of each query's
+    /// key range, the key blocks wholly outside it skipped), a softcap and ALiBi biases. Its
+    /// entries take [`ModifiedParams`](crate::ModifiedParams); each modifier is a run-time
+    /// switch (a warp-uniform branch per key block), so that one kernel runs every combination,
+    /// and the dense kernels pay for none of them. Entry names end in `_mod`; its tiles are
+    /// [`MODIFIED_TILES`].
+    Modified,
 }
 
 impl Variant {
@@ -66,6 +72,19 @@ impl Variant {
     /// [`ForwardParams`](crate::ForwardParams).
     pub const fn is_serving(self) -> bool {
         matches!(self, Variant::Serving | Variant::Paged)
+    }
+
+    /// Whether the variant's entries take [`ModifiedParams`](crate::ModifiedParams): the score
+    /// modifiers.
+    pub const fn is_modified(self) -> bool {
+        matches!(self, Variant::Modified)
+    }
+
+    /// Whether the shipping set holds the variant's whole candidate space: every variant but
+    /// [`Variant::Dense`], whose hundreds of tiles the dispatch data choose among, while the
+    /// others have a few tiles each that the host picks at run time.
+    pub const fn ships_whole(self) -> bool {
+        !matches!(self, Variant::Dense)
     }
 
     /// Whether the variant reads K and V through a block table of pages.
@@ -85,12 +104,44 @@ impl Variant {
 /// bytes at 255 registers.
 pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (64, 64, 4, 3)];
 
+/// The tiles of the [`Variant::Modified`] kernels, as `(head_dim, block_m, block_n, warps,
+/// stages)`, swizzled, Q in registers: at each head dim the tile that the dense dispatch table
+/// picks for long causal prefills on the H100 (`host/dispatch-table.tsv`, key lengths above 2048,
+/// large grids: `m128_n64_w4_s3` at D=64, `m64_n64_w4_s2` at D=128), the shapes a sliding window
+/// serves and where the timing targets are set. One tile per head dim keeps the shipping
+/// set (which holds the whole modified space) and the cold build small; the host runs the
+/// dispatch table's own tile where a modified kernel of it exists
+/// (`flash_attn::modified_kernel`), so a tile added here is picked up without other change.
+pub const MODIFIED_TILES: [(usize, usize, usize, usize, usize); 2] =
+    [(64, 128, 64, 4, 3), (128, 64, 64, 4, 2)];
+
 /// Whether `tile` is one of `variant`'s candidate tiles: every tile for [`Variant::Dense`],
 /// [`SERVING_TILES`] for [`Variant::Serving`] (Q in registers) and [`Variant::Paged`] (Q in
-/// shared memory).
+/// shared memory), [`MODIFIED_TILES`] for [`Variant::Modified`].
 const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
     match variant {
         Variant::Dense => true,
+        Variant::Modified => {
+            if !matches!(tile.layout, SmemLayout::Swizzled)
+                || !matches!(tile.q_source, QSource::Registers)
+            {
+                return false;
+            }
+            let mut index = 0;
+            while index < MODIFIED_TILES.len() {
+                let (head_dim, block_m, block_n, warps, stages) = MODIFIED_TILES[index];
+                if tile.head_dim == head_dim
+                    && tile.block_m == block_m
+                    && tile.block_n == block_n
+                    && tile.warps == warps
+                    && tile.stages == stages
+                {
+                    return true;
+                }
+                index += 1;
+            }
+            false
+        }
         Variant::Serving | Variant::Paged => {
             let q_source = if matches!(variant, Variant::Paged) {
                 QSource::SharedMemory
@@ -134,8 +185,8 @@ pub struct KernelSpec {
 /// [`SmemLayout::Padded`] and `_qsmem` for [`QSource::SharedMemory`]. [`Family::Sm80`] and
 /// [`Variant::Dense`] add nothing: the names predate those axes, and the data files (the
 /// dispatch table, the fallbacks, the ptxas gate) name kernels by them. Another family or
-/// variant will append a suffix of its own (`_sm90a`, `_softcap`), leaving these names as they
-/// are. Allocation-free, so that the no_std side can use it too.
+/// variant appends a suffix of its own (`_serving`, `_paged`, `_mod`; a Hopper family would add
+/// `_sm90a`), leaving these names as they are. Allocation-free, so that the no_std side can use it too.
 impl fmt::Display for KernelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Exhaustive on purpose: a new family or variant fails to compile here until it has its
@@ -166,6 +217,7 @@ impl fmt::Display for KernelSpec {
             Variant::Dense => {}
             Variant::Serving => f.write_str("_serving")?,
             Variant::Paged => f.write_str("_paged")?,
+            Variant::Modified => f.write_str("_mod")?,
         }
         Ok(())
     }
@@ -173,11 +225,17 @@ impl fmt::Display for KernelSpec {
 
 /// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
 /// is a candidate spec (a variant only with its own tiles, [`SERVING_TILES`] for
-/// [`Variant::Serving`] and [`Variant::Paged`]); each one that passes [`TileConfig::check`] can become one PTX entry
+/// [`Variant::Serving`] and [`Variant::Paged`], [`MODIFIED_TILES`] for [`Variant::Modified`]);
+/// each one that passes [`TileConfig::check`] can become one PTX entry
 /// (see [`for_each_gated_config`]).
 pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
-pub const CANDIDATE_VARIANTS: [Variant; 3] = [Variant::Dense, Variant::Serving, Variant::Paged];
+pub const CANDIDATE_VARIANTS: [Variant; 4] = [
+    Variant::Dense,
+    Variant::Serving,
+    Variant::Paged,
+    Variant::Modified,
+];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:
 /// family, element type, variant, then the tile's (head dim, `block_m`, `block_n`, warps,
