@@ -1,13 +1,14 @@
-//! Tests that need no GPU: the visibility rule, the CPU reference, problem validation, the PTX
-//! and its ptxas resource report, the embedded cubins, the tile configurations, the autotuner's
-//! logic and dispatch table, the regression check, and variable-length batches.
-//! They run everywhere `cargo test` runs, CI included.
+//! Tests that need no GPU: the visibility rule (windows included), the score modifiers, the CPU
+//! reference, problem validation, the PTX and its ptxas resource report, the embedded cubins,
+//! the tile configurations, the autotuner's logic and dispatch table, the regression check, and
+//! variable-length batches. They run everywhere `cargo test` runs, CI included.
 
 mod config;
 mod cubin;
 mod dispatch;
 mod kv_cache;
 mod mask;
+mod modifiers;
 mod paged;
 mod problem;
 mod ptx;
