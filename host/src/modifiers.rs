@@ -183,8 +183,13 @@ impl ForwardOptions {
 /// What a dense call's options and ALiBi layout ask of the kernel, before validation: whether
 /// it needs a modified kernel, and the causal flag of a dense one.
 pub(crate) struct ScoreRule {
+    /// The window's sides that bound something ([`bounding_window`]).
     left: Option<i128>,
     right: Option<i128>,
+    /// The right side as the options give it, intersected with causal masking: what the dense
+    /// kernels' causal flag was before windows (a causal problem of one query row, whose
+    /// diagonal is the last key, stays causal, and keeps its dispatch table entry).
+    given_right: Option<i128>,
     softcap: Option<f32>,
     alibi: Option<AlibiLayout>,
 }
@@ -199,6 +204,7 @@ impl ScoreRule {
         Self {
             left,
             right,
+            given_right: intersected_window(options).1,
             softcap: options.softcap,
             alibi,
         }
@@ -222,11 +228,12 @@ impl ScoreRule {
         }
     }
 
-    /// Whether the rule is causal masking (the dense kernels' flag), or, for a modified kernel,
-    /// whether its window ends at or before the diagonal (the dispatch table's causal column
-    /// then describes its work best).
+    /// Whether the rule is causal masking (the dense kernels' flag: the given right bound is
+    /// 0, or one past every key that only a window adds), or, for a modified kernel, whether its
+    /// window ends at or before the diagonal (the dispatch table's causal column then describes
+    /// its work best).
     pub(crate) fn causal(&self) -> bool {
-        self.right.is_some_and(|right| right <= 0)
+        self.given_right.is_some_and(|right| right <= 0)
     }
 
     /// The kernel for the problem when the options name none: the dispatch table's

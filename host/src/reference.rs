@@ -107,8 +107,14 @@ impl Scoring<'_> {
     }
 
     /// The kernels' visibility rule ([`Mask`]) for `shape`, through the options' own rule
-    /// ([`ForwardOptions::mask`]). Panics where the options reject the window.
+    /// ([`ForwardOptions::mask`]). Panics where the options reject the window. A sequence
+    /// without queries or keys (a variable-length batch's) has no window to check: no query
+    /// sees a key.
     fn mask(&self, shape: &AttentionShape) -> Mask {
+        let lengths = (u32_length(shape.seq_len_q), u32_length(shape.seq_len_kv));
+        if lengths.0 == 0 || lengths.1 == 0 {
+            return Mask::new(lengths.0, lengths.1, self.causal);
+        }
         let options = ForwardOptions {
             causal: self.causal,
             window: self.window,

@@ -89,7 +89,7 @@ fn a_modifier_runs_a_modified_kernel_and_a_plain_problem_a_dense_one() {
         (with_window(None, None), false),
         (with_window(None, Some(0)), true),
         (with_window(Some(999), Some(776)), false),
-        (with_window(Some(5000), Some(3)), false),
+        (with_window(Some(5000), None), false),
         (
             ForwardOptions {
                 causal: true,
@@ -304,20 +304,22 @@ fn a_window_that_leaves_every_query_without_a_key_is_rejected() {
         );
         assert!(options.mask(&SHAPE).is_err());
     }
-    // One key short of that, some query sees a key, and the window is accepted: here only the
-    // last query (its diagonal key is the last key) sees the first key.
-    for (left, right) in [
-        (None, Some(1 - seq_len_kv)),
-        (Some(1 - seq_len_q), None),
+    // One key short of that, some query sees a key, and the window is accepted: the last query
+    // (whose diagonal key is the last key) sees the first key, or the first query the last key.
+    let last_query = SHAPE.seq_len_q as u32 - 1;
+    for (left, right, query, key) in [
+        (None, Some(1 - seq_len_kv), last_query, 0),
+        (Some(1 - seq_len_q), None, 0, SHAPE.seq_len_kv as u32 - 1),
     ] {
         let options = with_window(left, right);
         let kernel = supports(Dtype::F16, &SHAPE, &options, H100_SM_COUNT).unwrap();
         assert_eq!(kernel.spec.variant, Variant::Modified);
         let mask = options.mask(&SHAPE).unwrap();
-        let seen: Vec<u32> = (0..SHAPE.seq_len_q as u32)
+        let seen: Vec<(u32, u32)> = (0..SHAPE.seq_len_q as u32)
             .filter(|&query| mask.key_start(query) < mask.key_end(query))
+            .map(|query| (query, mask.key_start(query)))
             .collect();
-        assert_eq!(seen, vec![SHAPE.seq_len_q as u32 - 1]);
+        assert_eq!(seen, vec![(query, key)], "{options:?}");
     }
 }
 
