@@ -51,10 +51,10 @@ pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
     Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams, ModifierParams,
     QSource, SequenceParams, ServingParams, SmemLayout, TensorStrides, TileConfig, TileMask,
-    Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
-    CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
-    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, KERNELS_ENV,
-    KERNEL_SET, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
+    Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
+    CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES,
+    CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, MODIFIED_TILES,
+    SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 pub use dispatch::{
@@ -68,13 +68,13 @@ pub use kernels::{
     KernelSource, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, PTX_TARGETS,
     SUPPORTED_HEAD_DIMS,
 };
+pub use modifiers::{
+    modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,
+};
 pub use problem::{
     plan, plan_kv_cache, plan_paged_kv_cache, serving_kernel, split_count, supports,
     AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout,
     PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
-};
-pub use modifiers::{
-    modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,
 };
 pub use varlen::{plan_varlen, RawSeqOffsets, VarlenExtents, VarlenShape};
 

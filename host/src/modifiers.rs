@@ -107,7 +107,10 @@ fn intersected_window(options: &ForwardOptions) -> (Option<i128>, Option<i128>) 
 /// least `seq_len_kv - 1` lets every query see from key 0, a right offset of at least
 /// `seq_len_q - 1` lets every query see up to the last key, and such a side is `None`. For a
 /// window that [`check_window`] accepts, the bounds left are within `±2^30`.
-fn bounding_window(shape: &AttentionShape, options: &ForwardOptions) -> (Option<i128>, Option<i128>) {
+fn bounding_window(
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+) -> (Option<i128>, Option<i128>) {
     let (left, right) = intersected_window(options);
     (
         left.filter(|&left| left < shape.seq_len_kv as i128 - 1),
@@ -402,8 +405,7 @@ impl LaunchPlan {
         let log2_scale = self.params.scale_log2 as f64;
         for (index, &slope) in slopes[..required].iter().enumerate() {
             let largest = slope.abs() as f64 * longest * slope_scale;
-            if !slope.is_finite() || largest > LARGEST_BIAS || largest * log2_scale > LARGEST_BIAS
-            {
+            if !slope.is_finite() || largest > LARGEST_BIAS || largest * log2_scale > LARGEST_BIAS {
                 return Err(Error::InvalidAlibiSlope { index, slope });
             }
         }

@@ -159,7 +159,13 @@ struct RowScoring {
 }
 
 impl RowScoring {
-    fn new(scoring: &Scoring, shape: &AttentionShape, mask: Mask, row: &QueryRow, first_key: usize) -> Self {
+    fn new(
+        scoring: &Scoring,
+        shape: &AttentionShape,
+        mask: Mask,
+        row: &QueryRow,
+        first_key: usize,
+    ) -> Self {
         Self {
             scale: scoring.softmax_scale,
             softcap: scoring.softcap,
@@ -178,7 +184,9 @@ impl RowScoring {
             score = softcap * (score / softcap).tanh();
         }
         if self.slope != 0.0 {
-            let distance = self.mask.distance_from_diagonal(self.query, self.first_key + n as u32);
+            let distance = self
+                .mask
+                .distance_from_diagonal(self.query, self.first_key + n as u32);
             score -= self.slope * distance.unsigned_abs() as f64;
         }
         score

@@ -143,8 +143,10 @@ impl Mask {
         if self.right.bounded {
             // query + 1 + seq_len_kv - seq_len_q + right, clamped to 0..=seq_len_kv.
             let (right_up, right_down) = split_offset(self.right.offset);
-            f((query + 1 + self.seq_len_kv + right_up)
-                .saturating_sub(self.seq_len_q + right_down))
+            f(
+                (query + 1 + self.seq_len_kv + right_up)
+                    .saturating_sub(self.seq_len_q + right_down),
+            )
             .min(all)
         } else {
             all

@@ -47,7 +47,9 @@ fn the_build_compiled_the_set_it_says_it_did() {
                 .partition(|spec| spec.variant.ships_whole());
             assert_eq!(names(&built_dense), shipping);
             assert_eq!(built_whole.iter().collect::<Vec<_>>(), whole);
-            assert!(built_dense.iter().all(|spec| spec.variant == Variant::Dense));
+            assert!(built_dense
+                .iter()
+                .all(|spec| spec.variant == Variant::Dense));
         }
         KernelSet::All => assert_eq!(BUILT_CONFIGS, gated.as_slice()),
     }

@@ -186,8 +186,8 @@ fn a_window_sees_exactly_the_keys_between_key_start_and_key_end() {
                             "{seq_len_q} queries, {seq_len_kv} keys, window ({left:?}, \
                              {right:?}): query {query}, key {key}"
                         );
-                        let distance = query as i64 + seq_len_kv as i64 - seq_len_q as i64
-                            - key as i64;
+                        let distance =
+                            query as i64 + seq_len_kv as i64 - seq_len_q as i64 - key as i64;
                         assert_eq!(mask.distance_from_diagonal(query, key), distance);
                     }
                 }
@@ -250,8 +250,8 @@ fn the_tile_form_of_a_window_is_the_same_rule() {
                                          ({left:?}, {right:?}): tile ({first_query}, \
                                          {first_key}), row {row}, column {column}"
                                     );
-                                    let distance = tile.diagonal_column(row as i32) as i64
-                                        - column as i64;
+                                    let distance =
+                                        tile.diagonal_column(row as i32) as i64 - column as i64;
                                     assert_eq!(distance, mask.distance_from_diagonal(query, key));
                                 }
                             }
@@ -353,7 +353,13 @@ fn a_window_is_exact_at_the_longest_sequences() {
             }
             let window = (Some(left), Some(right));
             let mask = Mask::windowed(seq_len_q, seq_len_kv, window.0, window.1);
-            for query in [0, 1, seq_len_q / 2, seq_len_q.saturating_sub(2), seq_len_q - 1] {
+            for query in [
+                0,
+                1,
+                seq_len_q / 2,
+                seq_len_q.saturating_sub(2),
+                seq_len_q - 1,
+            ] {
                 if query >= seq_len_q {
                     continue;
                 }

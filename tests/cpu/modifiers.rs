@@ -44,18 +44,23 @@ fn every_modified_tile_is_built_for_both_element_types_and_runs_by_default() {
                     let (spec, tile) = (kernel.spec, kernel.spec.tile);
                     spec.variant == Variant::Modified
                         && spec.dtype == dtype
-                        && (tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages)
-                            == (head_dim, block_m, block_n, warps, stages)
+                        && (
+                            tile.head_dim,
+                            tile.block_m,
+                            tile.block_n,
+                            tile.warps,
+                            tile.stages,
+                        ) == (head_dim, block_m, block_n, warps, stages)
                 })
                 .unwrap_or_else(|| panic!("no exposed modified kernel {dtype:?} d{head_dim}"));
             assert!(kernel.entry.ends_with("_mod"), "{}", kernel.entry);
-            let shape = AttentionShape {
-                head_dim,
-                ..SHAPE
-            };
+            let shape = AttentionShape { head_dim, ..SHAPE };
             let chosen = modified_kernel(dtype, &shape, true, H100_SM_COUNT).unwrap();
             assert_eq!(chosen.spec.variant, Variant::Modified);
-            assert_eq!((chosen.spec.dtype, chosen.spec.tile.head_dim), (dtype, head_dim));
+            assert_eq!(
+                (chosen.spec.dtype, chosen.spec.tile.head_dim),
+                (dtype, head_dim)
+            );
         }
     }
 }
@@ -150,14 +155,29 @@ fn the_modified_parameters_fold_the_window_the_softcap_and_the_slopes_units() {
     assert_eq!((modifiers.window_left, modifiers.window_right), (64, 0));
     assert_eq!(modifiers.softcap_input_scale, 0.0);
     assert_eq!(modifiers.alibi_slopes, 0);
-    assert_eq!(windowed.params().scale_log2, scale * std::f32::consts::LOG2_E);
-    let left_only = plan(Dtype::F16, &SHAPE, &with_window(Some(3), None), H100_SM_COUNT).unwrap();
+    assert_eq!(
+        windowed.params().scale_log2,
+        scale * std::f32::consts::LOG2_E
+    );
+    let left_only = plan(
+        Dtype::F16,
+        &SHAPE,
+        &with_window(Some(3), None),
+        H100_SM_COUNT,
+    )
+    .unwrap();
     let modifiers = *left_only.modifiers().unwrap();
     assert_eq!(
         (modifiers.window_left, modifiers.window_right),
         (3, SHAPE.seq_len_q as i32 - 1)
     );
-    let right_only = plan(Dtype::F16, &SHAPE, &with_window(None, Some(-7)), H100_SM_COUNT).unwrap();
+    let right_only = plan(
+        Dtype::F16,
+        &SHAPE,
+        &with_window(None, Some(-7)),
+        H100_SM_COUNT,
+    )
+    .unwrap();
     let modifiers = *right_only.modifiers().unwrap();
     assert_eq!(
         (modifiers.window_left, modifiers.window_right),
@@ -180,7 +200,10 @@ fn the_modified_parameters_fold_the_window_the_softcap_and_the_slopes_units() {
     .unwrap();
     let modifiers = *plan_capped.modifiers().unwrap();
     assert_eq!(modifiers.softcap_input_scale, 0.125 / softcap);
-    assert_eq!(plan_capped.params().scale_log2, softcap * std::f32::consts::LOG2_E);
+    assert_eq!(
+        plan_capped.params().scale_log2,
+        softcap * std::f32::consts::LOG2_E
+    );
     assert_eq!(modifiers.alibi_slope_scale, 1.0 / softcap);
     assert_eq!(modifiers.alibi_batch_stride, SHAPE.heads_q as u32);
     assert_eq!(plan_capped.alibi_slopes_len(), SHAPE.batch * SHAPE.heads_q);
@@ -224,7 +247,15 @@ fn every_slope_index_the_kernel_forms_lies_in_the_slopes() {
 
 #[test]
 fn an_invalid_softcap_is_rejected() {
-    for softcap in [0.0, -1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-45, f32::MAX] {
+    for softcap in [
+        0.0,
+        -1.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-45,
+        f32::MAX,
+    ] {
         let options = ForwardOptions {
             softcap: Some(softcap),
             ..ForwardOptions::default()
@@ -331,11 +362,31 @@ fn the_options_mask_is_the_window_intersected_with_causal_masking() {
         (true, None, None, Mask::new(lengths.0, lengths.1, true)),
         (false, None, Some(0), Mask::new(lengths.0, lengths.1, true)),
         (true, None, Some(9), Mask::new(lengths.0, lengths.1, true)),
-        (true, Some(5000), Some(-2), Mask::windowed(lengths.0, lengths.1, None, Some(-2))),
-        (false, Some(30), Some(4), Mask::windowed(lengths.0, lengths.1, Some(30), Some(4))),
+        (
+            true,
+            Some(5000),
+            Some(-2),
+            Mask::windowed(lengths.0, lengths.1, None, Some(-2)),
+        ),
+        (
+            false,
+            Some(30),
+            Some(4),
+            Mask::windowed(lengths.0, lengths.1, Some(30), Some(4)),
+        ),
         // Offsets past every key bound nothing.
-        (false, Some(999), Some(776), Mask::new(lengths.0, lengths.1, false)),
-        (false, Some(998), Some(775), Mask::windowed(lengths.0, lengths.1, Some(998), Some(775))),
+        (
+            false,
+            Some(999),
+            Some(776),
+            Mask::new(lengths.0, lengths.1, false),
+        ),
+        (
+            false,
+            Some(998),
+            Some(775),
+            Mask::windowed(lengths.0, lengths.1, Some(998), Some(775)),
+        ),
     ] {
         let options = ForwardOptions {
             causal,
@@ -353,8 +404,13 @@ fn the_options_mask_is_the_window_intersected_with_causal_masking() {
         }
     }
     assert_eq!(
-        ForwardOptions::default().mask(&AttentionShape { seq_len_q: 0, ..SHAPE }),
-        Err(Error::ZeroSizedDimension { dimension: "seq_len_q" })
+        ForwardOptions::default().mask(&AttentionShape {
+            seq_len_q: 0,
+            ..SHAPE
+        }),
+        Err(Error::ZeroSizedDimension {
+            dimension: "seq_len_q"
+        })
     );
 }
 
@@ -452,7 +508,7 @@ fn alibi_slopes_that_are_too_few_or_not_finite_are_rejected() {
     let slopes = vec![0.25f32; 16];
     assert_eq!(plan.check_alibi_slopes(&slopes), Ok(()));
     // Extra slopes are not read.
-    assert_eq!(plan.check_alibi_slopes(&vec![0.25f32; 17]), Ok(()));
+    assert_eq!(plan.check_alibi_slopes(&[0.25f32; 17]), Ok(()));
     assert_eq!(
         plan.check_alibi_slopes(&slopes[..15]),
         Err(Error::AlibiSlopesTooShort {
@@ -541,7 +597,10 @@ fn naive_attention(
                     logsumexp[row] = f64::NEG_INFINITY;
                     continue;
                 }
-                let max = scored.iter().map(|&(_, s)| s).fold(f64::NEG_INFINITY, f64::max);
+                let max = scored
+                    .iter()
+                    .map(|&(_, s)| s)
+                    .fold(f64::NEG_INFINITY, f64::max);
                 let sum: f64 = scored.iter().map(|&(_, s)| (s - max).exp()).sum();
                 logsumexp[row] = max + sum.ln();
                 for &(key_row, score) in &scored {

@@ -143,7 +143,14 @@ impl<T: Element> ModifiedProblem<T> {
             },
         };
         let scoring = problem.scoring();
-        let reference = attention_with(&problem.q, &problem.k, &problem.v, shape, &scoring, Precision::F64);
+        let reference = attention_with(
+            &problem.q,
+            &problem.k,
+            &problem.v,
+            shape,
+            &scoring,
+            Precision::F64,
+        );
         let plain = attention_with(
             &problem.q,
             &problem.k,
@@ -245,7 +252,14 @@ impl<T: Element> ModifiedProblem<T> {
 }
 
 /// `(seq_len_q, seq_len_kv)`: single rows, odd lengths around the tiles, either longer.
-const ODD_PAIRS: [(usize, usize); 6] = [(1, 1), (7, 63), (65, 1000), (1000, 65), (63, 4097), (257, 257)];
+const ODD_PAIRS: [(usize, usize); 6] = [
+    (1, 1),
+    (7, 63),
+    (65, 1000),
+    (1000, 65),
+    (63, 4097),
+    (257, 257),
+];
 
 fn check_combinations<T: Element>(gpu: &FlashAttention, head_dim: usize) {
     for (index, (seq_len_q, seq_len_kv)) in ODD_PAIRS.into_iter().enumerate() {
@@ -314,7 +328,12 @@ pub(crate) fn every_modified_kernel_on_a_small_problem() {
             seq_len_kv: 231,
             head_dim: kernel.spec.tile.head_dim,
         };
-        for modifiers in [everything, COMBINATIONS[0], COMBINATIONS[3], COMBINATIONS[4]] {
+        for modifiers in [
+            everything,
+            COMBINATIONS[0],
+            COMBINATIONS[3],
+            COMBINATIONS[4],
+        ] {
             for causal in [false, true] {
                 match kernel.spec.dtype {
                     Dtype::F16 => {
@@ -396,7 +415,15 @@ fn check_sampled<T: Element>(
         alibi,
     };
     let reference = attention_rows_with(&q, &k, &v, shape, &scoring, Precision::F64, rows);
-    let plain = attention_rows_with(&q, &k, &v, shape, &scoring, Precision::Plain(T::DTYPE), rows);
+    let plain = attention_rows_with(
+        &q,
+        &k,
+        &v,
+        shape,
+        &scoring,
+        Precision::Plain(T::DTYPE),
+        rows,
+    );
     let options = ForwardOptions {
         causal: true,
         window: modifiers.window,
@@ -465,7 +492,8 @@ pub(crate) fn key_blocks_outside_the_window_are_skipped() {
             let last_query = (first_query + block_m).min(shape.seq_len_q as i64) - 1;
             let first_key = (first_query - left).max(0);
             let end_key = (last_query + right + 1).min(shape.seq_len_kv as i64);
-            let computed = first_key / block_n * block_n..(end_key + block_n - 1) / block_n * block_n;
+            let computed =
+                first_key / block_n * block_n..(end_key + block_n - 1) / block_n * block_n;
             let nan = output[query as usize * shape.head_dim].to_f64().is_nan();
             assert_eq!(
                 nan,
@@ -474,7 +502,9 @@ pub(crate) fn key_blocks_outside_the_window_are_skipped() {
                 kernel.entry
             );
             // The other columns never meet the NaN.
-            assert!(output[query as usize * shape.head_dim + 1].to_f64().is_finite());
+            assert!(output[query as usize * shape.head_dim + 1]
+                .to_f64()
+                .is_finite());
         }
     }
 }
@@ -627,8 +657,17 @@ pub(crate) fn back_to_back_alibi_calls_read_their_own_slopes() {
         let mut output =
             DeviceBuffer::from_slice(&vec![f16::NAN; s.q_elements().unwrap()]).unwrap();
         let options = problem.options(Layout::Bhsd, None);
-        gpu.forward_alibi(&q, &k, &v, &mut output, None, problem.alibi().unwrap(), s, &options)
-            .unwrap();
+        gpu.forward_alibi(
+            &q,
+            &k,
+            &v,
+            &mut output,
+            None,
+            problem.alibi().unwrap(),
+            s,
+            &options,
+        )
+        .unwrap();
         runs.push((q, k, v, output));
     }
     gpu.synchronize().unwrap();
@@ -751,5 +790,8 @@ pub(crate) fn errors_come_before_any_launch() {
     gpu.synchronize().unwrap();
     let mut host = vec![f16::ZERO; data.len()];
     output.copy_to(&mut host[..]).unwrap();
-    assert!(host.iter().all(|x| x.is_nan()), "a rejected call wrote the output");
+    assert!(
+        host.iter().all(|x| x.is_nan()),
+        "a rejected call wrote the output"
+    );
 }

@@ -249,7 +249,8 @@ pub unsafe fn forward<
     // Read first, so that its latency hides under the prologue's copies.
     let alibi_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
         let slopes = modifiers.alibi_slopes as *const f32;
-        let index = info.batch as usize * modifiers.alibi_batch_stride as usize + info.head as usize;
+        let index =
+            info.batch as usize * modifiers.alibi_batch_stride as usize + info.head as usize;
         *slopes.add(index) * modifiers.alibi_slope_scale
     } else {
         0.0

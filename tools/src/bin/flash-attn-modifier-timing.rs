@@ -88,7 +88,14 @@ fn time<T: Element>(
     alibi: bool,
 ) -> Result<(LaunchTimes, &'static ForwardKernel), Error> {
     let kernel = if alibi {
-        plan_alibi(T::DTYPE, &shape, options, AlibiLayout::PerHead, gpu.sm_count())?.kernel()
+        plan_alibi(
+            T::DTYPE,
+            &shape,
+            options,
+            AlibiLayout::PerHead,
+            gpu.sm_count(),
+        )?
+        .kernel()
     } else {
         plan(T::DTYPE, &shape, options, gpu.sm_count())?.kernel()
     };
@@ -176,7 +183,11 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
                 let ratio = times.median() / plain_times.median();
                 worst.modifiers = worst.modifiers.max(ratio);
                 let same_tile = same_tile_plain.map_or(String::new(), |(dense, median)| {
-                    let same = if dense == plain_kernel { ", = plain" } else { "" };
+                    let same = if dense == plain_kernel {
+                        ", = plain"
+                    } else {
+                        ""
+                    };
                     format!(
                         ", x{:.3} vs the same tile's dense kernel ({median:.2} us{same})",
                         times.median() / median
@@ -207,7 +218,10 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
     let visible: usize = (0..seq_len).map(|i| (i + 1).min(width)).sum();
     let fraction = visible as f64 / (seq_len * (seq_len + 1) / 2) as f64;
     let target = causal_times.median() * fraction;
-    for (name, softcap) in [("window 1024", None), ("window 1024 + softcap", Some(SOFTCAP))] {
+    for (name, softcap) in [
+        ("window 1024", None),
+        ("window 1024 + softcap", Some(SOFTCAP)),
+    ] {
         let options = ForwardOptions {
             window: Some(WINDOW),
             softcap,
@@ -222,9 +236,7 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
             &format!("{label} {name}"),
             kernel,
             &times,
-            &format!(
-                "x{ratio:.3} vs causal x visible fraction {fraction:.4} ({target:.2} us)"
-            ),
+            &format!("x{ratio:.3} vs causal x visible fraction {fraction:.4} ({target:.2} us)"),
         );
     }
     Ok(())
