@@ -334,7 +334,7 @@ impl ScoreRule {
 /// The modified kernel ([`Variant::Modified`]) for a problem of `dtype` and `shape` on a device
 /// of `sm_count` multiprocessors, `causal` or not: the one of the tile that the dispatch table
 /// picks for the dense problem ([`dispatch_kernel`]) where the build has it, else the first of
-/// the problem's element type and head dim (`MODIFIED_TILES`: one per head dim today).
+/// the problem's element type and head dim (in `MODIFIED_TILES` order).
 pub fn modified_kernel(
     dtype: Dtype,
     shape: &AttentionShape,

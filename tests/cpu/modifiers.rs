@@ -37,22 +37,15 @@ fn with_window(left: Option<i64>, right: Option<i64>) -> ForwardOptions {
 #[test]
 fn every_modified_tile_is_built_for_both_element_types_and_runs_by_default() {
     for dtype in [Dtype::F16, Dtype::Bf16] {
-        for (head_dim, block_m, block_n, warps, stages) in MODIFIED_TILES {
+        for tile in MODIFIED_TILES {
             let kernel = FORWARD_KERNELS
                 .iter()
                 .find(|kernel| {
-                    let (spec, tile) = (kernel.spec, kernel.spec.tile);
-                    spec.variant == Variant::Modified
-                        && spec.dtype == dtype
-                        && (
-                            tile.head_dim,
-                            tile.block_m,
-                            tile.block_n,
-                            tile.warps,
-                            tile.stages,
-                        ) == (head_dim, block_m, block_n, warps, stages)
+                    let spec = kernel.spec;
+                    spec.variant == Variant::Modified && spec.dtype == dtype && spec.tile == tile
                 })
-                .unwrap_or_else(|| panic!("no exposed modified kernel {dtype:?} d{head_dim}"));
+                .unwrap_or_else(|| panic!("no exposed modified kernel {dtype:?} {tile:?}"));
+            let head_dim = tile.head_dim;
             assert!(kernel.entry.ends_with("_mod"), "{}", kernel.entry);
             let shape = AttentionShape { head_dim, ..SHAPE };
             let chosen = modified_kernel(dtype, &shape, true, H100_SM_COUNT).unwrap();
