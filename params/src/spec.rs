@@ -121,7 +121,15 @@ pub const MODIFIED_TILES: [TileConfig; 4] = [
     TileConfig::new(128, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(64, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(64, 64, 4, 2, 128, SmemLayout::Swizzled, QSource::Registers),
-    TileConfig::new(128, 32, 4, 3, 128, SmemLayout::Padded, QSource::SharedMemory),
+    TileConfig::new(
+        128,
+        32,
+        4,
+        3,
+        128,
+        SmemLayout::Padded,
+        QSource::SharedMemory,
+    ),
 ];
 
 /// `a == b` in a `const fn` (where `==` on structs is not).

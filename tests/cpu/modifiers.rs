@@ -824,3 +824,84 @@ fn the_modified_kernel_follows_the_dispatch_tables_tile_where_one_is_built() {
     let windowed = supports(Dtype::F16, &shape, &options, H100_SM_COUNT).unwrap();
     assert_eq!(windowed.spec.tile, dense.spec.tile);
 }
+
+/// A modified launch reads and writes what the plain launch of the same tile does (the window
+/// only skips key blocks, never reaching past the plain problem's rows): the same buffer
+/// lengths and grid, whatever the layout or strides.
+#[test]
+fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
+    let strided = flash_attn::ForwardStrides {
+        q: flash_attn::TensorStrides {
+            batch: 1 << 20,
+            head: 100_000,
+            seq: 136,
+        },
+        k: flash_attn::TensorStrides {
+            batch: 0,
+            head: 8,
+            seq: 512,
+        },
+        v: flash_attn::TensorStrides {
+            batch: 1 << 21,
+            head: 128,
+            seq: 1024,
+        },
+        o: flash_attn::TensorStrides {
+            batch: 1 << 20,
+            head: 100_000,
+            seq: 128,
+        },
+    };
+    for kernel in FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| kernel.spec.variant == Variant::Modified)
+    {
+        let dense = FORWARD_KERNELS
+            .iter()
+            .find(|dense| {
+                dense.spec.variant == Variant::Dense
+                    && dense.spec.dtype == kernel.spec.dtype
+                    && dense.spec.tile == kernel.spec.tile
+            })
+            .expect("every modified tile is a dense tile of the shipping set");
+        let shape = AttentionShape {
+            head_dim: kernel.spec.tile.head_dim,
+            ..SHAPE
+        };
+        for (layout, strides) in [
+            (Layout::Bhsd, None),
+            (Layout::Bshd, None),
+            (Layout::Bhsd, Some(strided)),
+        ] {
+            let plain = ForwardOptions {
+                causal: true,
+                layout,
+                strides,
+                kernel: Some(dense),
+                ..ForwardOptions::default()
+            };
+            let modified = ForwardOptions {
+                window: window(Some(77), Some(-2)),
+                softcap: Some(10.0),
+                kernel: Some(kernel),
+                ..plain
+            };
+            let plain = plan(kernel.spec.dtype, &shape, &plain, H100_SM_COUNT).unwrap();
+            let modified = plan_alibi(
+                kernel.spec.dtype,
+                &shape,
+                &modified,
+                AlibiLayout::PerBatchAndHead,
+                H100_SM_COUNT,
+            )
+            .unwrap();
+            assert_eq!(modified.required(), plain.required(), "{}", kernel.entry);
+            assert_eq!(modified.grid(), plain.grid());
+            let (mut params, plain_params) = (*modified.params(), *plain.params());
+            // The modified kernels take the window instead of the causal flag, and the scale in
+            // the softcap's units.
+            (params.causal, params.scale_log2) = (plain_params.causal, plain_params.scale_log2);
+            assert_eq!(params, plain_params);
+        }
+    }
+}

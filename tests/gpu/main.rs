@@ -63,6 +63,7 @@ fn gpu_trials() -> Vec<Trial> {
         modifiers::the_alibi_calls_agree_bit_for_bit,
         modifiers::back_to_back_alibi_calls_read_their_own_slopes,
         modifiers::errors_come_before_any_launch,
+        modifiers::explicit_strides_with_modifiers_are_honoured,
         paged::every_page_size_with_scrambled_tables,
         paged::split_kv_over_pages,
         paged::a_page_outside_the_cache_makes_its_sequence_nan,

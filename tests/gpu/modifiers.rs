@@ -795,3 +795,67 @@ pub(crate) fn errors_come_before_any_launch() {
         "a rejected call wrote the output"
     );
 }
+
+/// Explicit strides with the modifiers: the output written through padded strides holds, row
+/// for row, the bits of the dense-buffer run, and the padding is never written.
+pub(crate) fn explicit_strides_with_modifiers_are_honoured() {
+    use flash_attn::TensorStrides;
+    let gpu = gpu();
+    let shape = AttentionShape {
+        batch: 2,
+        heads_q: 4,
+        heads_kv: 2,
+        seq_len_q: 77,
+        seq_len_kv: 150,
+        head_dim: 128,
+    };
+    let problem = ModifiedProblem::<bf16>::new(shape, false, COMBINATIONS[8]);
+    let dense = |heads: usize, seq: usize| Layout::Bhsd.strides(heads, seq, 128).unwrap();
+    let padded_seq = 128 + 8;
+    let padded_head = (shape.seq_len_q + 3) as u64 * padded_seq;
+    let o = TensorStrides {
+        batch: 4 * padded_head,
+        head: padded_head,
+        seq: padded_seq,
+    };
+    let options = ForwardOptions {
+        strides: Some(flash_attn::ForwardStrides {
+            q: dense(4, 77),
+            k: dense(2, 150),
+            v: dense(2, 150),
+            o,
+        }),
+        ..problem.options(Layout::Bhsd, None)
+    };
+    let output = gpu
+        .forward_host_alibi(
+            &problem.q,
+            &problem.k,
+            &problem.v,
+            problem.alibi().unwrap(),
+            shape,
+            &options,
+        )
+        .unwrap();
+    let dense_output = problem
+        .run(&gpu, &problem.options(Layout::Bhsd, None))
+        .unwrap()
+        .output;
+    for b in 0..2 {
+        for h in 0..4 {
+            for s in 0..77 {
+                let row = (b as u64 * o.batch + h as u64 * o.head + s as u64 * o.seq) as usize;
+                let dense_row = ((b * 4 + h) * 77 + s) * 128;
+                for d in 0..128 {
+                    assert_eq!(
+                        output[row + d].to_f64().to_bits(),
+                        dense_output[dense_row + d].to_bits(),
+                        "b{b} h{h} s{s} d{d}"
+                    );
+                }
+            }
+        }
+    }
+    // The padding between rows is never written (forward_host zero-fills the buffer).
+    assert!(output[128..136].iter().all(|x| x.to_f64() == 0.0));
+}
