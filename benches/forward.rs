@@ -4,6 +4,12 @@
 //! stream. Throughput is in FLOP (criterion prints it as "elem/s"): `4 · B · H · S² · D` per call,
 //! halved for causal.
 //!
+//! The `modifiers_f16` group times the score modifiers beside the plain problem on two shapes:
+//! softcap 30, ALiBi (one slope per head, by device address: no upload timed) and both, at the
+//! long anchor shape causal and at 8,16,2048,64 full; and the sliding window of 1024 keys at
+//! 2,16,8192,128 causal beside the plain causal problem (the window target, which
+//! `flash-attn-modifier-timing` checks).
+//!
 //! Without a GPU it says so and exits 0. Filter as usual, e.g. `cargo bench -- B4_H8_S512_D64`.
 
 use std::time::Duration;
@@ -12,7 +18,10 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use cust::event::{Event, EventFlags};
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::{AttentionShape, Element, Error, FlashAttention, ForwardOptions};
+use flash_attn::{
+    AlibiLayout, AttentionShape, Element, Error, FlashAttention, ForwardOptions, RawAlibiSlopes,
+    RawTensors, SlidingWindow,
+};
 use flash_attn_tools::timing::ANCHOR_SHAPES;
 use half::{bf16, f16};
 
@@ -65,6 +74,116 @@ fn bench_shape<T: Element>(
     });
 }
 
+/// One modifier case of the `modifiers_f16` group: `options` on `shape`, with ALiBi slopes (one
+/// per head, on the device) or without, through the raw entry points.
+fn bench_modifier(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    gpu: &FlashAttention,
+    shape: AttentionShape,
+    name: &str,
+    options: ForwardOptions,
+    alibi: bool,
+) {
+    let elements = shape.q_elements().unwrap();
+    let input = |seed| DeviceBuffer::from_slice(&random_normal::<f16>(elements, 0.5, 1.0, seed));
+    let (q, k, v) = (input(1).unwrap(), input(2).unwrap(), input(3).unwrap());
+    let output = DeviceBuffer::from_slice(&vec![f16::ZERO; elements]).unwrap();
+    let slopes: Vec<f32> = (0..shape.heads_q)
+        .map(|h| 2f32.powf(-8.0 * (h + 1) as f32 / shape.heads_q as f32))
+        .collect();
+    let slopes = DeviceBuffer::from_slice(&slopes).unwrap();
+    let tensors = RawTensors {
+        q: q.as_device_ptr().as_raw(),
+        k: k.as_device_ptr().as_raw(),
+        v: v.as_device_ptr().as_raw(),
+        o: output.as_device_ptr().as_raw(),
+        lse: None,
+    };
+    let raw_slopes = RawAlibiSlopes {
+        address: slopes.as_device_ptr().as_raw(),
+        layout: AlibiLayout::PerHead,
+    };
+    // The plain problem's FLOPs: for the window, the causal problem's, so that its rate reads
+    // as the causal rate it would take to finish as soon.
+    group.throughput(Throughput::Elements(shape.flops(options.causal) as u64));
+    let AttentionShape {
+        batch,
+        heads_q,
+        seq_len_q,
+        head_dim,
+        ..
+    } = shape;
+    let id = BenchmarkId::from_parameter(format!(
+        "B{batch}_H{heads_q}_S{seq_len_q}_D{head_dim}_{name}"
+    ));
+    group.bench_function(id, |bencher| {
+        bencher.iter_custom(|launches| {
+            let start = Event::new(EventFlags::DEFAULT).unwrap();
+            let stop = Event::new(EventFlags::DEFAULT).unwrap();
+            let stream = gpu.stream().as_inner();
+            start.record(gpu.stream()).unwrap();
+            for _ in 0..launches {
+                // SAFETY: the buffers hold the dense tensors of `shape` and one slope per
+                // head, alive until the synchronize below, on the instance's own stream.
+                unsafe {
+                    if alibi {
+                        let dtype = flash_attn::Dtype::F16;
+                        gpu.forward_alibi_raw(stream, dtype, tensors, raw_slopes, shape, &options)
+                    } else {
+                        gpu.forward_raw(stream, flash_attn::Dtype::F16, tensors, shape, &options)
+                    }
+                }
+                .unwrap();
+            }
+            stop.record(gpu.stream()).unwrap();
+            stop.synchronize().unwrap();
+            stop.elapsed(&start).unwrap()
+        });
+    });
+}
+
+fn bench_modifiers(criterion: &mut Criterion, gpu: &FlashAttention) {
+    let mut group = criterion.benchmark_group("modifiers_f16");
+    for (shape, causal) in [
+        (AttentionShape::new(2, 16, 4096, 128), true),
+        (AttentionShape::new(8, 16, 2048, 64), false),
+    ] {
+        let plain = ForwardOptions {
+            causal,
+            ..ForwardOptions::default()
+        };
+        let capped = ForwardOptions {
+            softcap: Some(30.0),
+            ..plain
+        };
+        let mask = if causal { "causal" } else { "full" };
+        for (name, options, alibi) in [
+            ("plain", plain, false),
+            ("softcap", capped, false),
+            ("alibi", plain, true),
+            ("softcap_alibi", capped, true),
+        ] {
+            let name = format!("{mask}_{name}");
+            bench_modifier(&mut group, gpu, shape, &name, options, alibi);
+        }
+    }
+    let shape = AttentionShape::new(2, 16, 8192, 128);
+    let causal = ForwardOptions {
+        causal: true,
+        ..ForwardOptions::default()
+    };
+    let window = ForwardOptions {
+        window: Some(SlidingWindow {
+            left: Some(1023),
+            right: Some(0),
+        }),
+        ..causal
+    };
+    bench_modifier(&mut group, gpu, shape, "causal", causal, false);
+    bench_modifier(&mut group, gpu, shape, "window1024", window, false);
+    group.finish();
+}
+
 fn main() {
     let gpu = match FlashAttention::new() {
         Ok(gpu) => gpu,
@@ -93,5 +212,6 @@ fn main() {
         }
         group.finish();
     }
+    bench_modifiers(&mut criterion, &gpu);
     criterion.final_summary();
 }

@@ -9,7 +9,7 @@
 //!
 //! `FLASH_ATTN_KERNELS=all` compiles the search space, every spec that passes the compile-time
 //! gates; unset (or `shipping`), only the shipping set: the dense kernels the data files name,
-//! and every serving kernel.
+//! and every kernel of the other variants (serving, paged, modified).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -67,9 +67,9 @@ fn built_configs(set: KernelSet) -> Vec<KernelSpec> {
             dispatch::DATA_DIR
         );
     }
-    // The serving variant's space is small (`SERVING_TILES`) and the host picks among it at
-    // run time: it ships whole.
-    gated.retain(|spec| spec.variant.is_serving() || shipping.contains(&spec.to_string()));
+    // The other variants' spaces are small (`SERVING_TILES`, `MODIFIED_TILES`) and the host
+    // picks among them at run time: they ship whole.
+    gated.retain(|spec| spec.variant.ships_whole() || shipping.contains(&spec.to_string()));
     gated
 }
 

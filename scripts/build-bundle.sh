@@ -46,6 +46,7 @@ load_time=$(cargo build --release -p flash-attn-tools --bin flash-attn-load-time
 tune=$(cargo build --release -p flash-attn-tools --bin flash-attn-tune --message-format=json | executable_of flash-attn-tune)
 regression=$(cargo build --release -p flash-attn-tools --bin flash-attn-regression --message-format=json | executable_of flash-attn-regression)
 decode_timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-decode-timing --message-format=json | executable_of flash-attn-decode-timing)
+modifier_timing=$(cargo build --release -p flash-attn-tools --bin flash-attn-modifier-timing --message-format=json | executable_of flash-attn-modifier-timing)
 
 cp "$gpu_tests" "$bundle/gpu-tests"
 cp "$bench" "$bundle/forward-bench"
@@ -55,13 +56,15 @@ cp "$load_time" "$bundle/flash-attn-load-time"
 cp "$tune" "$bundle/flash-attn-tune"
 cp "$regression" "$bundle/flash-attn-regression"
 cp "$decode_timing" "$bundle/flash-attn-decode-timing"
+cp "$modifier_timing" "$bundle/flash-attn-modifier-timing"
 cp scripts/decode_peers.py "$bundle/"
 for i in "${!examples[@]}"; do
     cp "${example_paths[$i]}" "$bundle/example-${examples[$i]}"
     strip "$bundle/example-${examples[$i]}"
 done
 strip "$bundle/gpu-tests" "$bundle/forward-bench" "$bundle/serving-bench" "$bundle/flash-attn-timing" \
-    "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune" "$bundle/flash-attn-regression"
+    "$bundle/flash-attn-load-time" "$bundle/flash-attn-tune" "$bundle/flash-attn-regression" \
+    "$bundle/flash-attn-modifier-timing"
 cp scripts/run-bundle.sh "$bundle/run.sh"
 cp scripts/peer_compare.py "$bundle/"
 if [ -f results/baseline.json ]; then cp results/baseline.json "$bundle/baseline.json"; fi

@@ -4,6 +4,13 @@
 Usage:
     python3 scripts/peer_compare.py --ours ours.json --out peers.json \
         [--repeats 30] [--graph-calls 20]
+    python3 scripts/peer_compare.py --window [--repeats 30] [--graph-calls 20]
+
+--window times the peers of our sliding window instead (flash-attn-modifier-timing times
+ours): at B=2, H=16, S=8192, D=128, causal, and with a window of 1024 keys up to the diagonal
+as an explicit boolean mask (SDPA has no window argument; the backends that take a mask,
+cudnn and efficient, compute every block), fp16 and bf16. SDPA has no softcap or ALiBi
+argument either: those are compared against our own plain kernels only.
 
 Input (--ours) is the JSON written by our Rust timing tool:
     {"device": ..., "date": ..., "results": [{"batch", "heads", "seq_len", "head_dim",
@@ -237,8 +244,9 @@ def time_graph(graph, graph_calls, repeats):
     return samples
 
 
-def time_backend(name, q, k, v, causal, graph_calls, repeats, flops):
-    """Stats dict for one SDPA backend on (q, k, v), or {"error": ...} if it cannot run."""
+def time_backend(name, q, k, v, causal, graph_calls, repeats, flops, mask=None):
+    """Stats dict for one SDPA backend on (q, k, v), or {"error": ...} if it cannot run;
+    with `mask` (a boolean attention mask, True where a key is seen) instead of `causal`."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -248,6 +256,8 @@ def time_backend(name, q, k, v, causal, graph_calls, repeats, flops):
                "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
 
     def call():
+        if mask is not None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     try:
@@ -273,14 +283,58 @@ def time_peers(entry, graph_calls, repeats):
             for name in BACKENDS}
 
 
+# ---------------------------------------------------------------- the sliding window
+
+WINDOW_SHAPE = (2, 16, 8192, 128)
+WINDOW_KEYS = 1024
+
+
+def window_visible_fraction(seq_len, width):
+    """Query-key pairs a window of `width` keys up to the diagonal sees, over the causal ones."""
+    visible = sum(min(i + 1, width) for i in range(seq_len))
+    return visible / (seq_len * (seq_len + 1) / 2)
+
+
+def time_window(graph_calls, repeats):
+    """SDPA at the window shape: causal, and the window as an explicit boolean mask."""
+    import torch
+
+    batch, heads, seq_len, head_dim = WINDOW_SHAPE
+    fraction = window_visible_fraction(seq_len, WINDOW_KEYS)
+    positions = torch.arange(seq_len, device="cuda")
+    distance = positions[:, None] - positions[None, :]
+    mask = (distance >= 0) & (distance < WINDOW_KEYS)
+    print(f"SDPA at B,H,S,D={batch},{heads},{seq_len},{head_dim}: causal, and a window of "
+          f"{WINDOW_KEYS} keys as an explicit mask (visible fraction of the causal pairs "
+          f"{fraction:.4f})", flush=True)
+    for dtype in ("f16", "bf16"):
+        entry = {"batch": batch, "heads": heads, "seq_len": seq_len, "head_dim": head_dim,
+                 "causal": True, "dtype": dtype}
+        q, k, v = make_qkv(entry)
+        flops = row_flops(entry)
+        for name in BACKENDS:
+            causal = time_backend(name, q, k, v, True, graph_calls, repeats, flops)
+            window = time_backend(name, q, k, v, False, graph_calls, repeats,
+                                  flops * fraction, mask=mask)
+            scaled = ("n/a" if "median_us" not in causal
+                      else f"{causal['median_us'] * fraction:.1f}")
+            print(f"{dtype} {name:<9} causal {_us(causal):>8} us, window (mask) "
+                  f"{_us(window):>8} us, causal x fraction {scaled} us"
+                  + "".join(f"; {kind}: {stats['error']}"
+                            for kind, stats in (("causal", causal), ("window", window))
+                            if "error" in stats), flush=True)
+
+
 # ---------------------------------------------------------------- main
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Time PyTorch SDPA backends (flash, cudnn, efficient) on the shapes "
                     "in our kernel's timing JSON, by CUDA graph replay, and compare.")
-    parser.add_argument("--ours", required=True, help="our timing JSON (input)")
-    parser.add_argument("--out", required=True, help="where to write the comparison JSON")
+    parser.add_argument("--ours", help="our timing JSON (input)")
+    parser.add_argument("--out", help="where to write the comparison JSON")
+    parser.add_argument("--window", action="store_true",
+                        help="time the sliding window's peers instead (no --ours or --out)")
     parser.add_argument("--repeats", type=int, default=30,
                         help="timed graph replays per backend and shape (default 30)")
     parser.add_argument("--graph-calls", type=int, default=20,
@@ -288,18 +342,23 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.graph_calls < 1:
         parser.error("--repeats and --graph-calls must be at least 1")
+    if not args.window and (args.ours is None or args.out is None):
+        parser.error("--ours and --out are required unless --window is given")
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    ours_doc = load_ours(args.ours)
+    ours_doc = None if args.window else load_ours(args.ours)
 
     import torch
 
     if not torch.cuda.is_available():
         raise SystemExit("CUDA is not available")
     torch.manual_seed(0)
+    if args.window:
+        time_window(args.graph_calls, args.repeats)
+        return
 
     device = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()

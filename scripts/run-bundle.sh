@@ -4,7 +4,7 @@
 # timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [load] [tune] [tests] [examples] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [noise]
+# Usage: run.sh [load] [tune] [tests] [examples] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [modifiers] [noise]
 #        (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
@@ -20,6 +20,9 @@
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   decode: KV-cache decode timings (flash-attn-decode-timing), the SDPA peers at the same
 #          shapes and the copy bandwidth (decode_peers.py);
+#   modifiers: the score modifiers' timings against the plain kernels
+#          (flash-attn-modifier-timing: softcap and ALiBi at the anchor shapes, the sliding window
+#          at S=8192) and the SDPA peer of the window (peer_compare.py --window);
 #   noise: times our kernels a second time and runs the same check against the first pass,
 #          which measures the run-to-run noise the check has to see through.
 # SANITIZER_TIMEOUT (seconds, default 560) bounds each compute-sanitizer run, so that a slow
@@ -34,7 +37,7 @@ summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-phases=${*:-load tests examples sm80 sanitizer sanitizer80 bench peers decode noise}
+phases=${*:-load tests examples sm80 sanitizer sanitizer80 bench peers decode modifiers noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -124,6 +127,8 @@ if wants sanitizer; then
         sanitize "$tool-varlen" "$tool" varlen::every_serving_kernel_on_a_small_ragged_batch
         # Every serving and paged kernel on a ragged batch of queries against a cache.
         sanitize "$tool-varlen-cache" "$tool" varlen_cache::every_cache_kernel_on_a_small_batch
+        # Every modified kernel (window, softcap, ALiBi; each alone and all three).
+        sanitize "$tool-modified" "$tool" modifiers::every_modified_kernel_on_a_small_problem
     done
     sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls
@@ -222,6 +227,14 @@ fi
 if wants decode; then
     { ./flash-attn-decode-timing; python3 decode_peers.py; } > "$out/decode.log" 2>&1
     note "$(cat "$out/decode.log")"
+fi
+
+# 4c. The score modifiers: softcap and ALiBi against the plain kernels at the anchor shapes, the
+#     sliding window against the causal time scaled by its visible fraction; then SDPA with the
+#     window as an explicit mask.
+if wants modifiers; then
+    { ./flash-attn-modifier-timing; python3 peer_compare.py --window; } > "$out/modifiers.log" 2>&1
+    note "$(cat "$out/modifiers.log")"
 fi
 
 # 5. Run-to-run noise: a second pass of our timings, checked against the first.

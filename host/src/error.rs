@@ -76,7 +76,8 @@ pub enum Error {
         actual: usize,
     },
     /// A device address is null or not aligned: 16 bytes for Q, K, V, O and the workspace, 4
-    /// for the logsumexp and the u32 buffers (cache lengths, block table, sequence offsets).
+    /// for the logsumexp, the u32 buffers (cache lengths, block table, sequence offsets) and
+    /// the ALiBi slopes.
     MisalignedBuffer { tensor: &'static str, address: u64 },
     /// A stride is not a multiple of 8 elements, so rows would not be 16-byte aligned.
     MisalignedStride {
@@ -118,8 +119,8 @@ pub enum Error {
     /// kernel given is a copy of a compiled one with its fields changed.
     UnknownKernel { name: String },
     /// The kernel named in the options is of another variant than the call needs: a dense
-    /// kernel for [`crate::FlashAttention::forward`], a serving one (`_serving`) for the KV-cache
-    /// calls.
+    /// kernel for [`crate::FlashAttention::forward`] (a modified one, `_mod`, where the options
+    /// or the call have a score modifier), a serving one (`_serving`) for the KV-cache calls.
     KernelVariantMismatch {
         kernel: &'static str,
         needed: flash_attn_params::Variant,
@@ -151,6 +152,35 @@ pub enum Error {
         device: usize,
         primary: bool,
         instance_device: u32,
+    },
+    /// The softcap is not a finite positive number, or the softmax scale over it (what the
+    /// kernel multiplies scores by before the `tanh`) or it times log2(e) is not finite and
+    /// positive in f32.
+    InvalidSoftcap { softcap: f32 },
+    /// A sliding window whose right bound lies before its left one (`left + right < 0`): no
+    /// query sees any key, whatever the lengths.
+    EmptyWindow { left: i64, right: i64 },
+    /// A sliding window that leaves every query of the problem without a key: its left bound is
+    /// past the last key for the first query (`left < 1 - seq_len_q`), or its right bound before
+    /// the first key for the last query (`right < 1 - seq_len_kv`). Single queries that see no
+    /// key are allowed (as under causal masking with `seq_len_q > seq_len_kv`); a problem none
+    /// of whose queries does is a caller's mistake.
+    WindowExcludesEveryKey {
+        left: Option<i64>,
+        right: Option<i64>,
+        seq_len_q: usize,
+        seq_len_kv: usize,
+    },
+    /// Fewer ALiBi slopes than the layout needs (`heads_q`, or `batch * heads_q`).
+    AlibiSlopesTooShort { length: usize, required: usize },
+    /// The ALiBi slope at `index` is not finite, or so large that its bias over the problem's
+    /// longest distance would not be finite in f32.
+    InvalidAlibiSlope { index: usize, slope: f32 },
+    /// A score modifier (`window`, `softcap`) on a call whose kernels do not take it yet (the
+    /// KV-cache and variable-length calls, whose kernels are of `variant`).
+    ModifierNotSupported {
+        modifier: &'static str,
+        variant: flash_attn_params::Variant,
     },
     /// A CUDA call failed.
     Cuda(CudaError),
@@ -298,6 +328,38 @@ impl fmt::Display for Error {
                 "{what} belongs to a{} context of device {device}, but this FlashAttention \
                  instance runs in the primary context of device {instance_device}",
                 if *primary { " primary" } else { " non-primary" }
+            ),
+            Error::InvalidSoftcap { softcap } => write!(
+                f,
+                "softcap {softcap} is not a finite positive number (or the softmax scale over it, \
+                 or it times log2(e), is not finite and positive in f32)"
+            ),
+            Error::EmptyWindow { left, right } => write!(
+                f,
+                "the sliding window ({left}, {right}) is empty: its right bound lies before its left one"
+            ),
+            Error::WindowExcludesEveryKey {
+                left,
+                right,
+                seq_len_q,
+                seq_len_kv,
+            } => write!(
+                f,
+                "the sliding window ({left:?}, {right:?}) leaves all {seq_len_q} queries without \
+                 a key among the {seq_len_kv}"
+            ),
+            Error::AlibiSlopesTooShort { length, required } => write!(
+                f,
+                "{length} ALiBi slopes but the layout needs {required}"
+            ),
+            Error::InvalidAlibiSlope { index, slope } => write!(
+                f,
+                "ALiBi slope {index} is {slope}: not finite, or its bias over the problem's \
+                 distances is not finite in f32"
+            ),
+            Error::ModifierNotSupported { modifier, variant } => write!(
+                f,
+                "the {variant:?} kernels (KV-cache and variable-length calls) take no {modifier} yet"
             ),
             Error::UnknownKernel { name } => {
                 write!(f, "{name:?} is not one of the exposed kernels (FORWARD_KERNELS)")

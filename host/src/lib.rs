@@ -37,6 +37,7 @@ mod element;
 mod error;
 mod kernels;
 mod launch;
+mod modifiers;
 mod problem;
 pub mod reference;
 pub mod rng;
@@ -51,12 +52,12 @@ use cust::stream::{Stream, StreamFlags};
 use element::{as_half1, from_half1};
 pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
-    Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, QSource, SequenceParams,
-    ServingParams, SmemLayout, TensorStrides, TileConfig, TileMask, Variant, ARCHITECTURES,
-    BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
-    CANDIDATE_VARIANTS, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, SERVING_TILES,
-    SM89_MAX_SMEM_PER_BLOCK,
+    Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams, ModifierParams,
+    QSource, SequenceParams, ServingParams, SmemLayout, TensorStrides, TileConfig, TileMask,
+    Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
+    CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES,
+    CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, MODIFIED_TILES,
+    SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 #[cfg(feature = "cudarc")]
@@ -71,6 +72,9 @@ pub use kernels::{
     default_kernel, entry_ptx, entry_ptx_for, kernel_by_name, kernel_named, Cubin, ForwardKernel,
     KernelSource, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, PTX_TARGETS,
     SUPPORTED_HEAD_DIMS,
+};
+pub use modifiers::{
+    modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,
 };
 pub use problem::{
     plan, plan_kv_cache, plan_paged_kv_cache, serving_kernel, split_count, supports,
@@ -126,6 +130,8 @@ pub struct FlashAttention {
     /// on demand; each call uploads its offsets on `stream`, so calls are ordered on it, and
     /// the lock keeps one upload-and-launch at a time.
     varlen_offsets: Mutex<Option<DeviceBuffer<u32>>>,
+    /// The ALiBi slopes of this instance's `forward_alibi` calls, as `varlen_offsets`.
+    alibi_slopes: modifiers::AlibiSlopesBuffer,
     stream: Stream,
     kernels: kernels::LoadedKernels,
 }
@@ -211,6 +217,7 @@ impl FlashAttention {
         Ok(Self {
             workspace: Mutex::new(Workspace::default()),
             varlen_offsets: Mutex::new(None),
+            alibi_slopes: Mutex::new(None),
             stream,
             kernels,
         })
@@ -547,6 +554,17 @@ impl FlashAttention {
             plan.params.o,
             plan.params.lse,
         ) = (tensors.q, tensors.k, tensors.v, tensors.o, lse);
+        // An ALiBi plan reads its slopes, any other plan none: the address comes exactly with
+        // an ALiBi plan.
+        if let Some(modifiers) = plan.modifiers {
+            let address = modifiers.alibi_slopes;
+            if (address != 0) != (plan.alibi_slopes > 0) || !address.is_multiple_of(4) {
+                return Err(Error::MisalignedBuffer {
+                    tensor: "alibi_slopes",
+                    address,
+                });
+            }
+        }
         let serving = match (plan.sequences, sequence_buffers) {
             (None, None) => None,
             (Some(mut sequences), Some(buffers)) => {
@@ -616,9 +634,16 @@ impl FlashAttention {
         CurrentContext::set_current(&self.kernels.context)?;
         let function = self.kernels.function(plan.kernel)?;
         let tile = &plan.kernel.spec.tile;
-        match serving {
-            Some(params) => launch::launch_forward(stream, function, tile, plan.grid, params),
-            None => launch::launch_forward(stream, function, tile, plan.grid, plan.params),
+        match (serving, plan.modifiers) {
+            (Some(params), _) => launch::launch_forward(stream, function, tile, plan.grid, params),
+            (None, Some(modifiers)) => {
+                let params = ModifiedParams {
+                    forward: plan.params,
+                    modifiers,
+                };
+                launch::launch_forward(stream, function, tile, plan.grid, params)
+            }
+            (None, None) => launch::launch_forward(stream, function, tile, plan.grid, plan.params),
         }
     }
 
@@ -657,7 +682,27 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<Vec<T>, Error> {
-        let plan = problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
+        self.forward_host_with(q, k, v, None, shape, options)
+    }
+
+    /// [`Self::forward_host`], with ALiBi slopes ([`Self::forward_host_alibi`]) or without.
+    fn forward_host_with<T: Element>(
+        &self,
+        q: &[T],
+        k: &[T],
+        v: &[T],
+        alibi: Option<AlibiSlopes>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<Vec<T>, Error> {
+        let plan = match alibi {
+            None => problem::plan(T::DTYPE, &shape, options, self.sm_count())?,
+            Some(alibi) => {
+                let plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
+                plan.check_alibi_slopes(alibi.slopes)?;
+                plan
+            }
+        };
         let required = plan.required();
         plan.check_buffers(&BufferLengths {
             q: q.len(),
@@ -700,15 +745,27 @@ impl FlashAttention {
                 );
                 output_bytes.set_8_async(0, stream)?;
             }
-            self.forward(
-                &q_device,
-                &k_device,
-                &v_device,
-                &mut output,
-                None,
-                shape,
-                options,
-            )?;
+            match alibi {
+                None => self.forward(
+                    &q_device,
+                    &k_device,
+                    &v_device,
+                    &mut output,
+                    None,
+                    shape,
+                    options,
+                )?,
+                Some(alibi) => self.forward_alibi(
+                    &q_device,
+                    &k_device,
+                    &v_device,
+                    &mut output,
+                    None,
+                    alibi,
+                    shape,
+                    options,
+                )?,
+            }
             // SAFETY: as above.
             unsafe { output.async_copy_to(&mut host[..], stream)? };
             Ok(())

@@ -3,12 +3,13 @@
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
 use flash_attn_params::{
-    Dtype, ForwardParams, SequenceParams, TensorStrides, TileConfig, Variant, CHUNK_ELEMS,
+    Dtype, ForwardParams, ModifierParams, SequenceParams, TensorStrides, TileConfig, Variant,
+    CHUNK_ELEMS,
 };
 
-use crate::dispatch::dispatch_kernel;
+use crate::modifiers::{AlibiLayout, ScoreRule};
 use crate::varlen::PackedQueries;
-use crate::{Error, ForwardKernel, FORWARD_KERNELS};
+use crate::{Error, ForwardKernel, SlidingWindow, FORWARD_KERNELS};
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
 /// K and V `[batch, heads_kv, seq_len_kv, head_dim]`, in the order given by [`Layout`] or
@@ -140,7 +141,8 @@ pub struct ForwardStrides {
 }
 
 /// Options of a forward pass; `Default` gives non-causal attention on dense `[B, H, S, D]`
-/// tensors with scale `1/sqrt(head_dim)` and the kernel the dispatch table picks.
+/// tensors with scale `1/sqrt(head_dim)`, no score modifier and the kernel the dispatch table
+/// picks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ForwardOptions {
     /// Multiplies `Q Kᵀ` before the softmax. `None` means `1 / sqrt(head_dim)`.
@@ -155,8 +157,16 @@ pub struct ForwardOptions {
     pub strides: Option<ForwardStrides>,
     /// The exposed kernel to run (an entry of `FORWARD_KERNELS`). `None` means the tuned
     /// dispatch table's kernel for the element type, head dim, masking, key length and grid
-    /// size ([`crate::dispatch_kernel`]).
+    /// size ([`crate::dispatch_kernel`]), or with a score modifier [`crate::modified_kernel`].
     pub kernel: Option<&'static ForwardKernel>,
+    /// A sliding window ([`SlidingWindow`]), intersected with `causal`; key blocks wholly
+    /// outside it are skipped. `None`: no window. The dense calls only (the KV-cache and
+    /// variable-length calls: [`Error::ModifierNotSupported`]).
+    pub window: Option<SlidingWindow>,
+    /// Caps the scaled scores at `±softcap` smoothly, `softcap * tanh(score / softcap)` (Gemma
+    /// 2's and Grok's logit softcapping), before the softmax and any ALiBi bias; finite and
+    /// positive ([`Error::InvalidSoftcap`]). `None`: no cap. The dense calls only.
+    pub softcap: Option<f32>,
     /// How many blocks split each query tile's key range (split-KV, FlashAttention's
     /// `num_splits`), for the KV-cache calls: `None` picks the count from the grid and the SM
     /// count ([`split_count`]); `Some(n)`, 1 to [`MAX_SPLITS`], gives each split
@@ -254,6 +264,11 @@ pub struct LaunchPlan {
     pub(crate) required: BufferLengths,
     pub(crate) workspace_bytes: usize,
     pub(crate) counters: usize,
+    /// The modified kernels' second half of the argument (the ALiBi address still 0); `None`
+    /// for any other kernel.
+    pub(crate) modifiers: Option<ModifierParams>,
+    /// ALiBi slopes the launch reads: 0 without ALiBi.
+    pub(crate) alibi_slopes: usize,
 }
 
 impl LaunchPlan {
@@ -361,22 +376,38 @@ pub fn plan(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
+    plan_dense(dtype, shape, options, None, sm_count)
+}
+
+/// [`plan`] (`alibi` `None`) and [`crate::plan_alibi`]: a dense kernel, or a modified one where
+/// the options or ALiBi ask for a score modifier ([`ScoreRule`]).
+pub(crate) fn plan_dense(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    alibi: Option<AlibiLayout>,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
     check_num_splits(options, 1)?;
-    let checked = check_problem(dtype, shape, options, Variant::Dense, || {
-        dispatch_kernel(dtype, shape, options.causal, sm_count)
+    let rule = ScoreRule::new(shape, options, alibi);
+    let checked = check_problem(dtype, shape, options, rule.variant(), || {
+        rule.default_kernel(dtype, shape, sm_count)
     })?;
     let kernel = checked.kernel;
     let required = batch_required(shape, &checked, &kernel.spec.tile)?;
+    let (params, modifiers) = rule.params(shape, options, checked.params)?;
     // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here: exact.
     let query_tiles = shape.seq_len_q.div_ceil(kernel.spec.tile.block_m);
     Ok(LaunchPlan {
         kernel,
-        params: checked.params,
+        params,
         sequences: None,
         grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
         required,
         workspace_bytes: 0,
         counters: 0,
+        modifiers,
+        alibi_slopes: rule.alibi_slopes(shape),
     })
 }
 
@@ -463,6 +494,17 @@ pub(crate) fn check_problem(
         Some(kernel) => kernel,
         None => default_kernel()?,
     };
+    // The serving kernels take no score modifier yet: a window or softcap there would be
+    // silently ignored.
+    if variant.is_serving() {
+        let modifiers = [
+            ("window", options.window.is_some()),
+            ("softcap", options.softcap.is_some()),
+        ];
+        if let Some((modifier, _)) = modifiers.into_iter().find(|&(_, given)| given) {
+            return Err(Error::ModifierNotSupported { modifier, variant });
+        }
+    }
     if kernel.spec.variant != variant {
         return Err(Error::KernelVariantMismatch {
             kernel: kernel.entry,
@@ -915,6 +957,8 @@ pub(crate) fn plan_cache(
         required,
         workspace_bytes,
         counters,
+        modifiers: None,
+        alibi_slopes: 0,
     })
 }
 

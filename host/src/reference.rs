@@ -4,7 +4,8 @@
 //! Tensors are dense `[batch, heads, seq_len, head_dim]` ([`crate::Layout::Bhsd`]); use
 //! [`relayout`] for others. Variable-length batches ([`attention_varlen`]) are packed
 //! `[total_tokens, heads, head_dim]`, as FlashAttention takes them. Which keys a query sees is
-//! the kernels' own rule, [`Mask`] (causal masking aligned to the bottom right).
+//! the kernels' own rule, [`Mask`] (causal masking and sliding windows aligned to the bottom
+//! right); [`attention_with`] adds the score modifiers ([`Scoring`]: softcap, ALiBi).
 
 use std::ops::Range;
 
@@ -12,7 +13,10 @@ use flash_attn_params::{Dtype, Mask};
 
 use crate::element::{as_half1, half_from_f64};
 use crate::rng::SplitMix64;
-use crate::{round_to, AttentionShape, Element, HalfElement, Layout, VarlenShape, MAX_SEQ_LEN};
+use crate::{
+    round_to, AlibiLayout, AlibiSlopes, AttentionShape, Element, ForwardOptions, HalfElement,
+    Layout, SlidingWindow, VarlenShape, MAX_SEQ_LEN,
+};
 
 /// How the arithmetic of [`attention`] is carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,24 +67,131 @@ impl QueryRow {
         (self.batch * shape.heads_q + self.head) * shape.seq_len_q + self.query
     }
 
-    /// The elements of K (and of V) that this row sees: its K/V head's keys from the first up
-    /// to the last visible one (all of them, or up to the bottom-right-aligned diagonal).
-    fn visible_kv(&self, shape: &AttentionShape, causal: bool) -> Range<usize> {
+    /// The keys this row sees (`mask`'s range for its query, possibly empty), and the elements
+    /// of K (and of V) that hold them in its K/V head.
+    fn visible_kv(&self, shape: &AttentionShape, mask: &Mask) -> (Range<usize>, Range<usize>) {
         let d = shape.head_dim;
         let kv_head = self.head / (shape.heads_q / shape.heads_kv);
-        let start = (self.batch * shape.heads_kv + kv_head) * shape.seq_len_kv * d;
-        let visible = mask(shape, causal).key_end(u32_length(self.query)) as usize;
-        start..start + visible * d
+        let head = (self.batch * shape.heads_kv + kv_head) * shape.seq_len_kv * d;
+        let query = u32_length(self.query);
+        let (start, end) = (mask.key_start(query) as usize, mask.key_end(query) as usize);
+        let keys = start..end.max(start);
+        let elements = head + keys.start * d..head + keys.end * d;
+        (keys, elements)
     }
 }
 
-/// The kernels' visibility rule ([`Mask`]) for `shape`.
-fn mask(shape: &AttentionShape, causal: bool) -> Mask {
-    Mask::new(
-        u32_length(shape.seq_len_q),
-        u32_length(shape.seq_len_kv),
-        causal,
-    )
+/// What a problem does to its scores besides `Q Kᵀ`: the softmax scale, the visibility rule
+/// (causal masking, a sliding window) and the score modifiers, as [`crate::ForwardOptions`]
+/// and the ALiBi calls ([`crate::FlashAttention::forward_alibi`]) give them. Score `s` of query
+/// `i` and key `j` becomes `s * softmax_scale`, then `softcap * tanh(score / softcap)`, then
+/// `score - slope * |i + seq_len_kv - seq_len_q - j|` with the (batch, head)'s ALiBi slope.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scoring<'a> {
+    pub softmax_scale: f64,
+    pub causal: bool,
+    pub window: Option<SlidingWindow>,
+    pub softcap: Option<f64>,
+    pub alibi: Option<AlibiSlopes<'a>>,
+}
+
+impl Scoring<'_> {
+    /// Scaled scores, causal or not, and no modifier.
+    pub fn plain(softmax_scale: f64, causal: bool) -> Self {
+        Self {
+            softmax_scale,
+            causal,
+            window: None,
+            softcap: None,
+            alibi: None,
+        }
+    }
+
+    /// The kernels' visibility rule ([`Mask`]) for `shape`, through the options' own rule
+    /// ([`ForwardOptions::mask`]). Panics where the options reject the window. A sequence
+    /// without queries or keys (a variable-length batch's) has no window to check: no query
+    /// sees a key.
+    fn mask(&self, shape: &AttentionShape) -> Mask {
+        let lengths = (u32_length(shape.seq_len_q), u32_length(shape.seq_len_kv));
+        if lengths.0 == 0 || lengths.1 == 0 {
+            return Mask::new(lengths.0, lengths.1, self.causal);
+        }
+        let options = ForwardOptions {
+            causal: self.causal,
+            window: self.window,
+            ..ForwardOptions::default()
+        };
+        options
+            .mask(shape)
+            .unwrap_or_else(|error| panic!("the reference takes valid windows: {error}"))
+    }
+
+    /// The ALiBi slope of `row`'s (batch, query head), 0 without ALiBi.
+    fn slope(&self, shape: &AttentionShape, row: &QueryRow) -> f64 {
+        self.alibi.map_or(0.0, |alibi| {
+            let index = match alibi.layout {
+                AlibiLayout::PerHead => row.head,
+                AlibiLayout::PerBatchAndHead => row.batch * shape.heads_q + row.head,
+            };
+            alibi.slopes[index] as f64
+        })
+    }
+
+    /// Whether anything but the scale changes the scores.
+    fn modifies(&self) -> bool {
+        self.softcap.is_some() || self.alibi.is_some()
+    }
+}
+
+/// How [`one_row`] turns one row's products into scores: the scale and the modifiers, for the
+/// row's query `query` (its distances to the keys come from `mask`) with ALiBi slope `slope`.
+#[derive(Clone, Copy)]
+struct RowScoring {
+    scale: f64,
+    softcap: Option<f64>,
+    slope: f64,
+    mask: Mask,
+    query: u32,
+    /// The row's first visible key: score `n` of the row is key `first_key + n`'s.
+    first_key: u32,
+    /// Round the modified score to the precision's element type (a plain implementation
+    /// materialises it in 16 bits).
+    modified: bool,
+}
+
+impl RowScoring {
+    fn new(
+        scoring: &Scoring,
+        shape: &AttentionShape,
+        mask: Mask,
+        row: &QueryRow,
+        first_key: usize,
+    ) -> Self {
+        Self {
+            scale: scoring.softmax_scale,
+            softcap: scoring.softcap,
+            slope: scoring.slope(shape, row),
+            mask,
+            query: row.query as u32,
+            first_key: first_key as u32,
+            modified: scoring.modifies(),
+        }
+    }
+
+    /// The score of the row's `n`-th visible key, whose product with the query is `product`.
+    fn score(&self, product: f64, n: usize) -> f64 {
+        let mut score = product * self.scale;
+        if let Some(softcap) = self.softcap {
+            score = softcap * (score / softcap).tanh();
+        }
+        if self.slope != 0.0 {
+            let distance = self
+                .mask
+                .distance_from_diagonal(self.query, self.first_key + n as u32);
+            score -= self.slope * distance.unsigned_abs() as f64;
+        }
+        score
+    }
 }
 
 /// A sequence length or position as the mask rule takes it: the rule is exact for lengths up
@@ -107,7 +218,30 @@ pub fn attention<T: HalfElement>(
     causal: bool,
     precision: Precision,
 ) -> ReferenceOutput {
+    attention_with(
+        q,
+        k,
+        v,
+        shape,
+        &Scoring::plain(softmax_scale, causal),
+        precision,
+    )
+}
+
+/// [`attention`] with the visibility rule and score modifiers of `scoring`, as the modified
+/// kernels compute it. Panics if a slice is shorter than the dense shape needs, where the
+/// window is one the options reject, or where the ALiBi slopes are fewer than their layout
+/// needs.
+pub fn attention_with<T: HalfElement>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    shape: AttentionShape,
+    scoring: &Scoring,
+    precision: Precision,
+) -> ReferenceOutput {
     assert_dense_inputs(q, k, v, &shape);
+    let mask = scoring.mask(&shape);
     let d = shape.head_dim;
     let rows = shape.lse_elements().expect("a shape the CPU can hold");
     // Converted once: a 16-bit to f64 conversion per multiply-add would dominate the run time.
@@ -133,12 +267,13 @@ pub fn attention<T: HalfElement>(
                     for (i, (row_out, row_lse)) in out.chunks_mut(d).zip(lse.iter_mut()).enumerate()
                     {
                         let index = first_row + i;
-                        let keys = QueryRow::from_index(&shape, index).visible_kv(&shape, causal);
+                        let row = QueryRow::from_index(&shape, index);
+                        let (keys, elements) = row.visible_kv(&shape, &mask);
                         *row_lse = one_row(
                             &q[index * d..(index + 1) * d],
-                            &k[keys.clone()],
-                            &v[keys],
-                            softmax_scale,
+                            &k[elements.clone()],
+                            &v[elements],
+                            &RowScoring::new(scoring, &shape, mask, &row, keys.start),
                             precision,
                             &mut scores,
                             row_out,
@@ -167,7 +302,30 @@ pub fn attention_rows<T: HalfElement>(
     precision: Precision,
     rows: &[QueryRow],
 ) -> ReferenceOutput {
+    attention_rows_with(
+        q,
+        k,
+        v,
+        shape,
+        &Scoring::plain(softmax_scale, causal),
+        precision,
+        rows,
+    )
+}
+
+/// [`attention_rows`] with the visibility rule and score modifiers of `scoring`
+/// ([`attention_with`]), bit for bit its results for the same rows.
+pub fn attention_rows_with<T: HalfElement>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    shape: AttentionShape,
+    scoring: &Scoring,
+    precision: Precision,
+    rows: &[QueryRow],
+) -> ReferenceOutput {
     assert_dense_inputs(q, k, v, &shape);
+    let mask = scoring.mask(&shape);
     let d = shape.head_dim;
     let mut output = vec![0.0; rows.len() * d];
     let mut logsumexp = Vec::with_capacity(rows.len());
@@ -179,12 +337,12 @@ pub fn attention_rows<T: HalfElement>(
         );
         let start = row.index(&shape) * d;
         // Only this row's query and the keys it sees are converted.
-        let keys = row.visible_kv(&shape, causal);
+        let (keys, elements) = row.visible_kv(&shape, &mask);
         logsumexp.push(one_row(
             &to_f64(&q[start..start + d]),
-            &to_f64(&k[keys.clone()]),
-            &to_f64(&v[keys]),
-            softmax_scale,
+            &to_f64(&k[elements.clone()]),
+            &to_f64(&v[elements]),
+            &RowScoring::new(scoring, &shape, mask, row, keys.start),
             precision,
             &mut scores,
             out,
@@ -284,13 +442,13 @@ fn to_f64<T: HalfElement>(values: &[T]) -> Vec<f64> {
 }
 
 /// Computes one query row against the keys and values it sees (`keys.len() / head_dim` of
-/// them, possibly none) into `out`; returns its logsumexp. `scores` holds at least one value
-/// per visible key.
+/// them, possibly none) into `out`, scored as `scoring` says; returns its logsumexp. `scores`
+/// holds at least one value per visible key.
 fn one_row(
     query: &[f64],
     keys: &[f64],
     values: &[f64],
-    scale: f64,
+    scoring: &RowScoring,
     precision: Precision,
     scores: &mut [f64],
     out: &mut [f64],
@@ -301,8 +459,8 @@ fn one_row(
         return f64::NEG_INFINITY;
     }
     let scores = &mut scores[..keys.len() / d];
-    for (key_values, score) in keys.chunks_exact(d).zip(scores.iter_mut()) {
-        *score = match precision {
+    for (n, (key_values, score)) in keys.chunks_exact(d).zip(scores.iter_mut()).enumerate() {
+        let product = match precision {
             Precision::F64 => query.iter().zip(key_values).map(|(a, b)| a * b).sum(),
             Precision::Plain(_) | Precision::Mixed(_) => {
                 let dot: f32 = query
@@ -315,7 +473,11 @@ fn one_row(
                     _ => dot as f64,
                 }
             }
-        } * scale;
+        };
+        *score = scoring.score(product, n);
+        if let (Precision::Plain(dtype), true) = (precision, scoring.modified) {
+            *score = round_to(dtype, *score);
+        }
     }
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mut sum = 0.0;

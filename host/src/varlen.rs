@@ -283,6 +283,8 @@ pub fn plan_varlen(
         required,
         workspace_bytes: 0,
         counters: 0,
+        modifiers: None,
+        alibi_slopes: 0,
     })
 }
 

@@ -41,7 +41,9 @@ pub mod smem;
 
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
-pub use flash_attn_params::{ForwardParams, QSource, SequenceParams, ServingParams};
+pub use flash_attn_params::{
+    ForwardParams, ModifiedParams, ModifierParams, QSource, SequenceParams, ServingParams,
+};
 
 /// The shared-memory tile type of a `SmemLayout` variant.
 #[doc(hidden)]
@@ -55,7 +57,9 @@ macro_rules! shared_tile {
 /// [`flash_attn_params::for_each_kernel_entry_of_shard!`]; each shard crate under `shards/`
 /// passes it its part of the list. [`Variant::Dense`](flash_attn_params::Variant::Dense)
 /// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
-/// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`]; a variant the main loops do not implement fails to compile here.
+/// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`],
+/// [`Variant::Modified`](flash_attn_params::Variant::Modified) ones [`ModifiedParams`]; a
+/// variant the main loops do not implement fails to compile here.
 #[macro_export]
 macro_rules! forward_entries {
     ($(($entry:ident, $family:ident, $dtype:ident, $variant:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident)),* $(,)?) => {$(
@@ -77,7 +81,13 @@ macro_rules! forward_entry {
         /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
-            $crate::main_loop!($axes, false, false, &params, &$crate::SequenceParams::DENSE);
+            $crate::main_loop!(
+                $axes,
+                (false, false, false),
+                &params,
+                &$crate::SequenceParams::DENSE,
+                &$crate::ModifierParams::NONE
+            );
         }
     };
     ($entry:ident, Serving, $axes:tt) => {
@@ -87,7 +97,13 @@ macro_rules! forward_entry {
         /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
-            $crate::main_loop!($axes, true, false, &params.forward, &params.sequences);
+            $crate::main_loop!(
+                $axes,
+                (true, false, false),
+                &params.forward,
+                &params.sequences,
+                &$crate::ModifierParams::NONE
+            );
         }
     };
     ($entry:ident, Paged, $axes:tt) => {
@@ -98,18 +114,41 @@ macro_rules! forward_entry {
         /// As for its family's main loop.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
-            $crate::main_loop!($axes, true, true, &params.forward, &params.sequences);
+            $crate::main_loop!(
+                $axes,
+                (true, true, false),
+                &params.forward,
+                &params.sequences,
+                &$crate::ModifierParams::NONE
+            );
+        }
+    };
+    ($entry:ident, Modified, $axes:tt) => {
+        /// A forward kernel entry point with the score modifiers (window, softcap, ALiBi); see
+        /// its family's main loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedParams) {
+            $crate::main_loop!(
+                $axes,
+                (false, false, true),
+                &params.forward,
+                &$crate::SequenceParams::DENSE,
+                &params.modifiers
+            );
         }
     };
 }
 
 /// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
-/// for one element type, tile and variant (`$serving`, `$paged`): one arm per family, so a family without
-/// a main loop fails to compile here.
+/// for one element type, tile and variant (`($serving, $paged, $modified)`): one arm per family,
+/// so a family without a main loop fails to compile here.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
-    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $serving:literal, $paged:literal, $params:expr, $sequences:expr) => {
+    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm80::forward::<
             $crate::mma::MmaSync<$crate::element::$dtype>,
             $crate::shared_tile!($layout, $head_dim),
@@ -124,7 +163,8 @@ macro_rules! main_loop {
             { $head_dim / 16 },
             $serving,
             $paged,
-        >($params, $sequences)
+            $modified,
+        >($params, $sequences, $modifiers)
     };
 }
 

@@ -1,6 +1,7 @@
 //! What the GPU kernels and the host must agree on, defined once for both targets.
 //!
-//! - [`ForwardParams`]: the `#[repr(C)]` argument every forward kernel takes by value.
+//! - [`ForwardParams`]: the `#[repr(C)]` argument every forward kernel takes by value (with
+//!   [`SequenceParams`] for the serving kernels, [`ModifierParams`] for the modified ones).
 //! - [`KernelSpec`]: a kernel named by its axes, [`Family`] (the main loop), [`Dtype`],
 //!   [`Variant`] (a specialisation of the main loop) and [`TileConfig`]; the candidate space
 //!   and the PTX entry name of each spec ([`spec`]).
@@ -174,4 +175,59 @@ impl SequenceParams {
         page_shift: 0,
         num_pages: 0,
     };
+}
+
+/// What a [`Variant::Modified`] kernel takes besides [`ForwardParams`]: the score modifiers, each
+/// a run-time switch that the dense kernels never read.
+///
+/// The kernel's scores are `s = q·k` (f32); it exponentiates `scores * scale_log2`
+/// ([`ForwardParams::scale_log2`]) in log2 space. With a softcap `c` the host sets
+/// `scale_log2 = c * log2(e)` and `softcap_input_scale = softmax_scale / c`, and the kernel
+/// replaces `s` with `tanh(s * softcap_input_scale)`: `c * tanh(s * softmax_scale / c)` once
+/// scaled. ALiBi then adds `-slope * alibi_slope_scale * |distance|` (the distance from the
+/// query's diagonal key, [`Mask::distance_from_diagonal`]), `alibi_slope_scale` being
+/// `1 / softmax_scale` (`1 / c` with a softcap), so that the bias is `-slope * |distance|` in the
+/// scaled scores, as in FlashAttention. Masked keys become -inf after both.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModifierParams {
+    /// The sliding window (see [`Mask`]): query `i` sees keys `j` with
+    /// `i + seq_len_kv - seq_len_q - window_left <= j <= i + seq_len_kv - seq_len_q +
+    /// window_right`. An unbounded side is the offset that bounds nothing
+    /// (`seq_len_kv - 1` on the left, `seq_len_q - 1` on the right); both within `±2^30`.
+    pub window_left: i32,
+    pub window_right: i32,
+    /// `softmax_scale / softcap`, or 0 for no softcap.
+    pub softcap_input_scale: f32,
+    /// `1 / softmax_scale`, or `1 / softcap` with a softcap: a slope in units of the kernel's
+    /// unscaled scores.
+    pub alibi_slope_scale: f32,
+    /// The device address of the f32 ALiBi slopes, or 0 for none: query head `h` of batch `b`
+    /// reads `alibi_slopes[b * alibi_batch_stride + h]` (a stride of 0: one slope per head).
+    pub alibi_slopes: u64,
+    pub alibi_batch_stride: u32,
+    /// Explicit padding, so that the struct has no implicit padding bytes.
+    pub reserved: u32,
+}
+
+impl ModifierParams {
+    /// No modifier: what the dense kernels assume, never reading it. (A modified kernel needs
+    /// the window's offsets of its problem; see [`ModifierParams::window_left`].)
+    pub const NONE: ModifierParams = ModifierParams {
+        window_left: 0,
+        window_right: 0,
+        softcap_input_scale: 0.0,
+        alibi_slope_scale: 0.0,
+        alibi_slopes: 0,
+        alibi_batch_stride: 0,
+        reserved: 0,
+    };
+}
+
+/// The argument of a [`Variant::Modified`] kernel, passed by value as one `.param` block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModifiedParams {
+    pub forward: ForwardParams,
+    pub modifiers: ModifierParams,
 }

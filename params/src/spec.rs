@@ -38,10 +38,9 @@ impl Dtype {
     }
 }
 
-/// What a family's main loop does to the scores besides the softmax.
-///
-/// Score modifiers (softcap, ALiBi, ...) will be values here, each a compile-time specialisation
-/// of the main loop, so that a problem without one does not pay for it.
+/// What a family's main loop does to the scores besides the softmax, and where its rows come
+/// from: each value a compile-time specialisation of the main loop, so that a problem does not
+/// pay for what it does not use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
     /// No score modifier beyond the causal mask (a run-time switch,
@@ -59,6 +58,13 @@ pub enum Variant {
     /// D=128 entries spilled (144-byte stack frame, sm_89). Entry names end in `_paged`; its
     /// tiles are [`SERVING_TILES`].
     Paged,
+    /// [`Variant::Dense`] with the score modifiers: a sliding window (both ends of each query's
+    /// key range, the key blocks wholly outside it skipped), a softcap and ALiBi biases. Its
+    /// entries take [`ModifiedParams`](crate::ModifiedParams); each modifier is a run-time
+    /// switch (a warp-uniform branch per key block), so that one kernel runs every combination,
+    /// and the dense kernels pay for none of them. Entry names end in `_mod`; its tiles are
+    /// [`MODIFIED_TILES`].
+    Modified,
 }
 
 impl Variant {
@@ -66,6 +72,19 @@ impl Variant {
     /// [`ForwardParams`](crate::ForwardParams).
     pub const fn is_serving(self) -> bool {
         matches!(self, Variant::Serving | Variant::Paged)
+    }
+
+    /// Whether the variant's entries take [`ModifiedParams`](crate::ModifiedParams): the score
+    /// modifiers.
+    pub const fn is_modified(self) -> bool {
+        matches!(self, Variant::Modified)
+    }
+
+    /// Whether the shipping set holds the variant's whole candidate space: every variant but
+    /// [`Variant::Dense`], whose hundreds of tiles the dispatch data choose among, while the
+    /// others have a few tiles each that the host picks at run time.
+    pub const fn ships_whole(self) -> bool {
+        !matches!(self, Variant::Dense)
     }
 
     /// Whether the variant reads K and V through a block table of pages.
@@ -85,12 +104,61 @@ impl Variant {
 /// bytes at 255 registers.
 pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (64, 64, 4, 3)];
 
+/// The tiles of the [`Variant::Modified`] kernels: those that the dense dispatch table
+/// (`host/dispatch-table.tsv`) picks at the anchor shapes on the H100, where the timing
+/// targets are set (a modifier at most 5% slower than the plain kernel: the same tile, so that
+/// only the modifiers' cost is compared), and for long causal prefills (the sliding window's
+/// shapes: `m128_n64_w4_s3` at D=64, `m64_n64_w4_s2` at D=128). The host runs the dispatch
+/// table's tile where a modified kernel of it exists, else the head dim's first here
+/// (`flash_attn::modified_kernel`), so a tile added here is picked up without other change.
+/// The shipping set holds them all (each at both element types), so that the cold build stays
+/// small: keep the list short. Not `m128_n128_w8_s2`, the table's tile for small grids at D=64
+/// (the seed shape): its modified entries, three key loops of 8 key steps each, tipped LLVM's
+/// inliner into outlining `core::array::from_fn` of the softmax's row maximum, an instance that
+/// all the shard's entries of 8 key steps share, with a bounds-check panic that ptxas cannot
+/// link (dense entries included).
+pub const MODIFIED_TILES: [TileConfig; 4] = [
+    TileConfig::new(128, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
+    TileConfig::new(64, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
+    TileConfig::new(64, 64, 4, 2, 128, SmemLayout::Swizzled, QSource::Registers),
+    TileConfig::new(
+        128,
+        32,
+        4,
+        3,
+        128,
+        SmemLayout::Padded,
+        QSource::SharedMemory,
+    ),
+];
+
+/// `a == b` in a `const fn` (where `==` on structs is not).
+const fn same_tile(a: &TileConfig, b: &TileConfig) -> bool {
+    a.block_m == b.block_m
+        && a.block_n == b.block_n
+        && a.warps == b.warps
+        && a.stages == b.stages
+        && a.head_dim == b.head_dim
+        && a.layout as u8 == b.layout as u8
+        && a.q_source as u8 == b.q_source as u8
+}
+
 /// Whether `tile` is one of `variant`'s candidate tiles: every tile for [`Variant::Dense`],
 /// [`SERVING_TILES`] for [`Variant::Serving`] (Q in registers) and [`Variant::Paged`] (Q in
-/// shared memory).
+/// shared memory), [`MODIFIED_TILES`] for [`Variant::Modified`].
 const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
     match variant {
         Variant::Dense => true,
+        Variant::Modified => {
+            let mut index = 0;
+            while index < MODIFIED_TILES.len() {
+                if same_tile(&MODIFIED_TILES[index], tile) {
+                    return true;
+                }
+                index += 1;
+            }
+            false
+        }
         Variant::Serving | Variant::Paged => {
             let q_source = if matches!(variant, Variant::Paged) {
                 QSource::SharedMemory
@@ -134,8 +202,8 @@ pub struct KernelSpec {
 /// [`SmemLayout::Padded`] and `_qsmem` for [`QSource::SharedMemory`]. [`Family::Sm80`] and
 /// [`Variant::Dense`] add nothing: the names predate those axes, and the data files (the
 /// dispatch table, the fallbacks, the ptxas gate) name kernels by them. Another family or
-/// variant will append a suffix of its own (`_sm90a`, `_softcap`), leaving these names as they
-/// are. Allocation-free, so that the no_std side can use it too.
+/// variant appends a suffix of its own (`_serving`, `_paged`, `_mod`; a Hopper family would add
+/// `_sm90a`), leaving these names as they are. Allocation-free, so that the no_std side can use it too.
 impl fmt::Display for KernelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Exhaustive on purpose: a new family or variant fails to compile here until it has its
@@ -166,6 +234,7 @@ impl fmt::Display for KernelSpec {
             Variant::Dense => {}
             Variant::Serving => f.write_str("_serving")?,
             Variant::Paged => f.write_str("_paged")?,
+            Variant::Modified => f.write_str("_mod")?,
         }
         Ok(())
     }
@@ -173,11 +242,17 @@ impl fmt::Display for KernelSpec {
 
 /// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
 /// is a candidate spec (a variant only with its own tiles, [`SERVING_TILES`] for
-/// [`Variant::Serving`] and [`Variant::Paged`]); each one that passes [`TileConfig::check`] can become one PTX entry
+/// [`Variant::Serving`] and [`Variant::Paged`], [`MODIFIED_TILES`] for [`Variant::Modified`]);
+/// each one that passes [`TileConfig::check`] can become one PTX entry
 /// (see [`for_each_gated_config`]).
 pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
-pub const CANDIDATE_VARIANTS: [Variant; 3] = [Variant::Dense, Variant::Serving, Variant::Paged];
+pub const CANDIDATE_VARIANTS: [Variant; 4] = [
+    Variant::Dense,
+    Variant::Serving,
+    Variant::Paged,
+    Variant::Modified,
+];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:
 /// family, element type, variant, then the tile's (head dim, `block_m`, `block_n`, warps,

@@ -5,8 +5,8 @@ use flash_attn::{
     default_kernel, for_each_candidate, Dtype, Family, KernelSpec, TileConfig, Variant,
     CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
-    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
-    SUPPORTED_HEAD_DIMS,
+    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES,
+    SM89_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
 };
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
 use flash_attn_build::gate::record_failures;
@@ -36,16 +36,20 @@ fn the_build_compiled_the_set_it_says_it_did() {
     shipping.sort();
     match KERNEL_SET {
         KernelSet::Shipping => {
-            // The dense kernels the data files name, and the whole serving space.
-            let serving: Vec<&KernelSpec> = gated
+            // The dense kernels the data files name, and the whole space of the other variants
+            // (serving, paged, modified).
+            let whole: Vec<&KernelSpec> = gated
                 .iter()
-                .filter(|spec| spec.variant.is_serving())
+                .filter(|spec| spec.variant.ships_whole())
                 .collect();
-            let (built_serving, built_dense): (Vec<KernelSpec>, Vec<KernelSpec>) = BUILT_CONFIGS
+            let (built_whole, built_dense): (Vec<KernelSpec>, Vec<KernelSpec>) = BUILT_CONFIGS
                 .iter()
-                .partition(|spec| spec.variant.is_serving());
+                .partition(|spec| spec.variant.ships_whole());
             assert_eq!(names(&built_dense), shipping);
-            assert_eq!(built_serving.iter().collect::<Vec<_>>(), serving);
+            assert_eq!(built_whole.iter().collect::<Vec<_>>(), whole);
+            assert!(built_dense
+                .iter()
+                .all(|spec| spec.variant == Variant::Dense));
         }
         KernelSet::All => assert_eq!(BUILT_CONFIGS, gated.as_slice()),
     }
@@ -68,7 +72,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
     assert!(FORWARD_KERNELS.len() >= shipping.len());
     assert_eq!(
         gated.len(),
-        332,
+        340,
         "the search space changed: update the README's counts"
     );
 }
@@ -86,6 +90,7 @@ fn entry_names_spell_out_their_spec() {
             Variant::Dense => "",
             Variant::Serving => "_serving",
             Variant::Paged => "_paged",
+            Variant::Modified => "_mod",
         };
         let dtype = match dtype {
             Dtype::F16 => "f16",
@@ -224,7 +229,12 @@ fn the_space_spans_every_value_the_issue_asks_for() {
     assert_eq!(CANDIDATE_FAMILIES, [Family::Sm80]);
     assert_eq!(
         CANDIDATE_VARIANTS,
-        [Variant::Dense, Variant::Serving, Variant::Paged]
+        [
+            Variant::Dense,
+            Variant::Serving,
+            Variant::Paged,
+            Variant::Modified
+        ]
     );
 }
 
@@ -263,10 +273,11 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
         }
     });
     // Dense: dtype x head dim x block_m x block_n x warps x stages x layout x Q source;
-    // serving and paged: dtype x head dim x their own tiles.
+    // serving and paged: dtype x head dim x their own tiles; modified: dtype x its tiles (each
+    // of one head dim).
     assert_eq!(
         candidates,
-        2 * 2 * 2 * 3 * 2 * 3 * 2 * 2 + 2 * 2 * 2 * SERVING_TILES.len()
+        2 * 2 * 2 * 3 * 2 * 3 * 2 * 2 + 2 * 2 * 2 * SERVING_TILES.len() + 2 * MODIFIED_TILES.len()
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.

@@ -1,17 +1,20 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
 use flash_attn::{
-    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, ServingParams, BUILT_CONFIGS,
-    FORWARD_KERNELS, PTX_TARGETS,
+    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, ModifiedParams, ServingParams,
+    BUILT_CONFIGS, FORWARD_KERNELS, PTX_TARGETS,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
 #[test]
 fn every_module_targets_sm89_and_holds_its_entry_alone_taking_its_params_by_value() {
     for kernel in FORWARD_KERNELS {
-        // Dense entries take `ForwardParams`, serving entries `ServingParams`.
+        // Dense entries take `ForwardParams`, serving entries `ServingParams`, modified ones
+        // `ModifiedParams`.
         let size = if kernel.spec.variant.is_serving() {
             std::mem::size_of::<ServingParams>()
+        } else if kernel.spec.variant.is_modified() {
+            std::mem::size_of::<ModifiedParams>()
         } else {
             std::mem::size_of::<ForwardParams>()
         };
@@ -69,6 +72,7 @@ fn the_kernels_use_the_tensor_core_and_async_copy_instructions() {
         "cp.async.commit_group",
         "cp.async.wait_group",
         "ex2.approx.ftz.f32",
+        "tanh.approx.f32",
         "st.global.v4.b32",
     ];
     for kernel in FORWARD_KERNELS {
@@ -124,4 +128,19 @@ fn each_device_runs_the_newest_ptx_target_not_newer_than_itself() {
     }
     assert_eq!(entry_ptx_for("flash_fwd_no_such_kernel", "sm_80"), None);
     assert_eq!(entry_ptx_for(FORWARD_KERNELS[0].entry, "sm_90"), None);
+}
+
+/// A plain problem pays nothing for the score modifiers: only the modified kernels carry their
+/// code (the softcap's `tanh` standing for it), the dense and serving ones are compiled without.
+#[test]
+fn only_the_modified_kernels_carry_the_modifiers() {
+    for kernel in FORWARD_KERNELS {
+        let ptx = entry_ptx(kernel.entry).unwrap();
+        assert_eq!(
+            ptx.contains("tanh.approx.f32"),
+            kernel.spec.variant.is_modified(),
+            "{}",
+            kernel.entry
+        );
+    }
 }

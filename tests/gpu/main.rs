@@ -13,6 +13,7 @@ mod edge_cases;
 mod errors;
 mod forward;
 mod kv_cache;
+mod modifiers;
 mod paged;
 mod safety;
 mod support;
@@ -56,6 +57,16 @@ fn gpu_trials() -> Vec<Trial> {
         kv_cache::cache_lengths_past_the_capacity_read_as_the_capacity,
         kv_cache::too_few_cache_lengths_are_rejected,
         kv_cache::every_serving_kernel_on_a_small_cache,
+        modifiers::each_modifier_alone_and_combined_fp16,
+        modifiers::each_modifier_alone_and_combined_bf16,
+        modifiers::every_modified_kernel_on_a_small_problem,
+        modifiers::a_window_of_1024_keys_at_4097_tokens,
+        modifiers::key_blocks_outside_the_window_are_skipped,
+        modifiers::a_window_no_wider_than_causal_is_the_dense_kernel,
+        modifiers::the_alibi_calls_agree_bit_for_bit,
+        modifiers::back_to_back_alibi_calls_read_their_own_slopes,
+        modifiers::errors_come_before_any_launch,
+        modifiers::explicit_strides_with_modifiers_are_honoured,
         paged::every_page_size_with_scrambled_tables,
         paged::split_kv_over_pages,
         paged::a_page_outside_the_cache_makes_its_sequence_nan,

@@ -184,22 +184,27 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
     }
 
     /// The key blocks of `BLOCK_N` keys that the block computes, `first..end` (`first <= end`),
-    /// given `needed`, the end of the keys its last query row sees: all of them, or its split's
-    /// part (none where the split starts past `needed`).
+    /// given `first_needed..needed`, the keys its queries see (from the first key its first
+    /// query row sees, 0 without a window, to the end of those its last query row sees): all the
+    /// blocks that hold one, or its split's part of them (none where the split starts past
+    /// `needed`). A block wholly outside the range is skipped, never loaded.
     #[inline(always)]
     pub fn key_blocks<const BLOCK_N: usize>(
         &self,
         sequences: &SequenceParams,
+        first_needed: u32,
         needed: u32,
     ) -> (u32, u32) {
         let end = needed.div_ceil(BLOCK_N as u32);
+        let start = first_needed / BLOCK_N as u32;
         if !SERVING {
-            return (0, end);
+            return (start.min(end), end);
         }
         // `keys_per_split` is a multiple of `BLOCK_N`.
         let blocks_per_split = sequences.keys_per_split / BLOCK_N as u32;
-        let first = self.split * blocks_per_split;
-        (first, end.max(first).min(first + blocks_per_split))
+        let split_first = self.split * blocks_per_split;
+        let first = split_first.max(start);
+        (first, end.max(first).min(split_first + blocks_per_split))
     }
 
     /// The block's `BLOCK_M` query rows.

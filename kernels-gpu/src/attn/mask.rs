@@ -10,8 +10,13 @@ use crate::fragment::Lane;
 /// Masks `scores`, the warp's block of scores (rows from `warp_row` of the block, keys from 0),
 /// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block).
 ///
-/// Per row the rule is one bound, `k < key_end(r)`; with this lane's part of `k` split off
-/// into `key_limit`, each element is compared with a compile-time constant.
+/// Per row the rule is one range, `key_start(r) <= k < key_end(r)`; with this lane's part of
+/// `k` split off into the row's limits, each element is compared with a compile-time constant.
+/// A rule without a left bound (the dense kernels': no window) compiles to the end test alone.
+///
+/// The kernel forms `rule` only for key blocks that start before the end of what the block's
+/// last query sees, which keeps `key_end(r)` far above `i32::MIN` (at least `-BLOCK_M`); the
+/// start, which a window's left offset can push anywhere, is subtracted saturating.
 #[inline(always)]
 pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
@@ -22,12 +27,18 @@ pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
     for m in 0..M_TILES {
         for half_m in 0..2 {
             let row = (warp_row + lane.row(m, half_m)) as i32;
-            let key_limit = rule.key_end(row) - lane.first_column() as i32;
+            let first_column = lane.first_column() as i32;
+            let key_limit = rule.key_end(row) - first_column;
+            let start_limit = rule
+                .key_start(row)
+                .map(|start| start.saturating_sub(first_column));
             for n in 0..KEY_STEPS {
                 for half_n in 0..2 {
                     for column in 0..2 {
-                        let column_past_first = Lane::column_past_first(n, half_n, column);
-                        if column_past_first as i32 >= key_limit {
+                        let column_past_first = Lane::column_past_first(n, half_n, column) as i32;
+                        if column_past_first >= key_limit
+                            || start_limit.is_some_and(|start| column_past_first < start)
+                        {
                             *scores.element(m, half_m, n, half_n, column) = f32::NEG_INFINITY;
                         }
                     }

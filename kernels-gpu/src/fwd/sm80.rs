@@ -8,9 +8,10 @@
 //!    entries) re-read from the Q tile at every dim step; between its dim steps, start the copy
 //!    of block `j + STAGES - 1` (K after the first, V after the second), so loads overlap the
 //!    math of `STAGES - 1` blocks;
-//! 3. mask keys past the end and, if causal, keys after the query's diagonal (only in the blocks
-//!    that contain such keys, which run in a loop of their own); blocks entirely after the
-//!    diagonal are never loaded;
+//! 3. the modified kernels (`MODIFIED`) apply the softcap and the ALiBi bias; then mask keys past
+//!    the end and, if causal, keys after the query's diagonal (a sliding window's: outside the
+//!    window; only in the blocks that contain such keys, which run in loops of their own);
+//!    blocks entirely after the diagonal (outside the window) are never loaded;
 //! 4. online softmax on S in registers;
 //! 5. `O += P V`, with P converted to 16 bits in registers as the A operand (no shared-memory
 //!    trip).
@@ -25,12 +26,14 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    ForwardParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES, CHUNK_ELEMS,
+    ForwardParams, Mask, ModifierParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES,
+    CHUNK_ELEMS,
 };
 
 use crate::attn::block_info::{BlockInfo, PagedRows, RowBlock};
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_output};
 use crate::attn::mask::mask_scores;
+use crate::attn::modifiers::{add_alibi, apply_softcap};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
 use crate::fragment::{Lane, OperandA, OperandB};
@@ -170,7 +173,9 @@ unsafe fn cp_async_wait_at_most(pending: usize) {
 /// has `batch * heads_q * seq_len_q` writable f32. Serving kernels (`SERVING`): `sequences`
 /// satisfies [`SequenceParams`]' contract, the grid's x being `query_blocks * splits`; paged
 /// ones (`PAGED`): K and V as its block table says, every page below `num_pages` holding
-/// `page_size` rows.
+/// `page_size` rows. Modified kernels (`MODIFIED`): `modifiers` satisfies [`ModifierParams`]'
+/// contract (window offsets within `±2^30`; `alibi_slopes`, if not 0, holding the slope of
+/// every (batch, query head) of the grid).
 #[inline(always)]
 pub unsafe fn forward<
     Mma: WarpMma16x8x16,
@@ -186,9 +191,11 @@ pub unsafe fn forward<
     const DIM_STEPS: usize,
     const SERVING: bool,
     const PAGED: bool,
+    const MODIFIED: bool,
 >(
     params: &ForwardParams,
     sequences: &SequenceParams,
+    modifiers: &ModifierParams,
 ) {
     let tile: TileConfig = const {
         let q_source = if Q_IN_REGISTERS {
@@ -216,14 +223,38 @@ pub unsafe fn forward<
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
         assert!(SERVING || !PAGED, "a paged kernel is a serving kernel");
+        assert!(
+            !(SERVING && MODIFIED),
+            "the serving kernels take no score modifier (yet)"
+        );
         tile
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
-    let info = BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences);
+    let mut info = BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences);
+    if MODIFIED {
+        // The host gives both offsets (an unbounded side as the offset that bounds nothing), so
+        // the window code has no `None` path to carry.
+        info.mask = Mask::windowed(
+            info.seq_len_q,
+            info.seq_len_kv,
+            Some(modifiers.window_left),
+            Some(modifiers.window_right),
+        );
+    }
     if info.is_past_the_queries() {
         return;
     }
+    // The head's ALiBi slope in the scores' units; 0 for no bias (and a slope of 0 adds none).
+    // Read first, so that its latency hides under the prologue's copies.
+    let alibi_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
+        let slopes = modifiers.alibi_slopes as *const f32;
+        let index =
+            info.batch as usize * modifiers.alibi_batch_stride as usize + info.head as usize;
+        *slopes.add(index) * modifiers.alibi_slope_scale
+    } else {
+        0.0
+    };
     // A page index outside the cache is never read: the whole block learns of it before any
     // copy, and the sequence's rows are NaN (written once, by split 0).
     if PAGED {
@@ -241,9 +272,16 @@ pub unsafe fn forward<
     let mask = info.mask;
     let first_query = info.first_query;
 
-    // Keys this block needs: those its last query row sees (of its split, with split-KV).
+    // Keys this block needs: from the first its first query row sees (key 0 but with a
+    // window) to the end of those its last query row sees (of its split, with split-KV).
     let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
-    let (first_block, key_blocks) = info.key_blocks::<BLOCK_N>(sequences, mask.key_end(last_query));
+    let first_needed = if MODIFIED {
+        mask.key_start(first_query)
+    } else {
+        0
+    };
+    let (first_block, key_blocks) =
+        info.key_blocks::<BLOCK_N>(sequences, first_needed, mask.key_end(last_query));
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -415,8 +453,18 @@ pub unsafe fn forward<
             prefetch_part!(block, d);
         }
 
+        let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+        // Warp-uniform switches (one problem's modifiers), tested once per key block; the
+        // modifiers come before the mask, which must leave masked keys at -inf.
+        if MODIFIED {
+            if modifiers.softcap_input_scale != 0.0 {
+                apply_softcap(&mut scores, modifiers.softcap_input_scale);
+            }
+            if alibi_slope != 0.0 {
+                add_alibi(&mut scores, block_mask, alibi_slope, warp_row, this_lane);
+            }
+        }
         if masked {
-            let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
             mask_scores(&mut scores, block_mask, warp_row, this_lane);
         }
 
@@ -453,11 +501,32 @@ pub unsafe fn forward<
     } else {
         unmasked_blocks
     };
-    for block in first_block..unmasked_blocks {
-        key_block(block, false);
-    }
-    for block in unmasked_blocks..key_blocks {
-        key_block(block, true);
+    if MODIFIED {
+        // A window's left end too: blocks before `unmasked_start` hold keys before the first
+        // that the block's last query row (and so some row) sees. Masked blocks at both ends,
+        // the unmasked ones between them (none where the window is narrower than the block).
+        let unmasked_start = mask
+            .key_start(last_query)
+            .div_ceil(BLOCK_N as u32)
+            .max(first_block)
+            .min(key_blocks);
+        let unmasked_end = unmasked_blocks.max(unmasked_start).min(key_blocks);
+        for block in first_block..unmasked_start {
+            key_block(block, true);
+        }
+        for block in unmasked_start..unmasked_end {
+            key_block(block, false);
+        }
+        for block in unmasked_end..key_blocks {
+            key_block(block, true);
+        }
+    } else {
+        for block in first_block..unmasked_blocks {
+            key_block(block, false);
+        }
+        for block in unmasked_blocks..key_blocks {
+            key_block(block, true);
+        }
     }
 
     // Epilogue: this warp's rows of the Q tile (only this warp ever read them; with no key

@@ -22,6 +22,19 @@ pub unsafe fn lg2_approx_ftz_f32(x: f32) -> f32 {
     y
 }
 
+/// `tanh.approx.f32`: tanh(x) on the special-function unit (sm_75 and later), one instruction;
+/// maximum relative error about 2^-11 (PTX ISA), that of an fp16 rounding; `tanh(±inf) = ±1`,
+/// NaN stays NaN.
+///
+/// # Safety
+/// No memory or convergence requirement; `unsafe` only because it is inline assembly.
+#[inline(always)]
+pub unsafe fn tanh_approx_f32(x: f32) -> f32 {
+    let y: f32;
+    asm!("tanh.approx.f32 {0}, {1};", out(reg32) y, in(reg32) x, options(nostack, pure, nomem));
+    y
+}
+
 /// `shfl.sync.bfly.b32` over the full warp: the value of lane `lane ^ lane_mask`.
 ///
 /// # Safety

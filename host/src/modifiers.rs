@@ -1,0 +1,521 @@
+//! The score modifiers of the dense API: a sliding window, a softcap and ALiBi biases, alone or
+//! combined, run by the modified kernels ([`Variant::Modified`], entries `_mod`).
+//!
+//! - The window and the softcap are options ([`ForwardOptions::window`],
+//!   [`ForwardOptions::softcap`]): plain values, so that `ForwardOptions` stays `Copy` and free
+//!   of lifetimes, and every entry point that takes options (`forward`, `forward_raw`,
+//!   `forward_host`, [`crate::plan`], [`crate::supports`], and a future backend's) honours
+//!   them.
+//! - ALiBi's slopes are data, one f32 per query head (or per batch and head): they come with
+//!   the call, as the tensors do, through calls of their own: [`FlashAttention::forward_alibi`]
+//!   (host slopes, validated and uploaded on the instance's stream),
+//!   [`FlashAttention::forward_host_alibi`] and [`FlashAttention::forward_alibi_raw`] (a device
+//!   address, [`RawAlibiSlopes`], for callers on other bindings); [`plan_alibi`] plans them
+//!   without a GPU, [`LaunchPlan::check_alibi_slopes`] checks host slopes.
+//!
+//! A problem whose options bound nothing beyond causal masking runs the dense kernels, which
+//! know none of this: the window `(None, Some(0))` is causal masking, and a window offset that
+//! reaches past every key bounds nothing.
+//!
+//! The KV-cache and variable-length calls take no modifier yet: a window or a softcap there is
+//! [`Error::ModifierNotSupported`].
+
+use std::sync::Mutex;
+
+use cust::context::CurrentContext;
+use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
+use flash_attn_params::{Dtype, ForwardParams, Mask, ModifierParams, Variant};
+
+use crate::dispatch::dispatch_kernel;
+use crate::problem::plan_dense;
+use crate::{
+    device_tensors, AttentionShape, Element, Error, FlashAttention, ForwardKernel, ForwardOptions,
+    LaunchPlan, RawStream, RawTensors, FORWARD_KERNELS, MAX_SEQ_LEN, SUPPORTED_HEAD_DIMS,
+};
+
+/// A sliding window in the bottom-right-aligned coordinates of causal masking: query `i` sits on
+/// its diagonal key `d = i + seq_len_kv - seq_len_q`, and sees key `j` only if
+/// `d - left <= j <= d + right` (a `None` side is unbounded). Causal masking is
+/// `SlidingWindow { left: None, right: Some(0) }`; Mistral's window of `w` keys is
+/// `(Some(w - 1), Some(0))`. With [`ForwardOptions::causal`] as well, the two intersect (the right
+/// bound becomes at most 0).
+///
+/// The offsets may be negative (a window that leaves out the diagonal), as long as the window
+/// is not empty (`left + right >= 0`, else [`Error::EmptyWindow`]) and some query of the problem
+/// sees some key ([`Error::WindowExcludesEveryKey`]). A query that sees no key gets output 0 and
+/// logsumexp -inf, as under causal masking.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SlidingWindow {
+    /// Keys before the diagonal that a query sees; `None`: all of them.
+    pub left: Option<i64>,
+    /// Keys after the diagonal that a query sees; `None`: all of them.
+    pub right: Option<i64>,
+}
+
+/// How the ALiBi slopes of a call are laid out (FlashAttention's `alibi_slopes` of shape
+/// `(heads_q,)` or `(batch, heads_q)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AlibiLayout {
+    /// One slope per query head: `heads_q` f32, head `h`'s at `h`.
+    PerHead,
+    /// One slope per (batch, query head): `batch * heads_q` f32, `(b, h)`'s at `b * heads_q + h`.
+    PerBatchAndHead,
+}
+
+impl AlibiLayout {
+    /// The slopes this layout needs for `shape`.
+    pub fn slopes(self, shape: &AttentionShape) -> usize {
+        match self {
+            AlibiLayout::PerHead => shape.heads_q,
+            // Both at most 65,535 once the shape is valid; saturating before that.
+            AlibiLayout::PerBatchAndHead => shape.batch.saturating_mul(shape.heads_q),
+        }
+    }
+}
+
+/// ALiBi slopes on the host, for [`FlashAttention::forward_alibi`]: query head `h` of batch `b`
+/// adds `-slope * |i + seq_len_kv - seq_len_q - j|` to the scaled (and capped) score of query
+/// `i` and key `j`, as FlashAttention does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AlibiSlopes<'a> {
+    /// At least [`AlibiLayout::slopes`] values, each finite ([`LaunchPlan::check_alibi_slopes`]).
+    pub slopes: &'a [f32],
+    pub layout: AlibiLayout,
+}
+
+/// ALiBi slopes on the device, for [`FlashAttention::forward_alibi_raw`]: the address of the
+/// f32 slopes (4-byte aligned, not 0) in `layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawAlibiSlopes {
+    pub address: u64,
+    pub layout: AlibiLayout,
+}
+
+/// The options' window intersected with causal masking, in i128 (no arithmetic on any i64
+/// offset can overflow): `(left, right)`, `None` where unbounded.
+fn intersected_window(options: &ForwardOptions) -> (Option<i128>, Option<i128>) {
+    let window = options.window.unwrap_or_default();
+    let causal = options.causal.then_some(0);
+    let right = match (window.right.map(i128::from), causal) {
+        (Some(right), Some(diagonal)) => Some(right.min(diagonal)),
+        (right, causal) => right.or(causal),
+    };
+    (window.left.map(i128::from), right)
+}
+
+/// The sides of the options' window that bound something for `shape`: a left offset of at
+/// least `seq_len_kv - 1` lets every query see from key 0, a right offset of at least
+/// `seq_len_q - 1` lets every query see up to the last key, and such a side is `None`. For a
+/// window that [`check_window`] accepts, the bounds left are within `±2^30`.
+fn bounding_window(
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+) -> (Option<i128>, Option<i128>) {
+    let (left, right) = intersected_window(options);
+    (
+        left.filter(|&left| left < shape.seq_len_kv as i128 - 1),
+        right.filter(|&right| right < shape.seq_len_q as i128 - 1),
+    )
+}
+
+/// [`Error::EmptyWindow`] or [`Error::WindowExcludesEveryKey`] for a window that no query, or
+/// no query of `shape`, sees a key through.
+fn check_window(shape: &AttentionShape, options: &ForwardOptions) -> Result<(), Error> {
+    let (left, right) = intersected_window(options);
+    // The intersected offsets come from i64 offsets and 0: they fit in i64.
+    let narrow = |offset: Option<i128>| offset.map(|offset| offset as i64);
+    if let (Some(l), Some(r)) = (left, right) {
+        if l + r < 0 {
+            return Err(Error::EmptyWindow {
+                left: l as i64,
+                right: r as i64,
+            });
+        }
+    }
+    // The first query's window starts past the last key, or the last query's ends before the
+    // first key: no query sees any (each later query's window starts later, each earlier one's
+    // ends earlier).
+    let (seq_len_q, seq_len_kv) = (shape.seq_len_q as i128, shape.seq_len_kv as i128);
+    if left.is_some_and(|left| left < 1 - seq_len_q)
+        || right.is_some_and(|right| right < 1 - seq_len_kv)
+    {
+        return Err(Error::WindowExcludesEveryKey {
+            left: narrow(left),
+            right: narrow(right),
+            seq_len_q: shape.seq_len_q,
+            seq_len_kv: shape.seq_len_kv,
+        });
+    }
+    Ok(())
+}
+
+impl ForwardOptions {
+    /// The visibility rule that these options (causal masking and the window) mean for `shape`,
+    /// validated: what the kernels and [`crate::reference`] apply. Fails as a launch would for
+    /// a length of 0 or over [`MAX_SEQ_LEN`], and for a window that is empty or leaves every
+    /// query without a key.
+    pub fn mask(&self, shape: &AttentionShape) -> Result<Mask, Error> {
+        for (dimension, value) in [
+            ("seq_len_q", shape.seq_len_q),
+            ("seq_len_kv", shape.seq_len_kv),
+        ] {
+            if value == 0 {
+                return Err(Error::ZeroSizedDimension { dimension });
+            }
+            if value > MAX_SEQ_LEN {
+                return Err(Error::ProblemTooLarge {
+                    dimension,
+                    value,
+                    limit: MAX_SEQ_LEN,
+                });
+            }
+        }
+        check_window(shape, self)?;
+        let (left, right) = bounding_window(shape, self);
+        // Within ±2^30 once checked (see `bounding_window`).
+        let offset = |offset: Option<i128>| offset.map(|offset| offset as i32);
+        Ok(Mask::windowed(
+            shape.seq_len_q as u32,
+            shape.seq_len_kv as u32,
+            offset(left),
+            offset(right),
+        ))
+    }
+}
+
+/// What a dense call's options and ALiBi layout ask of the kernel, before validation: whether
+/// it needs a modified kernel, and the causal flag of a dense one.
+pub(crate) struct ScoreRule {
+    /// The window's sides that bound something ([`bounding_window`]).
+    left: Option<i128>,
+    right: Option<i128>,
+    /// The right side as the options give it, intersected with causal masking: what the dense
+    /// kernels' causal flag was before windows (a causal problem of one query row, whose
+    /// diagonal is the last key, stays causal, and keeps its dispatch table entry).
+    given_right: Option<i128>,
+    softcap: Option<f32>,
+    alibi: Option<AlibiLayout>,
+}
+
+impl ScoreRule {
+    pub(crate) fn new(
+        shape: &AttentionShape,
+        options: &ForwardOptions,
+        alibi: Option<AlibiLayout>,
+    ) -> Self {
+        let (left, right) = bounding_window(shape, options);
+        Self {
+            left,
+            right,
+            given_right: intersected_window(options).1,
+            softcap: options.softcap,
+            alibi,
+        }
+    }
+
+    /// Whether the problem needs a modified kernel: a softcap, ALiBi, or a window that bounds
+    /// more than causal masking does.
+    fn is_modified(&self) -> bool {
+        self.softcap.is_some()
+            || self.alibi.is_some()
+            || self.left.is_some()
+            || self.right.is_some_and(|right| right != 0)
+    }
+
+    /// The variant of the kernel the problem runs.
+    pub(crate) fn variant(&self) -> Variant {
+        if self.is_modified() {
+            Variant::Modified
+        } else {
+            Variant::Dense
+        }
+    }
+
+    /// Whether the rule is causal masking (the dense kernels' flag: the given right bound is
+    /// 0, or one past every key that only a window adds), or, for a modified kernel, whether its
+    /// window ends at or before the diagonal (the dispatch table's causal column then describes
+    /// its work best).
+    pub(crate) fn causal(&self) -> bool {
+        self.given_right.is_some_and(|right| right <= 0)
+    }
+
+    /// The kernel for the problem when the options name none: the dispatch table's
+    /// ([`dispatch_kernel`]) for a dense problem, [`modified_kernel`] for a modified one.
+    pub(crate) fn default_kernel(
+        &self,
+        dtype: Dtype,
+        shape: &AttentionShape,
+        sm_count: usize,
+    ) -> Result<&'static ForwardKernel, Error> {
+        if self.is_modified() {
+            modified_kernel(dtype, shape, self.causal(), sm_count)
+        } else {
+            dispatch_kernel(dtype, shape, self.causal(), sm_count)
+        }
+    }
+
+    /// The slopes a launch reads (0 without ALiBi).
+    pub(crate) fn alibi_slopes(&self, shape: &AttentionShape) -> usize {
+        self.alibi.map_or(0, |layout| layout.slopes(shape))
+    }
+
+    /// The kernel's arguments for the problem, once [`crate::problem::check_problem`] has made
+    /// `params` (lengths and scale valid): the dense kernels' causal flag, and for a modified
+    /// kernel its [`ModifierParams`] (the ALiBi address still 0) with `params.scale_log2` in the
+    /// softcap's units. Checks the window ([`Error::EmptyWindow`],
+    /// [`Error::WindowExcludesEveryKey`]) and the softcap ([`Error::InvalidSoftcap`]).
+    pub(crate) fn params(
+        &self,
+        shape: &AttentionShape,
+        options: &ForwardOptions,
+        mut params: ForwardParams,
+    ) -> Result<(ForwardParams, Option<ModifierParams>), Error> {
+        check_window(shape, options)?;
+        params.causal = self.causal() as u32;
+        if !self.is_modified() {
+            return Ok((params, None));
+        }
+        let scale = options
+            .softmax_scale
+            .unwrap_or(shape.default_softmax_scale());
+        // The unit of the kernel's scores: the softmax scale, or the softcap.
+        let (softcap_input_scale, unit) = match self.softcap {
+            Some(softcap) => {
+                let input_scale = scale / softcap;
+                let scale_log2 = softcap * std::f32::consts::LOG2_E;
+                // An input scale that underflows to 0 would read as "no softcap".
+                if !(softcap.is_finite()
+                    && softcap > 0.0
+                    && input_scale.is_finite()
+                    && input_scale > 0.0
+                    && scale_log2.is_finite())
+                {
+                    return Err(Error::InvalidSoftcap { softcap });
+                }
+                params.scale_log2 = scale_log2;
+                (input_scale, softcap)
+            }
+            None => (0.0, scale),
+        };
+        let alibi_slope_scale = 1.0 / unit;
+        if self.alibi.is_some() && !alibi_slope_scale.is_finite() {
+            return Err(match self.softcap {
+                Some(softcap) => Error::InvalidSoftcap { softcap },
+                None => Error::InvalidSoftmaxScale { scale },
+            });
+        }
+        // Checked above: both within ±2^30; an unbounded side is the offset that bounds
+        // nothing.
+        let (seq_len_q, seq_len_kv) = (shape.seq_len_q as i128, shape.seq_len_kv as i128);
+        let window_left = self.left.unwrap_or(seq_len_kv - 1) as i32;
+        let window_right = self.right.unwrap_or(seq_len_q - 1) as i32;
+        let alibi_batch_stride = match self.alibi {
+            Some(AlibiLayout::PerBatchAndHead) => shape.heads_q as u32,
+            _ => 0,
+        };
+        Ok((
+            params,
+            Some(ModifierParams {
+                window_left,
+                window_right,
+                softcap_input_scale,
+                alibi_slope_scale: if self.alibi.is_some() {
+                    alibi_slope_scale
+                } else {
+                    0.0
+                },
+                alibi_batch_stride,
+                ..ModifierParams::NONE
+            }),
+        ))
+    }
+}
+
+/// The modified kernel ([`Variant::Modified`]) for a problem of `dtype` and `shape` on a device
+/// of `sm_count` multiprocessors, `causal` or not: the one of the tile that the dispatch table
+/// picks for the dense problem ([`dispatch_kernel`]) where the build has it, else the first of
+/// the problem's element type and head dim (in `MODIFIED_TILES` order).
+pub fn modified_kernel(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    causal: bool,
+    sm_count: usize,
+) -> Result<&'static ForwardKernel, Error> {
+    let dense_tile = dispatch_kernel(dtype, shape, causal, sm_count)?.spec.tile;
+    let modified = |kernel: &&ForwardKernel| {
+        kernel.spec.variant == Variant::Modified
+            && kernel.spec.dtype == dtype
+            && kernel.spec.tile.head_dim == shape.head_dim
+    };
+    let candidates = || FORWARD_KERNELS.iter().filter(modified);
+    candidates()
+        .find(|kernel| kernel.spec.tile == dense_tile)
+        .or_else(|| candidates().next())
+        .ok_or(Error::UnsupportedHeadDim {
+            head_dim: shape.head_dim,
+            supported: SUPPORTED_HEAD_DIMS,
+        })
+}
+
+/// [`crate::plan`] for a call with ALiBi biases whose slopes are laid out as `layout`: the
+/// modified kernel, and [`LaunchPlan::alibi_slopes_len`] slopes to read. Validates everything
+/// [`FlashAttention::forward_alibi`] does but the slopes' values
+/// ([`LaunchPlan::check_alibi_slopes`]).
+pub fn plan_alibi(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    layout: AlibiLayout,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    plan_dense(dtype, shape, options, Some(layout), sm_count)
+}
+
+/// The most an ALiBi bias may reach in f32, in the kernel's units and in log2 units: a quarter
+/// of `f32::MAX`, so that a score plus its bias stays finite.
+const LARGEST_BIAS: f64 = f32::MAX as f64 / 4.0;
+
+impl LaunchPlan {
+    /// The ALiBi slopes the launch reads: 0 but for a plan of [`plan_alibi`].
+    pub fn alibi_slopes_len(&self) -> usize {
+        self.alibi_slopes
+    }
+
+    /// The score modifiers of a modified kernel's launch (its ALiBi address still 0), `None`
+    /// for any other.
+    pub fn modifiers(&self) -> Option<&ModifierParams> {
+        self.modifiers.as_ref()
+    }
+
+    /// Whether `slopes` serve this plan of [`plan_alibi`]: at least
+    /// [`Self::alibi_slopes_len`] of them ([`Error::AlibiSlopesTooShort`]), each finite and
+    /// small enough that its bias over the problem's longest distance (`max(seq_len_q,
+    /// seq_len_kv)`) stays finite in f32, in the kernel's units and in log2 units
+    /// ([`Error::InvalidAlibiSlope`], naming the first that is not). Extra slopes are not read.
+    pub fn check_alibi_slopes(&self, slopes: &[f32]) -> Result<(), Error> {
+        let required = self.alibi_slopes;
+        if slopes.len() < required {
+            return Err(Error::AlibiSlopesTooShort {
+                length: slopes.len(),
+                required,
+            });
+        }
+        let slope_scale = self.modifiers.map_or(0.0, |m| m.alibi_slope_scale) as f64;
+        let longest = self.params.seq_len_q.max(self.params.seq_len_kv) as f64;
+        let log2_scale = self.params.scale_log2 as f64;
+        for (index, &slope) in slopes[..required].iter().enumerate() {
+            let largest = slope.abs() as f64 * longest * slope_scale;
+            if !slope.is_finite() || largest > LARGEST_BIAS || largest * log2_scale > LARGEST_BIAS {
+                return Err(Error::InvalidAlibiSlope { index, slope });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The ALiBi slopes of an instance's [`FlashAttention::forward_alibi`] calls on the device,
+/// grown on demand.
+pub(crate) type AlibiSlopesBuffer = Mutex<Option<DeviceBuffer<f32>>>;
+
+impl FlashAttention {
+    /// [`Self::forward`] with ALiBi biases: query head `h` of batch `b` adds
+    /// `-slope * |i + seq_len_kv - seq_len_q - j|` to the scaled (and capped, with
+    /// [`ForwardOptions::softcap`]) score of query `i` and key `j`, `slope` from `alibi` (see
+    /// [`AlibiSlopes`]); the options' window and softcap apply as in `forward`. See
+    /// [`plan_alibi`] for the checks; the slopes are checked on the host
+    /// ([`LaunchPlan::check_alibi_slopes`]).
+    ///
+    /// The slopes are copied into a device buffer of this instance on its stream
+    /// (`cuMemcpyHtoDAsync`, ordered before the kernel and after every earlier kernel that read
+    /// the buffer), as [`Self::forward_varlen`] copies its offsets: the buffer grows on the
+    /// first call that needs more room (which synchronises the stream before it frees the old
+    /// one); after that a call allocates nothing and does not wait for the GPU.
+    /// [`Self::forward_alibi_raw`] takes slopes already on the device.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_alibi<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let mut plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
+        plan.check_alibi_slopes(alibi.slopes)?;
+        let tensors = device_tensors(&plan, q, k, v, output, lse)?;
+        let slopes = &alibi.slopes[..plan.alibi_slopes_len()];
+        let mut buffer = self
+            .alibi_slopes
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        CurrentContext::set_current(&self.kernels.context)?;
+        // A buffer that is too small goes first, once the kernels that read it (all on this
+        // instance's stream) have finished.
+        if buffer.as_ref().map_or(0, |b| b.len()) < slopes.len() {
+            if buffer.is_some() {
+                self.stream.synchronize()?;
+            }
+            *buffer = None;
+            *buffer = Some(DeviceBuffer::zeroed(slopes.len())?);
+        }
+        let Some(device) = buffer.as_mut() else {
+            unreachable!("the buffer was made above");
+        };
+        let mut device = device.index(..slopes.len());
+        // SAFETY: the lengths match. The copy is enqueued on this instance's stream, after
+        // every kernel enqueued before it (the only readers of this buffer; the lock keeps one
+        // upload-and-launch at a time) and before the kernel below; from pageable memory
+        // cuMemcpyHtoDAsync stages the source before it returns, so `slopes` may go after.
+        unsafe { device.async_copy_from(slopes, &self.stream)? };
+        if let Some(modifiers) = plan.modifiers.as_mut() {
+            modifiers.alibi_slopes = device.as_device_ptr().as_raw();
+        }
+        // SAFETY: as in `forward`; the slopes were checked on the host and the device copy
+        // lives in this instance until a larger one replaces it, after a synchronisation of
+        // the stream, or until the instance goes (cuMemFree waits for outstanding work).
+        unsafe { self.launch(self.stream.as_inner(), plan, tensors, None) }
+    }
+
+    /// [`Self::forward_host`] with ALiBi biases ([`Self::forward_alibi`]).
+    pub fn forward_host_alibi<T: Element>(
+        &self,
+        q: &[T],
+        k: &[T],
+        v: &[T],
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<Vec<T>, Error> {
+        self.forward_host_with(q, k, v, Some(alibi), shape, options)
+    }
+
+    /// As [`Self::forward_alibi`] with raw device addresses, slopes already on the device and a
+    /// caller's stream: it neither allocates nor synchronises, so it can be captured in a CUDA
+    /// graph. It validates the problem ([`plan_alibi`]) and the alignment of the addresses
+    /// (slopes 4-byte aligned and not 0); it cannot read the slopes.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_raw`], and: `alibi.address` is the device address of
+    /// [`AlibiLayout::slopes`] f32 in `alibi.layout`, alive and unchanged until the kernel
+    /// finishes, each as [`LaunchPlan::check_alibi_slopes`] requires (finite, its bias over the
+    /// problem finite in f32): a slope that is not gives NaN or infinite outputs, never an
+    /// access outside a buffer.
+    pub unsafe fn forward_alibi_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        alibi: RawAlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let mut plan = plan_alibi(dtype, &shape, options, alibi.layout, self.sm_count())?;
+        if let Some(modifiers) = plan.modifiers.as_mut() {
+            modifiers.alibi_slopes = alibi.address;
+        }
+        self.launch(stream.into().0.cast(), plan, tensors, None)
+    }
+}

@@ -1,0 +1,72 @@
+//! The score modifiers of the modified kernels
+//! ([`Variant::Modified`](flash_attn_params::Variant::Modified)), applied to a warp's block of
+//! scores after `S = Q Kᵀ` and before the mask: the softcap, then the ALiBi bias (the order of
+//! FlashAttention's, whose bias is added to the capped scores). The scores stay in the kernel's
+//! unscaled units, which the softmax multiplies by `scale_log2`; [`ModifierParams`] says how the
+//! host folds the softmax scale and the softcap into those units, so that neither costs a
+//! multiply per score here beyond its own.
+//!
+//! [`ModifierParams`]: flash_attn_params::ModifierParams
+
+use flash_attn_params::TileMask;
+
+use crate::attn::softmax::Scores;
+use crate::fragment::Lane;
+use crate::ptx::tanh_approx_f32;
+
+/// Replaces every score `s` with `tanh(s * input_scale)`: the softcap, in units of the cap
+/// (`input_scale` is `softmax_scale / softcap`, and the softmax's `scale_log2` is
+/// `softcap * log2(e)`). One multiply and one `tanh.approx` per score.
+#[inline(always)]
+pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
+    input_scale: f32,
+) {
+    // Index loops: LLVM unrolls them fully and keeps the scores in registers (an iterator
+    // chain over the nested arrays stayed a loop, and put the scores in local memory).
+    for m in 0..M_TILES {
+        for n in 0..KEY_STEPS {
+            for half_n in 0..2 {
+                for element in 0..4 {
+                    let score = &mut scores.tiles[m][n][half_n][element];
+                    // SAFETY: `tanh.approx.f32` has no precondition.
+                    *score = unsafe { tanh_approx_f32(*score * input_scale) };
+                }
+            }
+        }
+    }
+}
+
+/// Adds the ALiBi bias `-slope * |distance|` to every score, `distance` being the score's
+/// distance from its row's diagonal key (`rule`: the block's visibility rule in its
+/// coordinates, [`TileMask::diagonal_column`]) and `slope` the head's slope in the scores'
+/// units (`slope * alibi_slope_scale`). Per row one conversion of this lane's first distance to
+/// f32; per score a subtraction of a compile-time constant and one fused multiply-add.
+///
+/// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
+/// of 2^-24 in the bias).
+#[inline(always)]
+pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
+    rule: TileMask,
+    slope: f32,
+    warp_row: usize,
+    lane: Lane,
+) {
+    for m in 0..M_TILES {
+        for half_m in 0..2 {
+            let row = (warp_row + lane.row(m, half_m)) as i32;
+            let first_distance = (rule.diagonal_column(row) - lane.first_column() as i32) as f32;
+            for n in 0..KEY_STEPS {
+                for half_n in 0..2 {
+                    for column in 0..2 {
+                        let column_past_first = Lane::column_past_first(n, half_n, column) as f32;
+                        let distance = first_distance - column_past_first;
+                        let score = scores.element(m, half_m, n, half_n, column);
+                        *score = core::intrinsics::fmaf32(distance.abs(), -slope, *score);
+                    }
+                }
+            }
+        }
+    }
+}

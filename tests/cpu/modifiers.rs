@@ -1,0 +1,907 @@
+//! The score modifiers without a GPU: which kernel a problem with a window, a softcap or ALiBi
+//! runs and with which parameters, one test per error they add, the ALiBi slopes' checks, and
+//! the CPU reference against a naive definition written here independently.
+
+use flash_attn::reference::{
+    attention, attention_rows_with, attention_with, random_normal, Precision, QueryRow, Scoring,
+};
+use flash_attn::{
+    kernel_by_name, modified_kernel, plan, plan_alibi, plan_kv_cache, plan_varlen, supports,
+    AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Error, ForwardOptions, Layout, Mask,
+    SlidingWindow, Variant, VarlenExtents, FORWARD_KERNELS, MODIFIED_TILES,
+};
+use half::f16;
+
+use crate::H100_SM_COUNT;
+
+const SHAPE: AttentionShape = AttentionShape {
+    batch: 2,
+    heads_q: 8,
+    heads_kv: 2,
+    seq_len_q: 777,
+    seq_len_kv: 1000,
+    head_dim: 128,
+};
+
+fn window(left: Option<i64>, right: Option<i64>) -> Option<SlidingWindow> {
+    Some(SlidingWindow { left, right })
+}
+
+fn with_window(left: Option<i64>, right: Option<i64>) -> ForwardOptions {
+    ForwardOptions {
+        window: window(left, right),
+        ..ForwardOptions::default()
+    }
+}
+
+#[test]
+fn every_modified_tile_is_built_for_both_element_types_and_runs_by_default() {
+    for dtype in [Dtype::F16, Dtype::Bf16] {
+        for tile in MODIFIED_TILES {
+            let kernel = FORWARD_KERNELS
+                .iter()
+                .find(|kernel| {
+                    let spec = kernel.spec;
+                    spec.variant == Variant::Modified && spec.dtype == dtype && spec.tile == tile
+                })
+                .unwrap_or_else(|| panic!("no exposed modified kernel {dtype:?} {tile:?}"));
+            let head_dim = tile.head_dim;
+            assert!(kernel.entry.ends_with("_mod"), "{}", kernel.entry);
+            let shape = AttentionShape { head_dim, ..SHAPE };
+            let chosen = modified_kernel(dtype, &shape, true, H100_SM_COUNT).unwrap();
+            assert_eq!(chosen.spec.variant, Variant::Modified);
+            assert_eq!(
+                (chosen.spec.dtype, chosen.spec.tile.head_dim),
+                (dtype, head_dim)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_modifier_runs_a_modified_kernel_and_a_plain_problem_a_dense_one() {
+    for options in [
+        with_window(Some(256), Some(0)),
+        with_window(None, Some(5)),
+        with_window(Some(0), None),
+        ForwardOptions {
+            softcap: Some(30.0),
+            ..ForwardOptions::default()
+        },
+        ForwardOptions {
+            causal: true,
+            softcap: Some(50.0),
+            window: window(Some(100), None),
+            ..ForwardOptions::default()
+        },
+    ] {
+        let plan = plan(Dtype::F16, &SHAPE, &options, H100_SM_COUNT).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::Modified, "{options:?}");
+        assert!(plan.modifiers().is_some());
+        assert_eq!(plan.alibi_slopes_len(), 0);
+    }
+    // Windows that bound no more than causal masking (or nothing): the dense kernels, with the
+    // causal flag the window means.
+    for (options, causal) in [
+        (ForwardOptions::default(), false),
+        (with_window(None, None), false),
+        (with_window(None, Some(0)), true),
+        (with_window(Some(999), Some(776)), false),
+        (with_window(Some(5000), None), false),
+        (
+            ForwardOptions {
+                causal: true,
+                window: window(Some(10_000), Some(40)),
+                ..ForwardOptions::default()
+            },
+            true,
+        ),
+    ] {
+        let plan = plan(Dtype::Bf16, &SHAPE, &options, H100_SM_COUNT).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::Dense, "{options:?}");
+        assert_eq!(plan.params().causal != 0, causal, "{options:?}");
+        assert!(plan.modifiers().is_none());
+        let dense = plan_without_window(&options);
+        assert_eq!(plan.kernel(), dense.kernel());
+    }
+    let alibi = plan_alibi(
+        Dtype::F16,
+        &SHAPE,
+        &ForwardOptions::default(),
+        AlibiLayout::PerHead,
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    assert_eq!(alibi.kernel().spec.variant, Variant::Modified);
+}
+
+/// The plan of the causal or plain problem that `options`' window amounts to.
+fn plan_without_window(options: &ForwardOptions) -> flash_attn::LaunchPlan {
+    let causal = plan(Dtype::Bf16, &SHAPE, options, H100_SM_COUNT)
+        .unwrap()
+        .params()
+        .causal
+        != 0;
+    let plain = ForwardOptions {
+        causal,
+        ..ForwardOptions::default()
+    };
+    plan(Dtype::Bf16, &SHAPE, &plain, H100_SM_COUNT).unwrap()
+}
+
+#[test]
+fn the_modified_parameters_fold_the_window_the_softcap_and_the_slopes_units() {
+    let scale = SHAPE.default_softmax_scale();
+    // A window, normalised: each unbounded side becomes the offset that bounds nothing.
+    let windowed = plan(
+        Dtype::F16,
+        &SHAPE,
+        &ForwardOptions {
+            causal: true,
+            window: window(Some(64), Some(9)),
+            ..ForwardOptions::default()
+        },
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let modifiers = *windowed.modifiers().unwrap();
+    assert_eq!((modifiers.window_left, modifiers.window_right), (64, 0));
+    assert_eq!(modifiers.softcap_input_scale, 0.0);
+    assert_eq!(modifiers.alibi_slopes, 0);
+    assert_eq!(
+        windowed.params().scale_log2,
+        scale * std::f32::consts::LOG2_E
+    );
+    let left_only = plan(
+        Dtype::F16,
+        &SHAPE,
+        &with_window(Some(3), None),
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let modifiers = *left_only.modifiers().unwrap();
+    assert_eq!(
+        (modifiers.window_left, modifiers.window_right),
+        (3, SHAPE.seq_len_q as i32 - 1)
+    );
+    let right_only = plan(
+        Dtype::F16,
+        &SHAPE,
+        &with_window(None, Some(-7)),
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let modifiers = *right_only.modifiers().unwrap();
+    assert_eq!(
+        (modifiers.window_left, modifiers.window_right),
+        (SHAPE.seq_len_kv as i32 - 1, -7)
+    );
+    // A softcap: scores in units of the cap, the scale folded into the tanh's input.
+    let softcap = 50.0;
+    let capped = ForwardOptions {
+        softcap: Some(softcap),
+        softmax_scale: Some(0.125),
+        ..ForwardOptions::default()
+    };
+    let plan_capped = plan_alibi(
+        Dtype::Bf16,
+        &SHAPE,
+        &capped,
+        AlibiLayout::PerBatchAndHead,
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let modifiers = *plan_capped.modifiers().unwrap();
+    assert_eq!(modifiers.softcap_input_scale, 0.125 / softcap);
+    assert_eq!(
+        plan_capped.params().scale_log2,
+        softcap * std::f32::consts::LOG2_E
+    );
+    assert_eq!(modifiers.alibi_slope_scale, 1.0 / softcap);
+    assert_eq!(modifiers.alibi_batch_stride, SHAPE.heads_q as u32);
+    assert_eq!(plan_capped.alibi_slopes_len(), SHAPE.batch * SHAPE.heads_q);
+    // No window: the offsets that bound nothing.
+    assert_eq!(
+        (modifiers.window_left, modifiers.window_right),
+        (SHAPE.seq_len_kv as i32 - 1, SHAPE.seq_len_q as i32 - 1)
+    );
+    let per_head = plan_alibi(
+        Dtype::Bf16,
+        &SHAPE,
+        &ForwardOptions::default(),
+        AlibiLayout::PerHead,
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let modifiers = *per_head.modifiers().unwrap();
+    assert_eq!(modifiers.alibi_batch_stride, 0);
+    assert_eq!(modifiers.alibi_slope_scale, 1.0 / scale);
+    assert_eq!(per_head.alibi_slopes_len(), SHAPE.heads_q);
+}
+
+#[test]
+fn every_slope_index_the_kernel_forms_lies_in_the_slopes() {
+    for layout in [AlibiLayout::PerHead, AlibiLayout::PerBatchAndHead] {
+        let plan = plan_alibi(
+            Dtype::F16,
+            &SHAPE,
+            &ForwardOptions::default(),
+            layout,
+            H100_SM_COUNT,
+        )
+        .unwrap();
+        let stride = plan.modifiers().unwrap().alibi_batch_stride as usize;
+        let (_, heads, batch) = plan.grid();
+        // The kernel reads `alibi_slopes[batch * stride + head]` for every block of the grid.
+        let largest = (batch as usize - 1) * stride + heads as usize - 1;
+        assert_eq!(largest + 1, plan.alibi_slopes_len(), "{layout:?}");
+    }
+}
+
+#[test]
+fn an_invalid_softcap_is_rejected() {
+    for softcap in [
+        0.0,
+        -1.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-45,
+        f32::MAX,
+    ] {
+        let options = ForwardOptions {
+            softcap: Some(softcap),
+            ..ForwardOptions::default()
+        };
+        let error = supports(Dtype::F16, &SHAPE, &options, H100_SM_COUNT).unwrap_err();
+        match error {
+            Error::InvalidSoftcap { softcap: got } => {
+                assert!(got.to_bits() == softcap.to_bits(), "{got} != {softcap}")
+            }
+            other => panic!("softcap {softcap}: {other}"),
+        }
+    }
+}
+
+#[test]
+fn an_empty_window_is_rejected() {
+    for (left, right, reported) in [
+        (Some(3), Some(-4), (3, -4)),
+        (Some(-1), Some(0), (-1, 0)),
+        (Some(-10), None, (-10, i64::MAX)),
+        (Some(i64::MIN), Some(i64::MAX), (i64::MIN, i64::MAX)),
+    ] {
+        let options = ForwardOptions {
+            window: window(left, right),
+            ..ForwardOptions::default()
+        };
+        let result = supports(Dtype::F16, &SHAPE, &options, H100_SM_COUNT);
+        match (left, right) {
+            // An unbounded right side never makes a window empty; the causal flag below does.
+            (_, None) => {
+                let causal = ForwardOptions {
+                    causal: true,
+                    ..options
+                };
+                assert_eq!(
+                    supports(Dtype::F16, &SHAPE, &causal, H100_SM_COUNT),
+                    Err(Error::EmptyWindow {
+                        left: reported.0,
+                        right: 0
+                    })
+                );
+            }
+            _ => assert_eq!(
+                result,
+                Err(Error::EmptyWindow {
+                    left: reported.0,
+                    right: reported.1
+                }),
+                "{options:?}"
+            ),
+        }
+    }
+    let error = Error::EmptyWindow { left: 3, right: -4 };
+    assert!(error.to_string().contains("(3, -4)"), "{error}");
+}
+
+#[test]
+fn a_window_that_leaves_every_query_without_a_key_is_rejected() {
+    let (seq_len_q, seq_len_kv) = (SHAPE.seq_len_q as i64, SHAPE.seq_len_kv as i64);
+    // The last query's window ends before key 0; the first query's starts past the last key.
+    for (left, right) in [
+        (None, Some(-seq_len_kv)),
+        (Some(seq_len_kv + 5), Some(-seq_len_kv)),
+        (Some(-seq_len_q), None),
+        (Some(-seq_len_q - 3), Some(seq_len_q + 10)),
+    ] {
+        let options = with_window(left, right);
+        assert_eq!(
+            supports(Dtype::F16, &SHAPE, &options, H100_SM_COUNT),
+            Err(Error::WindowExcludesEveryKey {
+                left,
+                right,
+                seq_len_q: SHAPE.seq_len_q,
+                seq_len_kv: SHAPE.seq_len_kv
+            }),
+            "{options:?}"
+        );
+        assert!(options.mask(&SHAPE).is_err());
+    }
+    // One key short of that, some query sees a key, and the window is accepted: the last query
+    // (whose diagonal key is the last key) sees the first key, or the first query the last key.
+    let last_query = SHAPE.seq_len_q as u32 - 1;
+    for (left, right, query, key) in [
+        (None, Some(1 - seq_len_kv), last_query, 0),
+        (Some(1 - seq_len_q), None, 0, SHAPE.seq_len_kv as u32 - 1),
+    ] {
+        let options = with_window(left, right);
+        let kernel = supports(Dtype::F16, &SHAPE, &options, H100_SM_COUNT).unwrap();
+        assert_eq!(kernel.spec.variant, Variant::Modified);
+        let mask = options.mask(&SHAPE).unwrap();
+        let seen: Vec<(u32, u32)> = (0..SHAPE.seq_len_q as u32)
+            .filter(|&query| mask.key_start(query) < mask.key_end(query))
+            .map(|query| (query, mask.key_start(query)))
+            .collect();
+        assert_eq!(seen, vec![(query, key)], "{options:?}");
+    }
+}
+
+#[test]
+fn the_options_mask_is_the_window_intersected_with_causal_masking() {
+    let lengths = (SHAPE.seq_len_q as u32, SHAPE.seq_len_kv as u32);
+    for (causal, left, right, expected) in [
+        (false, None, None, Mask::new(lengths.0, lengths.1, false)),
+        (true, None, None, Mask::new(lengths.0, lengths.1, true)),
+        (false, None, Some(0), Mask::new(lengths.0, lengths.1, true)),
+        (true, None, Some(9), Mask::new(lengths.0, lengths.1, true)),
+        (
+            true,
+            Some(5000),
+            Some(-2),
+            Mask::windowed(lengths.0, lengths.1, None, Some(-2)),
+        ),
+        (
+            false,
+            Some(30),
+            Some(4),
+            Mask::windowed(lengths.0, lengths.1, Some(30), Some(4)),
+        ),
+        // Offsets past every key bound nothing.
+        (
+            false,
+            Some(999),
+            Some(776),
+            Mask::new(lengths.0, lengths.1, false),
+        ),
+        (
+            false,
+            Some(998),
+            Some(775),
+            Mask::windowed(lengths.0, lengths.1, Some(998), Some(775)),
+        ),
+    ] {
+        let options = ForwardOptions {
+            causal,
+            window: window(left, right),
+            ..ForwardOptions::default()
+        };
+        let mask = options.mask(&SHAPE).unwrap();
+        assert_eq!(mask, expected, "{options:?}");
+        // Whatever the form, the same keys for every query.
+        for query in [0, 1, 400, 776] {
+            assert_eq!(
+                (mask.key_start(query), mask.key_end(query)),
+                (expected.key_start(query), expected.key_end(query))
+            );
+        }
+    }
+    assert_eq!(
+        ForwardOptions::default().mask(&AttentionShape {
+            seq_len_q: 0,
+            ..SHAPE
+        }),
+        Err(Error::ZeroSizedDimension {
+            dimension: "seq_len_q"
+        })
+    );
+}
+
+#[test]
+fn the_serving_calls_reject_a_modifier_rather_than_ignore_it() {
+    let shape = AttentionShape {
+        seq_len_q: 1,
+        ..SHAPE
+    };
+    for (options, modifier) in [
+        (with_window(Some(64), Some(0)), "window"),
+        (with_window(None, None), "window"),
+        (
+            ForwardOptions {
+                softcap: Some(30.0),
+                ..ForwardOptions::default()
+            },
+            "softcap",
+        ),
+    ] {
+        assert_eq!(
+            plan_kv_cache(Dtype::F16, &shape, &options, H100_SM_COUNT).unwrap_err(),
+            Error::ModifierNotSupported {
+                modifier,
+                variant: Variant::Serving
+            }
+        );
+        let extents = VarlenExtents {
+            batch: 2,
+            tokens_q: 10,
+            tokens_kv: 20,
+            max_seq_len_q: 5,
+            max_seq_len_kv: 10,
+            heads_q: 8,
+            heads_kv: 2,
+            head_dim: 64,
+        };
+        assert_eq!(
+            plan_varlen(Dtype::Bf16, &extents, &options).unwrap_err(),
+            Error::ModifierNotSupported {
+                modifier,
+                variant: Variant::Serving
+            }
+        );
+    }
+}
+
+#[test]
+fn a_kernel_of_the_other_variant_is_rejected() {
+    let dense = kernel_by_name("flash_fwd_f16_d128_m64_n64_w4_s2").unwrap();
+    let modified = kernel_by_name("flash_fwd_f16_d128_m64_n64_w4_s2_mod").unwrap();
+    let capped = ForwardOptions {
+        softcap: Some(20.0),
+        kernel: Some(dense),
+        ..ForwardOptions::default()
+    };
+    assert_eq!(
+        supports(Dtype::F16, &SHAPE, &capped, H100_SM_COUNT),
+        Err(Error::KernelVariantMismatch {
+            kernel: dense.entry,
+            needed: Variant::Modified
+        })
+    );
+    let capped = ForwardOptions {
+        kernel: Some(modified),
+        ..capped
+    };
+    assert_eq!(
+        supports(Dtype::F16, &SHAPE, &capped, H100_SM_COUNT),
+        Ok(modified)
+    );
+    let plain = ForwardOptions {
+        kernel: Some(modified),
+        ..ForwardOptions::default()
+    };
+    assert_eq!(
+        supports(Dtype::F16, &SHAPE, &plain, H100_SM_COUNT),
+        Err(Error::KernelVariantMismatch {
+            kernel: modified.entry,
+            needed: Variant::Dense
+        })
+    );
+}
+
+#[test]
+fn alibi_slopes_that_are_too_few_or_not_finite_are_rejected() {
+    let plan = plan_alibi(
+        Dtype::F16,
+        &SHAPE,
+        &ForwardOptions::default(),
+        AlibiLayout::PerBatchAndHead,
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let slopes = vec![0.25f32; 16];
+    assert_eq!(plan.check_alibi_slopes(&slopes), Ok(()));
+    // Extra slopes are not read.
+    assert_eq!(plan.check_alibi_slopes(&[0.25f32; 17]), Ok(()));
+    assert_eq!(
+        plan.check_alibi_slopes(&slopes[..15]),
+        Err(Error::AlibiSlopesTooShort {
+            length: 15,
+            required: 16
+        })
+    );
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -1e36] {
+        let mut slopes = slopes.clone();
+        slopes[9] = bad;
+        match plan.check_alibi_slopes(&slopes) {
+            Err(Error::InvalidAlibiSlope { index: 9, slope }) => {
+                assert_eq!(slope.to_bits(), bad.to_bits())
+            }
+            other => panic!("slope {bad}: {other:?}"),
+        }
+    }
+    // Negative and zero slopes are biases like any other.
+    let mut slopes = slopes.clone();
+    slopes[0] = -0.5;
+    slopes[1] = 0.0;
+    assert_eq!(plan.check_alibi_slopes(&slopes), Ok(()));
+    let error = Error::AlibiSlopesTooShort {
+        length: 15,
+        required: 16,
+    };
+    assert!(error.to_string().contains("15"), "{error}");
+}
+
+/// The naive definition, written without the crate's rule or reference: every key of every
+/// query's K/V head, visibility tested key by key (`diagonal - left <= j <= diagonal + right`,
+/// causal intersecting `right` with 0), the score scaled, capped, biased, then a two-pass
+/// softmax in f64. `q`, `k`, `v` dense `[B, H, S, D]`.
+#[allow(clippy::too_many_arguments)]
+fn naive_attention(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    shape: AttentionShape,
+    scale: f64,
+    causal: bool,
+    window: (Option<i64>, Option<i64>),
+    softcap: Option<f64>,
+    slopes: Option<(&[f32], AlibiLayout)>,
+) -> (Vec<f64>, Vec<f64>) {
+    let AttentionShape {
+        batch,
+        heads_q,
+        heads_kv,
+        seq_len_q,
+        seq_len_kv,
+        head_dim: d,
+    } = shape;
+    let mut output = vec![0.0; batch * heads_q * seq_len_q * d];
+    let mut logsumexp = vec![0.0; batch * heads_q * seq_len_q];
+    for b in 0..batch {
+        for h in 0..heads_q {
+            let kv_head = h / (heads_q / heads_kv);
+            let slope = slopes.map_or(0.0, |(slopes, layout)| match layout {
+                AlibiLayout::PerHead => slopes[h] as f64,
+                AlibiLayout::PerBatchAndHead => slopes[b * heads_q + h] as f64,
+            });
+            for i in 0..seq_len_q {
+                let row = (b * heads_q + h) * seq_len_q + i;
+                let query = &q[row * d..(row + 1) * d];
+                let diagonal = i as i64 + seq_len_kv as i64 - seq_len_q as i64;
+                let mut scored = Vec::new();
+                for j in 0..seq_len_kv {
+                    let j_signed = j as i64;
+                    let after_left = window.0.is_none_or(|left| j_signed >= diagonal - left);
+                    let before_right = window.1.is_none_or(|right| j_signed <= diagonal + right)
+                        && (!causal || j_signed <= diagonal);
+                    if !(after_left && before_right) {
+                        continue;
+                    }
+                    let key_row = ((b * heads_kv + kv_head) * seq_len_kv + j) * d;
+                    let product: f64 = (0..d).map(|x| query[x] * k[key_row + x]).sum();
+                    let mut score = product * scale;
+                    if let Some(cap) = softcap {
+                        score = cap * (score / cap).tanh();
+                    }
+                    score -= slope * (diagonal - j_signed).abs() as f64;
+                    scored.push((key_row, score));
+                }
+                if scored.is_empty() {
+                    logsumexp[row] = f64::NEG_INFINITY;
+                    continue;
+                }
+                let max = scored
+                    .iter()
+                    .map(|&(_, s)| s)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = scored.iter().map(|&(_, s)| (s - max).exp()).sum();
+                logsumexp[row] = max + sum.ln();
+                for &(key_row, score) in &scored {
+                    let weight = (score - max).exp() / sum;
+                    for x in 0..d {
+                        output[row * d + x] += weight * v[key_row + x];
+                    }
+                }
+            }
+        }
+    }
+    (output, logsumexp)
+}
+
+#[test]
+fn the_reference_computes_each_modifier_alone_and_combined_as_defined() {
+    let shapes = [
+        AttentionShape {
+            batch: 2,
+            heads_q: 4,
+            heads_kv: 2,
+            seq_len_q: 7,
+            seq_len_kv: 13,
+            head_dim: 8,
+        },
+        AttentionShape {
+            batch: 1,
+            heads_q: 3,
+            heads_kv: 1,
+            seq_len_q: 17,
+            seq_len_kv: 5,
+            head_dim: 16,
+        },
+    ];
+    let windows = [
+        (None, None),
+        (Some(3), Some(0)),
+        (Some(2), Some(4)),
+        (None, Some(-2)),
+        (Some(-1), Some(6)),
+        (Some(0), None),
+    ];
+    for (seed, shape) in shapes.into_iter().enumerate() {
+        let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, seed as u64);
+        let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 100 + seed as u64);
+        let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 200 + seed as u64);
+        let wide = |x: &[f16]| x.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+        let slopes: Vec<f32> = (0..shape.batch * shape.heads_q)
+            .map(|index| 0.5f32.powi(index as i32 + 1))
+            .collect();
+        for causal in [false, true] {
+            for window in windows {
+                for softcap in [None, Some(1.5)] {
+                    for alibi in [
+                        None,
+                        Some(AlibiLayout::PerHead),
+                        Some(AlibiLayout::PerBatchAndHead),
+                    ] {
+                        let options = ForwardOptions {
+                            causal,
+                            window: Some(SlidingWindow {
+                                left: window.0,
+                                right: window.1,
+                            }),
+                            ..ForwardOptions::default()
+                        };
+                        if options.mask(&shape).is_err() {
+                            continue;
+                        }
+                        let scoring = Scoring {
+                            softmax_scale: 0.3,
+                            causal,
+                            window: options.window,
+                            softcap,
+                            alibi: alibi.map(|layout| AlibiSlopes {
+                                slopes: &slopes,
+                                layout,
+                            }),
+                        };
+                        let result = attention_with(&q, &k, &v, shape, &scoring, Precision::F64);
+                        let (output, logsumexp) = naive_attention(
+                            &wide(&q),
+                            &wide(&k),
+                            &wide(&v),
+                            shape,
+                            0.3,
+                            causal,
+                            window,
+                            softcap,
+                            alibi.map(|layout| (&slopes[..], layout)),
+                        );
+                        let context = format!(
+                            "{shape:?} causal {causal} window {window:?} softcap {softcap:?} \
+                             alibi {alibi:?}"
+                        );
+                        for (got, want) in result.output.iter().zip(&output) {
+                            assert!((got - want).abs() < 1e-12, "{context}: {got} vs {want}");
+                        }
+                        for (got, want) in result.logsumexp.iter().zip(&logsumexp) {
+                            assert!(
+                                got == want || (got - want).abs() < 1e-12,
+                                "{context}: logsumexp {got} vs {want}"
+                            );
+                        }
+                        // The sampled rows are the same rows, bit for bit.
+                        let rows = [
+                            QueryRow {
+                                batch: shape.batch - 1,
+                                head: shape.heads_q - 1,
+                                query: shape.seq_len_q - 1,
+                            },
+                            QueryRow {
+                                batch: 0,
+                                head: 1,
+                                query: 2,
+                            },
+                        ];
+                        let sampled =
+                            attention_rows_with(&q, &k, &v, shape, &scoring, Precision::F64, &rows);
+                        for (n, row) in rows.iter().enumerate() {
+                            let index = row.index(&shape);
+                            let d = shape.head_dim;
+                            assert_eq!(
+                                sampled.output[n * d..(n + 1) * d],
+                                result.output[index * d..(index + 1) * d]
+                            );
+                            assert_eq!(
+                                sampled.logsumexp[n].to_bits(),
+                                result.logsumexp[index].to_bits()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_reference_without_modifiers_is_the_plain_one() {
+    let shape = AttentionShape {
+        batch: 1,
+        heads_q: 2,
+        heads_kv: 1,
+        seq_len_q: 9,
+        seq_len_kv: 6,
+        head_dim: 8,
+    };
+    let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, 1);
+    let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 2);
+    for causal in [false, true] {
+        for precision in [Precision::F64, Precision::Plain(Dtype::F16)] {
+            let plain = attention(&q, &k, &k, shape, 0.4, causal, precision);
+            // Causal masking as the window (None, Some(0)) is the same problem.
+            let scoring = Scoring {
+                window: causal.then_some(SlidingWindow {
+                    left: None,
+                    right: Some(0),
+                }),
+                ..Scoring::plain(0.4, false)
+            };
+            let windowed = attention_with(&q, &k, &k, shape, &scoring, precision);
+            assert_eq!(plain, windowed);
+        }
+    }
+}
+
+#[test]
+fn softcap_and_alibi_match_hand_computed_scores() {
+    // One query [1, 0] against keys [3, 0] and [0, 0] (scores 3 and 0), scale 1: capped at 2,
+    // the scores are 2 tanh(1.5) and 0; ALiBi with slope 0.5 on 1 query and 2 keys (the query
+    // sits on key 1) adds -0.5 to key 0 and 0 to key 1.
+    let shape = AttentionShape {
+        batch: 1,
+        heads_q: 1,
+        heads_kv: 1,
+        seq_len_q: 1,
+        seq_len_kv: 2,
+        head_dim: 2,
+    };
+    let q = [f16::from_f64(1.0), f16::ZERO];
+    let k = [f16::from_f64(3.0), f16::ZERO, f16::ZERO, f16::ZERO];
+    let v = [f16::from_f64(1.0), f16::ZERO, f16::ZERO, f16::from_f64(1.0)];
+    let slopes = [0.5f32];
+    let scoring = Scoring {
+        softcap: Some(2.0),
+        alibi: Some(AlibiSlopes {
+            slopes: &slopes,
+            layout: AlibiLayout::PerHead,
+        }),
+        ..Scoring::plain(1.0, false)
+    };
+    let result = attention_with(&q, &k, &v, shape, &scoring, Precision::F64);
+    let scores = [2.0 * 1.5f64.tanh() - 0.5, 0.0];
+    let sum: f64 = scores.iter().map(|s| s.exp()).sum();
+    assert!((result.output[0] - scores[0].exp() / sum).abs() < 1e-14);
+    assert!((result.output[1] - scores[1].exp() / sum).abs() < 1e-14);
+    assert!((result.logsumexp[0] - sum.ln()).abs() < 1e-14);
+}
+
+#[test]
+fn the_modified_kernel_follows_the_dispatch_tables_tile_where_one_is_built() {
+    for head_dim in [64, 128] {
+        for causal in [false, true] {
+            for seq_len in [128, 512, 4096, 8192] {
+                let shape = AttentionShape::new(2, 16, seq_len, head_dim);
+                let dense =
+                    flash_attn::dispatch_kernel(Dtype::F16, &shape, causal, H100_SM_COUNT).unwrap();
+                let modified = modified_kernel(Dtype::F16, &shape, causal, H100_SM_COUNT).unwrap();
+                let built = FORWARD_KERNELS.iter().any(|kernel| {
+                    kernel.spec.variant == Variant::Modified
+                        && kernel.spec.dtype == Dtype::F16
+                        && kernel.spec.tile == dense.spec.tile
+                });
+                assert_eq!(built, modified.spec.tile == dense.spec.tile, "{shape:?}");
+            }
+        }
+    }
+    // The issue's sliding-window shape runs the dense causal kernel's tile.
+    let shape = AttentionShape::new(2, 16, 8192, 128);
+    let dense = flash_attn::dispatch_kernel(Dtype::F16, &shape, true, H100_SM_COUNT).unwrap();
+    let options = ForwardOptions {
+        causal: true,
+        window: window(Some(1024), Some(0)),
+        layout: Layout::Bshd,
+        ..ForwardOptions::default()
+    };
+    let windowed = supports(Dtype::F16, &shape, &options, H100_SM_COUNT).unwrap();
+    assert_eq!(windowed.spec.tile, dense.spec.tile);
+}
+
+/// A modified launch reads and writes what the plain launch of the same tile does (the window
+/// only skips key blocks, never reaching past the plain problem's rows): the same buffer
+/// lengths and grid, whatever the layout or strides.
+#[test]
+fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
+    let strided = flash_attn::ForwardStrides {
+        q: flash_attn::TensorStrides {
+            batch: 1 << 20,
+            head: 100_000,
+            seq: 136,
+        },
+        k: flash_attn::TensorStrides {
+            batch: 0,
+            head: 8,
+            seq: 512,
+        },
+        v: flash_attn::TensorStrides {
+            batch: 1 << 21,
+            head: 128,
+            seq: 1024,
+        },
+        o: flash_attn::TensorStrides {
+            batch: 1 << 20,
+            head: 100_000,
+            seq: 128,
+        },
+    };
+    for kernel in FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| kernel.spec.variant == Variant::Modified)
+    {
+        let dense = FORWARD_KERNELS
+            .iter()
+            .find(|dense| {
+                dense.spec.variant == Variant::Dense
+                    && dense.spec.dtype == kernel.spec.dtype
+                    && dense.spec.tile == kernel.spec.tile
+            })
+            .expect("every modified tile is a dense tile of the shipping set");
+        let shape = AttentionShape {
+            head_dim: kernel.spec.tile.head_dim,
+            ..SHAPE
+        };
+        for (layout, strides) in [
+            (Layout::Bhsd, None),
+            (Layout::Bshd, None),
+            (Layout::Bhsd, Some(strided)),
+        ] {
+            let plain = ForwardOptions {
+                causal: true,
+                layout,
+                strides,
+                kernel: Some(dense),
+                ..ForwardOptions::default()
+            };
+            let modified = ForwardOptions {
+                window: window(Some(77), Some(-2)),
+                softcap: Some(10.0),
+                kernel: Some(kernel),
+                ..plain
+            };
+            let plain = plan(kernel.spec.dtype, &shape, &plain, H100_SM_COUNT).unwrap();
+            let modified = plan_alibi(
+                kernel.spec.dtype,
+                &shape,
+                &modified,
+                AlibiLayout::PerBatchAndHead,
+                H100_SM_COUNT,
+            )
+            .unwrap();
+            assert_eq!(modified.required(), plain.required(), "{}", kernel.entry);
+            assert_eq!(modified.grid(), plain.grid());
+            let (mut params, plain_params) = (*modified.params(), *plain.params());
+            // The modified kernels take the window instead of the causal flag, and the scale in
+            // the softcap's units.
+            (params.causal, params.scale_log2) = (plain_params.causal, plain_params.scale_log2);
+            assert_eq!(params, plain_params);
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Times the score modifiers against the plain kernels with CUDA events around back-to-back
+//! launches (fp16 and bf16), for the targets:
+//!
+//! - softcap and ALiBi at the anchor shapes (`ANCHOR_SHAPES`), causal and not: the plain
+//!   problem (the dispatch table's kernel), softcap 30, ALiBi (one slope per head), both; each
+//!   modified time against the plain one (target: at most 5% slower), and against the dense
+//!   kernel of the modified kernel's own tile (what the modifiers cost, the tile aside);
+//! - the sliding window at S = 8192, D = 128, causal, a window of 1024 keys (`(Some(1023),
+//!   Some(0))`), and the same with softcap 30 (Gemma 2): against the dense causal time scaled
+//!   by the visible fraction of query-key pairs (target: within 10%).
+//!
+//! ALiBi slopes are passed by device address (`forward_alibi_raw`), so that no upload is timed.
+//!
+//! `flash-attn-modifier-timing`: one line per case: the kernel, median and p10-p90 in
+//! microseconds, and the ratios; a final line per target with the worst ratio and whether it
+//! is met.
+
+use cust::memory::DeviceBuffer;
+use flash_attn::reference::random_normal;
+use flash_attn::{
+    plan, plan_alibi, AlibiLayout, AttentionShape, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant, FORWARD_KERNELS,
+};
+use flash_attn_tools::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
+use half::{bf16, f16};
+
+const WARMUP_LAUNCHES: usize = 50;
+const REPEATS: usize = 30;
+const MIN_LAUNCHES_PER_REPEAT: usize = 20;
+
+/// The bounds: softcap and ALiBi at most 5% slower than plain; the window within 10%
+/// of the causal time scaled by its visible fraction.
+const MODIFIER_BOUND: f64 = 1.05;
+const WINDOW_BOUND: f64 = 1.10;
+
+/// The window shape: S = 8192, D = 128; batch and heads as the long anchor shape's.
+const WINDOW_SHAPE: (usize, usize, usize, usize) = (2, 16, 8192, 128);
+/// A window of 1024 keys up to the diagonal.
+const WINDOW: SlidingWindow = SlidingWindow {
+    left: Some(1023),
+    right: Some(0),
+};
+const SOFTCAP: f32 = 30.0;
+
+/// One problem's device buffers.
+struct Buffers<T: cust::memory::DeviceCopy> {
+    q: DeviceBuffer<T>,
+    k: DeviceBuffer<T>,
+    v: DeviceBuffer<T>,
+    output: DeviceBuffer<T>,
+    slopes: DeviceBuffer<f32>,
+}
+
+impl<T: Element> Buffers<T> {
+    fn new(shape: &AttentionShape) -> Result<Self, Error> {
+        let elements = shape.q_elements()?;
+        let input = |seed| DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed));
+        // BLOOM's slopes, 2^(-8 (h + 1) / heads).
+        let slopes: Vec<f32> = (0..shape.heads_q)
+            .map(|h| 2f32.powf(-8.0 * (h + 1) as f32 / shape.heads_q as f32))
+            .collect();
+        Ok(Self {
+            q: input(11)?,
+            k: input(12)?,
+            v: input(13)?,
+            output: DeviceBuffer::from_slice(&vec![T::from_f64(0.0); elements])?,
+            slopes: DeviceBuffer::from_slice(&slopes)?,
+        })
+    }
+
+    fn tensors(&self) -> RawTensors {
+        RawTensors {
+            q: self.q.as_device_ptr().as_raw(),
+            k: self.k.as_device_ptr().as_raw(),
+            v: self.v.as_device_ptr().as_raw(),
+            o: self.output.as_device_ptr().as_raw(),
+            lse: None,
+        }
+    }
+}
+
+/// Times one call: `options` (a kernel named or not), with ALiBi or without.
+fn time<T: Element>(
+    gpu: &FlashAttention,
+    buffers: &Buffers<T>,
+    shape: AttentionShape,
+    options: &ForwardOptions,
+    alibi: bool,
+) -> Result<(LaunchTimes, &'static ForwardKernel), Error> {
+    let kernel = if alibi {
+        plan_alibi(
+            T::DTYPE,
+            &shape,
+            options,
+            AlibiLayout::PerHead,
+            gpu.sm_count(),
+        )?
+        .kernel()
+    } else {
+        plan(T::DTYPE, &shape, options, gpu.sm_count())?.kernel()
+    };
+    // About a millisecond of work per repeat at 200 TFLOP/s.
+    let launches =
+        ((2e8 / shape.flops(options.causal) * 1e3) as usize).max(MIN_LAUNCHES_PER_REPEAT);
+    let slopes = RawAlibiSlopes {
+        address: buffers.slopes.as_device_ptr().as_raw(),
+        layout: AlibiLayout::PerHead,
+    };
+    let times = time_launches(gpu.stream(), WARMUP_LAUNCHES, REPEATS, launches, || {
+        let stream = gpu.stream().as_inner();
+        // SAFETY: the buffers hold the dense tensors of `shape` and one slope per head, and
+        // outlive the launches (time_launches synchronises before it returns); the stream is
+        // the instance's own.
+        unsafe {
+            if alibi {
+                gpu.forward_alibi_raw(stream, T::DTYPE, buffers.tensors(), slopes, shape, options)
+            } else {
+                gpu.forward_raw(stream, T::DTYPE, buffers.tensors(), shape, options)
+            }
+        }
+    })?;
+    Ok((times, kernel))
+}
+
+/// The dense kernel of `kernel`'s tile and element type.
+fn dense_of(kernel: &ForwardKernel) -> Option<&'static ForwardKernel> {
+    FORWARD_KERNELS.iter().find(|dense| {
+        dense.spec.variant == Variant::Dense
+            && dense.spec.dtype == kernel.spec.dtype
+            && dense.spec.tile == kernel.spec.tile
+    })
+}
+
+fn print_case(label: &str, kernel: &ForwardKernel, times: &LaunchTimes, ratios: &str) {
+    println!(
+        "{label:<34} {:<38} {:>9.2} {:>9.2}-{:<9.2} {ratios}",
+        kernel.entry,
+        times.median(),
+        times.quantile(0.1),
+        times.quantile(0.9)
+    );
+}
+
+/// The worst ratio seen per target.
+#[derive(Default)]
+struct Worst {
+    modifiers: f64,
+    window: f64,
+}
+
+fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(), Error> {
+    let dtype = format!("{:?}", T::DTYPE);
+    for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
+        let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+        let buffers = Buffers::<T>::new(&shape)?;
+        for causal in [false, true] {
+            let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim} causal={causal}");
+            let plain = ForwardOptions {
+                causal,
+                ..ForwardOptions::default()
+            };
+            let (plain_times, plain_kernel) = time(gpu, &buffers, shape, &plain, false)?;
+            print_case(&format!("{label} plain"), plain_kernel, &plain_times, "");
+            let mut same_tile_plain: Option<(&ForwardKernel, f64)> = None;
+            for (name, softcap, alibi) in [
+                ("softcap", Some(SOFTCAP), false),
+                ("alibi", None, true),
+                ("softcap+alibi", Some(SOFTCAP), true),
+            ] {
+                let options = ForwardOptions { softcap, ..plain };
+                let (times, kernel) = time(gpu, &buffers, shape, &options, alibi)?;
+                // The dense kernel of the modified kernel's tile, once per case.
+                if same_tile_plain.is_none_or(|(dense, _)| dense.spec.tile != kernel.spec.tile) {
+                    if let Some(dense) = dense_of(kernel) {
+                        let named = ForwardOptions {
+                            kernel: Some(dense),
+                            ..plain
+                        };
+                        let (times, _) = time(gpu, &buffers, shape, &named, false)?;
+                        same_tile_plain = Some((dense, times.median()));
+                    }
+                }
+                let ratio = times.median() / plain_times.median();
+                worst.modifiers = worst.modifiers.max(ratio);
+                let same_tile = same_tile_plain.map_or(String::new(), |(dense, median)| {
+                    let same = if dense == plain_kernel {
+                        ", = plain"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        ", x{:.3} vs the same tile's dense kernel ({median:.2} us{same})",
+                        times.median() / median
+                    )
+                });
+                print_case(
+                    &format!("{label} {name}"),
+                    kernel,
+                    &times,
+                    &format!("x{ratio:.3} vs plain{same_tile}"),
+                );
+            }
+        }
+    }
+    // The sliding window against the causal time scaled by the visible fraction.
+    let (batch, heads, seq_len, head_dim) = WINDOW_SHAPE;
+    let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+    let buffers = Buffers::<T>::new(&shape)?;
+    let causal = ForwardOptions {
+        causal: true,
+        ..ForwardOptions::default()
+    };
+    let (causal_times, causal_kernel) = time(gpu, &buffers, shape, &causal, false)?;
+    let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim}");
+    print_case(&format!("{label} causal"), causal_kernel, &causal_times, "");
+    // Visible pairs: query i sees min(i + 1, 1024) keys, against (i + 1) causally.
+    let width = WINDOW.left.unwrap() as usize + 1;
+    let visible: usize = (0..seq_len).map(|i| (i + 1).min(width)).sum();
+    let fraction = visible as f64 / (seq_len * (seq_len + 1) / 2) as f64;
+    let target = causal_times.median() * fraction;
+    for (name, softcap) in [
+        ("window 1024", None),
+        ("window 1024 + softcap", Some(SOFTCAP)),
+    ] {
+        let options = ForwardOptions {
+            window: Some(WINDOW),
+            softcap,
+            ..causal
+        };
+        let (times, kernel) = time(gpu, &buffers, shape, &options, false)?;
+        let ratio = times.median() / target;
+        if softcap.is_none() {
+            worst.window = worst.window.max(ratio);
+        }
+        print_case(
+            &format!("{label} {name}"),
+            kernel,
+            &times,
+            &format!("x{ratio:.3} vs causal x visible fraction {fraction:.4} ({target:.2} us)"),
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let gpu = FlashAttention::new()?;
+    println!("score modifiers on {}", gpu.device_name());
+    println!(
+        "{:<34} {:<38} {:>9} {:>19} ratios",
+        "case", "kernel", "median us", "p10-p90 us"
+    );
+    let mut worst = Worst::default();
+    time_dtype::<f16>(&gpu, &mut worst)?;
+    time_dtype::<bf16>(&gpu, &mut worst)?;
+    let verdict = |met: bool| if met { "met" } else { "MISSED" };
+    println!(
+        "softcap and ALiBi: worst x{:.3} vs plain at the anchor shapes (target <= x{MODIFIER_BOUND}): {}",
+        worst.modifiers,
+        verdict(worst.modifiers <= MODIFIER_BOUND)
+    );
+    println!(
+        "sliding window 1024 at S=8192, D=128, causal: worst x{:.3} vs the scaled causal time (target <= x{WINDOW_BOUND}): {}",
+        worst.window,
+        verdict(worst.window <= WINDOW_BOUND)
+    );
+    Ok(())
+}
