@@ -47,7 +47,7 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 
 use cust::context::CurrentContext;
-use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
+use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use element::{as_half1, from_half1};
 pub use flash_attn_params::{
@@ -361,6 +361,46 @@ impl FlashAttention {
         // (checked), and the kernel reads no page at or past `num_pages`, whose K and V rows
         // the buffers were checked to hold.
         unsafe { self.launch_with_own_workspace(plan, tensors, buffers) }
+    }
+
+    /// Copies `data` into `buffer`, a device buffer of this instance, on its stream
+    /// (`cuMemcpyHtoDAsync`, ordered before the kernel that `launch` enqueues and after every
+    /// earlier kernel that read the buffer), then calls `launch` with the copy's device address,
+    /// holding the buffer's lock throughout: one upload-and-launch at a time. The buffer is
+    /// allocated on the first call that needs more room than it has, which synchronises (the
+    /// stream, before the old buffer is freed); calls after that allocate nothing and do not
+    /// wait for the GPU. The varlen offsets and the ALiBi slopes travel this way.
+    fn with_uploaded<E: DeviceCopy + bytemuck::Zeroable>(
+        &self,
+        buffer: &Mutex<Option<DeviceBuffer<E>>>,
+        data: &[E],
+        launch: impl FnOnce(u64) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut buffer = buffer.lock().unwrap_or_else(|poison| poison.into_inner());
+        CurrentContext::set_current(&self.kernels.context)?;
+        // A buffer that is too small goes first, once the kernels that read it (all on this
+        // instance's stream) have finished.
+        if buffer.as_ref().map_or(0, |b| b.len()) < data.len() {
+            if buffer.is_some() {
+                self.stream.synchronize()?;
+            }
+            *buffer = None;
+            *buffer = Some(DeviceBuffer::zeroed(data.len())?);
+        }
+        let Some(device) = buffer.as_mut() else {
+            unreachable!("the buffer was made above");
+        };
+        let mut device = device.index(..data.len());
+        // SAFETY: the lengths match. The copy is enqueued on this instance's stream, so it runs
+        // after every kernel enqueued before it (the only readers of this buffer, which the
+        // lock keeps to one upload-and-launch at a time) and before the kernel `launch`
+        // enqueues. From pageable memory, cuMemcpyHtoDAsync stages the source before it
+        // returns (CUDA's API synchronisation behaviour), so `data` may go when this call
+        // returns. The device copy lives in this instance until a larger one replaces it,
+        // after a synchronisation of the stream, or until the instance goes (cuMemFree waits
+        // for outstanding work).
+        unsafe { device.async_copy_from(data, &self.stream)? };
+        launch(device.as_device_ptr().as_raw())
     }
 
     /// Launches a serving plan with this instance's split-KV workspace, grown (and zeroed) when

@@ -22,8 +22,7 @@
 
 use std::sync::Mutex;
 
-use cust::context::CurrentContext;
-use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
+use cust::memory::{DeviceBuffer, DeviceSlice};
 use flash_attn_params::{Dtype, ForwardParams, Mask, ModifierParams, Variant};
 
 use crate::dispatch::dispatch_kernel;
@@ -447,36 +446,15 @@ impl FlashAttention {
         plan.check_alibi_slopes(alibi.slopes)?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
         let slopes = &alibi.slopes[..plan.alibi_slopes_len()];
-        let mut buffer = self
-            .alibi_slopes
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        CurrentContext::set_current(&self.kernels.context)?;
-        // A buffer that is too small goes first, once the kernels that read it (all on this
-        // instance's stream) have finished.
-        if buffer.as_ref().map_or(0, |b| b.len()) < slopes.len() {
-            if buffer.is_some() {
-                self.stream.synchronize()?;
+        self.with_uploaded(&self.alibi_slopes, slopes, |address| {
+            if let Some(modifiers) = plan.modifiers.as_mut() {
+                modifiers.alibi_slopes = address;
             }
-            *buffer = None;
-            *buffer = Some(DeviceBuffer::zeroed(slopes.len())?);
-        }
-        let Some(device) = buffer.as_mut() else {
-            unreachable!("the buffer was made above");
-        };
-        let mut device = device.index(..slopes.len());
-        // SAFETY: the lengths match. The copy is enqueued on this instance's stream, after
-        // every kernel enqueued before it (the only readers of this buffer; the lock keeps one
-        // upload-and-launch at a time) and before the kernel below; from pageable memory
-        // cuMemcpyHtoDAsync stages the source before it returns, so `slopes` may go after.
-        unsafe { device.async_copy_from(slopes, &self.stream)? };
-        if let Some(modifiers) = plan.modifiers.as_mut() {
-            modifiers.alibi_slopes = device.as_device_ptr().as_raw();
-        }
-        // SAFETY: as in `forward`; the slopes were checked on the host and the device copy
-        // lives in this instance until a larger one replaces it, after a synchronisation of
-        // the stream, or until the instance goes (cuMemFree waits for outstanding work).
-        unsafe { self.launch(self.stream.as_inner(), plan, tensors, None) }
+            // SAFETY: as in `forward`; the slopes were checked on the host, and
+            // `with_uploaded` keeps their device copy alive and unchanged until the kernel is
+            // done with it.
+            unsafe { self.launch(self.stream.as_inner(), plan, tensors, None) }
+        })
     }
 
     /// [`Self::forward_host`] with ALiBi biases ([`Self::forward_alibi`]).

@@ -13,8 +13,7 @@
 //! batch is tiny, and whose combine would need a workspace row per query token. Every plan has
 //! one split.
 
-use cust::context::CurrentContext;
-use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice};
+use cust::memory::DeviceSlice;
 use flash_attn_params::{Dtype, SequenceParams, TensorStrides, TileConfig, Variant};
 
 use crate::problem::{
@@ -205,21 +204,10 @@ pub fn plan_varlen(
             limit: MAX_GRID_YZ,
         });
     }
-    // The offsets are u32, and so is the kernel's token arithmetic.
-    if extents.tokens_kv > u32::MAX as usize {
-        return Err(Error::ProblemTooLarge {
-            dimension: "tokens_kv",
-            value: extents.tokens_kv,
-            limit: u32::MAX as usize,
-        });
-    }
-    if extents.max_seq_len_kv > extents.tokens_kv {
-        return Err(Error::VarlenExtentsMismatch {
-            longest: "max_seq_len_kv",
-            value: extents.max_seq_len_kv,
-            tokens: extents.tokens_kv,
-        });
-    }
+    check_packed_tokens(
+        ("tokens_kv", extents.tokens_kv),
+        ("max_seq_len_kv", extents.max_seq_len_kv),
+    )?;
     let queries = PackedQueries {
         tokens_q: extents.tokens_q,
         max_seq_len_q: extents.max_seq_len_q,
@@ -425,6 +413,30 @@ fn packed_strides(
     Ok(strides)
 }
 
+/// The rule for one side of a packed batch, `(name, value)` each: its token count within the
+/// u32 offsets and the kernel's token arithmetic ([`Error::ProblemTooLarge`]), its longest
+/// sequence no longer than its tokens ([`Error::VarlenExtentsMismatch`]).
+fn check_packed_tokens(
+    (tokens_name, tokens): (&'static str, usize),
+    (longest_name, longest): (&'static str, usize),
+) -> Result<(), Error> {
+    if tokens > u32::MAX as usize {
+        return Err(Error::ProblemTooLarge {
+            dimension: tokens_name,
+            value: tokens,
+            limit: u32::MAX as usize,
+        });
+    }
+    if longest > tokens {
+        return Err(Error::VarlenExtentsMismatch {
+            longest: longest_name,
+            value: longest,
+            tokens,
+        });
+    }
+    Ok(())
+}
+
 /// The queries of a variable-length batch, packed one sequence after the other along the
 /// sequence dimension of Q and O: what the varlen plans ([`plan_varlen`],
 /// [`plan_varlen_kv_cache`]) check and size on the query side.
@@ -441,21 +453,10 @@ impl PackedQueries {
     /// ([`Error::ProblemTooLarge`]), the longest sequence no longer than the batch
     /// ([`Error::VarlenExtentsMismatch`]).
     pub(crate) fn check(&self) -> Result<(), Error> {
-        if self.tokens_q > u32::MAX as usize {
-            return Err(Error::ProblemTooLarge {
-                dimension: "tokens_q",
-                value: self.tokens_q,
-                limit: u32::MAX as usize,
-            });
-        }
-        if self.max_seq_len_q > self.tokens_q {
-            return Err(Error::VarlenExtentsMismatch {
-                longest: "max_seq_len_q",
-                value: self.max_seq_len_q,
-                tokens: self.tokens_q,
-            });
-        }
-        Ok(())
+        check_packed_tokens(
+            ("tokens_q", self.tokens_q),
+            ("max_seq_len_q", self.max_seq_len_q),
+        )
     }
 
     /// The lengths of Q, O and the logsumexp (`[heads_q, tokens_q]` f32) in `strides`, for a
@@ -565,47 +566,14 @@ impl FlashAttention {
         })
     }
 
-    /// Copies `lists` of offsets, one after the other, into this instance's offsets buffer on
-    /// its stream (`cuMemcpyHtoDAsync`, ordered before the kernel that `launch` enqueues and
-    /// after every earlier kernel that read the buffer), then calls `launch` with the device
-    /// address of the first list, holding the buffer's lock throughout: one upload-and-launch
-    /// at a time. The buffer is allocated on the first call that needs more room than it has,
-    /// which synchronises (the stream, before the old buffer is freed); calls after that
-    /// allocate nothing and do not wait for the GPU.
+    /// [`Self::with_uploaded`] for offsets: `lists` one after the other in this instance's
+    /// offsets buffer, `launch` called with the device address of the first list.
     fn with_offsets_on_device(
         &self,
         lists: &[&[u32]],
         launch: impl FnOnce(u64) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let offsets: Vec<u32> = lists.concat();
-        let mut buffer = self
-            .varlen_offsets
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        CurrentContext::set_current(&self.kernels.context)?;
-        // A buffer that is too small goes first, once the kernels that read it (all on this
-        // instance's stream) have finished.
-        if buffer.as_ref().map_or(0, |b| b.len()) < offsets.len() {
-            if buffer.is_some() {
-                self.stream.synchronize()?;
-            }
-            *buffer = None;
-            *buffer = Some(DeviceBuffer::zeroed(offsets.len())?);
-        }
-        let Some(device) = buffer.as_mut() else {
-            unreachable!("the buffer was made above");
-        };
-        let mut device = device.index(..offsets.len());
-        // SAFETY: the lengths match. The copy is enqueued on this instance's stream, so it runs
-        // after every kernel enqueued before it (the only readers of this buffer, which the
-        // lock keeps to one upload-and-launch at a time) and before the kernel `launch`
-        // enqueues. From pageable memory, cuMemcpyHtoDAsync stages the source before it
-        // returns (CUDA's API synchronisation behaviour), so `offsets` may go when this call
-        // returns. The device copy lives in this instance until a larger one replaces it,
-        // after a synchronisation of the stream, or until the instance goes (cuMemFree waits
-        // for outstanding work).
-        unsafe { device.async_copy_from(&offsets[..], &self.stream)? };
-        launch(device.as_device_ptr().as_raw())
+        self.with_uploaded(&self.varlen_offsets, &lists.concat(), launch)
     }
 
     /// [`Self::forward_kv_cache`] for a variable-length batch of queries
