@@ -412,6 +412,7 @@ fn is_specific(error: &Error) -> bool {
             | Error::UnsupportedPageSize { .. }
             | Error::PagedCapacityMismatch { .. }
             | Error::PagedStridesMismatch { .. }
+            | Error::InvalidSplitCount { .. }
     )
 }
 
@@ -607,8 +608,11 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         case(),
         prop::option::weighted(0.5, (page_size, dimension())),
         prop::option::weighted(0.3, dimension()),
+        // An explicit split count: mostly 1 to MAX_SPLITS, at times 0 or past it (an error).
+        prop::option::weighted(0.2, 0..=flash_attn::MAX_SPLITS + 8),
     )
-        .prop_map(|(mut case, paged, extra_tokens)| {
+        .prop_map(|(mut case, paged, extra_tokens, num_splits)| {
+            case.options.num_splits = num_splits;
             if let Some((page_size, _)) = paged {
                 // The capacity in whole pages, so that most paged cases are valid; K and V in
                 // the pages' own layout.
@@ -810,7 +814,8 @@ proptest! {
 #[test]
 fn the_kv_cache_generator_reaches_every_kind_of_plan() {
     let mut runner = TestRunner::deterministic();
-    let mut seen = [0usize; 6]; // contiguous, paged, split, packed heads, varlen, varlen split
+    // contiguous, paged, split, packed heads, varlen, varlen split, explicit split count
+    let mut seen = [0usize; 7];
     let mut rejected = 0;
     for _ in 0..4000 {
         let cache = cache_case().new_tree(&mut runner).unwrap().current();
@@ -822,13 +827,14 @@ fn the_kv_cache_generator_reaches_every_kind_of_plan() {
                 seen[3] += (plan.params().heads_q as usize != cache.case.shape.heads_q) as usize;
                 seen[4] += cache.tokens_q.is_some() as usize;
                 seen[5] += (cache.tokens_q.is_some() && split) as usize;
+                seen[6] += cache.case.options.num_splits.is_some_and(|n| n > 1) as usize;
             }
             Err(_) => rejected += 1,
         }
     }
     eprintln!(
-        "contiguous, paged, split, packed heads, varlen, varlen split: {seen:?}; {rejected} \
-         rejected"
+        "contiguous, paged, split, packed heads, varlen, varlen split, explicit split count: \
+         {seen:?}; {rejected} rejected"
     );
     assert!(
         seen.iter().all(|&count| count >= 20) && rejected >= 200,
