@@ -200,7 +200,8 @@ pub fn default_api_kernels() -> Vec<&'static ForwardKernel> {
 }
 
 /// The entry of `table` for `shape` on a device of `sm_count` multiprocessors: the one keyed
-/// `(head_dim, dtype, causal, SeqBucket::of(seq_len_kv), GridSize::of(shape, sm_count))`, else
+/// `(kernel head dim, dtype, causal, SeqBucket::of(seq_len_kv), GridSize::of(shape, sm_count))`
+/// (the kernel head dim the problem's pads to, [`flash_attn_params::padded_head_dim`]), else
 /// the one of the same key with the other grid size, else `None`. [`dispatch_kernel`] looks
 /// problems up in the compiled [`dispatch_table`] this way.
 pub fn dispatch_entry<'t>(
@@ -210,13 +211,14 @@ pub fn dispatch_entry<'t>(
     causal: bool,
     sm_count: usize,
 ) -> Option<&'t DispatchEntry> {
+    let head_dim = flash_attn_params::padded_head_dim(shape.head_dim)?;
     let bucket = SeqBucket::of(shape.seq_len_kv);
     let grid = GridSize::of(shape, sm_count);
     // A linear scan: the table has a few dozen entries, against microseconds per launch.
     let entry = |grid| {
         table.iter().find(|entry| {
             entry.dtype == dtype
-                && entry.head_dim == shape.head_dim
+                && entry.head_dim == head_dim
                 && entry.causal == causal
                 && entry.bucket == bucket
                 && entry.grid == grid
@@ -227,8 +229,8 @@ pub fn dispatch_entry<'t>(
 
 /// The kernel the default API runs for `shape` on a device of `sm_count` multiprocessors: that
 /// of the compiled table's [`dispatch_entry`], or where the table has none, the fallback
-/// kernel of the element type and head dim ([`default_kernel`]), or its
-/// [`Error::UnsupportedHeadDim`].
+/// kernel of the element type and head dim ([`default_kernel`]), or its error (a head dim
+/// that is not a multiple of 8 from 8 to 256).
 ///
 /// Allocates nothing: a scan of the table, whose entries hold their kernels.
 pub fn dispatch_kernel(

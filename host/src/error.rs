@@ -3,7 +3,7 @@
 use std::fmt;
 
 use cust::error::CudaError;
-use flash_attn_params::{Dtype, TensorStrides};
+use flash_attn_params::{Dtype, TensorStrides, Variant};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Error {
@@ -34,10 +34,17 @@ pub enum Error {
     },
     /// Loading the PTX module failed.
     ModuleLoad(CudaError),
-    /// `head_dim` has no exposed kernel.
+    /// The head dim is not a multiple of 8 from 8 to 256 (0 is
+    /// [`Error::ZeroSizedDimension`]).
+    InvalidHeadDim { head_dim: usize },
+    /// No kernel of `variant` runs the problem's head dim: the variant pads to none at least
+    /// as large, or (the serving variants, which do not pad) has none of exactly it. `largest`
+    /// is the variant's largest kernel head dim (0: the build exposes none of the variant for
+    /// the element type).
     UnsupportedHeadDim {
         head_dim: usize,
-        supported: &'static [usize],
+        variant: Variant,
+        largest: usize,
     },
     /// A dimension of the problem is zero.
     ZeroSizedDimension { dimension: &'static str },
@@ -58,7 +65,8 @@ pub enum Error {
         tensor: &'static str,
         dimension: &'static str,
     },
-    /// The kernel named in the options is compiled for another head dim.
+    /// The kernel named in the options cannot run the problem's head dim: it is compiled for
+    /// a smaller one, or (a serving kernel, which does not pad) for another one.
     KernelHeadDimMismatch {
         kernel: &'static str,
         kernel_head_dim: usize,
@@ -123,7 +131,7 @@ pub enum Error {
     /// or the call have a score modifier), a serving one (`_serving`) for the KV-cache calls.
     KernelVariantMismatch {
         kernel: &'static str,
-        needed: flash_attn_params::Variant,
+        needed: Variant,
     },
     /// Fewer cache lengths than sequences.
     CacheLengthsTooShort { lengths: usize, batch: usize },
@@ -180,7 +188,7 @@ pub enum Error {
     /// KV-cache and variable-length calls, whose kernels are of `variant`).
     ModifierNotSupported {
         modifier: &'static str,
-        variant: flash_attn_params::Variant,
+        variant: Variant,
     },
     /// A CUDA call failed.
     Cuda(CudaError),
@@ -222,9 +230,14 @@ impl fmt::Display for Error {
                 "{kernel} needs {needed} bytes of shared memory per block; this device gives at most {available}"
             ),
             Error::ModuleLoad(error) => write!(f, "loading the kernels' PTX failed: {error}"),
-            Error::UnsupportedHeadDim { head_dim, supported } => {
-                write!(f, "unsupported head dim {head_dim}; supported: {supported:?}")
-            }
+            Error::InvalidHeadDim { head_dim } => write!(
+                f,
+                "head dim {head_dim} is not a multiple of 8 from 8 to 256"
+            ),
+            Error::UnsupportedHeadDim { head_dim, variant, largest } => write!(
+                f,
+                "head dim {head_dim} has no {variant:?} kernel (they run head dims up to {largest}; the serving kernels only their own, 64 and 128)"
+            ),
             Error::ZeroSizedDimension { dimension } => write!(f, "{dimension} is zero"),
             Error::InvalidGqaRatio { heads_q, heads_kv } => write!(
                 f,
@@ -242,7 +255,7 @@ impl fmt::Display for Error {
             ),
             Error::KernelHeadDimMismatch { kernel, kernel_head_dim, head_dim } => write!(
                 f,
-                "kernel {kernel} is compiled for head dim {kernel_head_dim}, but the problem has head dim {head_dim}"
+                "kernel {kernel} is compiled for head dim {kernel_head_dim}, which cannot run the problem's head dim {head_dim} (a dense or modified kernel runs smaller head dims padded, a serving kernel only its own)"
             ),
             Error::HostAllocation { tensor, elements } => {
                 write!(f, "could not allocate {elements} elements of host memory for {tensor}")

@@ -12,7 +12,7 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{ptx_target_for, Architecture, Dtype, KernelSpec, ARCHITECTURES};
+use flash_attn_params::{ptx_target_for, Architecture, Dtype, KernelSpec, Variant, ARCHITECTURES};
 
 use crate::{driver, Error};
 
@@ -209,8 +209,10 @@ impl fmt::Display for KernelSource {
 /// `.version 7.8` PTX needs a CUDA 11.8 driver to JIT-compile.
 const REQUIRED_DRIVER_VERSION: i32 = 11080;
 
-/// The head dimensions with an exposed kernel, for every element type: the candidate space's
-/// (every one has fallback kernels in the shipping set; a CPU test checks it).
+/// The head dimensions of the kernels, for every element type: the candidate space's (every one
+/// has fallback kernels in the shipping set; a CPU test checks it). A problem's head dim may be
+/// any multiple of 8 up to the largest: it runs on the kernels of the next one
+/// ([`kernel_head_dim`]).
 pub const SUPPORTED_HEAD_DIMS: &[usize] = &flash_attn_params::CANDIDATE_HEAD_DIMS;
 
 /// The kernel for each element type and head dim where the dispatch table has no entry, as
@@ -220,17 +222,51 @@ pub const SUPPORTED_HEAD_DIMS: &[usize] = &flash_attn_params::CANDIDATE_HEAD_DIM
 const FALLBACK_KERNELS: &[&ForwardKernel] =
     &include!(concat!(env!("OUT_DIR"), "/fallback_kernels.rs"));
 
-/// The fallback kernel for `dtype` and `head_dim`. The default API runs the dispatch table's
-/// choice ([`crate::dispatch_kernel`]), which falls back to this one only where the table has
-/// no entry; the untuned table holds this kernel everywhere.
+/// The head dim of the kernels of `variant` and `dtype` that run a problem of head dim
+/// `head_dim`: for a variant that pads ([`Variant::pads_head_dim`]: dense and modified), the
+/// smallest exposed one at least `head_dim`, whose columns past `head_dim` the kernel pads and
+/// never stores (as FlashAttention pads; for the dense variant that is
+/// [`flash_attn_params::padded_head_dim`]); for the serving variants `head_dim` itself (64 or
+/// 128).
+///
+/// [`Error::InvalidHeadDim`] unless `head_dim` is a multiple of 8 from 8 to 256;
+/// [`Error::UnsupportedHeadDim`] where the variant has no such kernel.
+pub fn kernel_head_dim(dtype: Dtype, variant: Variant, head_dim: usize) -> Result<usize, Error> {
+    if flash_attn_params::padded_head_dim(head_dim).is_none() {
+        return Err(Error::InvalidHeadDim { head_dim });
+    }
+    let of_variant = || {
+        FORWARD_KERNELS
+            .iter()
+            .filter(|kernel| kernel.spec.variant == variant && kernel.spec.dtype == dtype)
+            .map(|kernel| kernel.spec.tile.head_dim)
+    };
+    of_variant()
+        .filter(|&kernel_head_dim| {
+            kernel_head_dim == head_dim || (variant.pads_head_dim() && kernel_head_dim > head_dim)
+        })
+        .min()
+        .ok_or_else(|| Error::UnsupportedHeadDim {
+            head_dim,
+            variant,
+            largest: of_variant().max().unwrap_or(0),
+        })
+}
+
+/// The fallback kernel for `dtype` and a problem of head dim `head_dim` (that of its
+/// [`kernel_head_dim`]). The default API runs the dispatch table's choice
+/// ([`crate::dispatch_kernel`]), which falls back to this one only where the table has no
+/// entry; the untuned table holds this kernel everywhere.
 pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
+    let kernel_head_dim = kernel_head_dim(dtype, Variant::Dense, head_dim)?;
     FALLBACK_KERNELS
         .iter()
         .copied()
-        .find(|kernel| kernel.spec.dtype == dtype && kernel.spec.tile.head_dim == head_dim)
+        .find(|kernel| kernel.spec.dtype == dtype && kernel.spec.tile.head_dim == kernel_head_dim)
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,
-            supported: SUPPORTED_HEAD_DIMS,
+            variant: Variant::Dense,
+            largest: 0,
         })
 }
 

@@ -51,13 +51,13 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use element::{as_half1, from_half1};
 pub use flash_attn_params::{
-    architecture_named, for_each_candidate, for_each_gated_config, ptx_target_for, Architecture,
-    Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams, ModifierParams,
-    QSource, SequenceParams, ServingParams, SmemLayout, TensorStrides, TileConfig, TileMask,
-    Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES,
-    CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES,
-    CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, KERNELS_ENV, KERNEL_SET, MODIFIED_TILES,
-    SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
+    architecture_named, for_each_candidate, for_each_gated_config, padded_head_dim, ptx_target_for,
+    Architecture, Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams,
+    ModifierParams, QSource, SequenceParams, ServingParams, SmemLayout, TensorStrides, TileConfig,
+    TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
+    CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE,
+    KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
 };
 
 #[cfg(feature = "cudarc")]
@@ -69,9 +69,9 @@ pub use dispatch::{
 pub use element::{round_to, Element, HalfElement};
 pub use error::Error;
 pub use kernels::{
-    default_kernel, entry_ptx, entry_ptx_for, kernel_by_name, kernel_named, Cubin, ForwardKernel,
-    KernelSource, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS, PTX_TARGETS,
-    SUPPORTED_HEAD_DIMS,
+    default_kernel, entry_ptx, entry_ptx_for, kernel_by_name, kernel_head_dim, kernel_named, Cubin,
+    ForwardKernel, KernelSource, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS,
+    PTX_TARGETS, SUPPORTED_HEAD_DIMS,
 };
 pub use modifiers::{
     modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,

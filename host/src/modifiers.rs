@@ -28,8 +28,8 @@ use flash_attn_params::{Dtype, ForwardParams, Mask, ModifierParams, Variant};
 use crate::dispatch::dispatch_kernel;
 use crate::problem::plan_dense;
 use crate::{
-    device_tensors, AttentionShape, Element, Error, FlashAttention, ForwardKernel, ForwardOptions,
-    LaunchPlan, RawStream, RawTensors, FORWARD_KERNELS, MAX_SEQ_LEN, SUPPORTED_HEAD_DIMS,
+    device_tensors, kernel_head_dim, AttentionShape, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, LaunchPlan, RawStream, RawTensors, FORWARD_KERNELS, MAX_SEQ_LEN,
 };
 
 /// A sliding window in the bottom-right-aligned coordinates of causal masking: query `i` sits on
@@ -333,18 +333,20 @@ impl ScoreRule {
 /// The modified kernel ([`Variant::Modified`]) for a problem of `dtype` and `shape` on a device
 /// of `sm_count` multiprocessors, `causal` or not: the one of the tile that the dispatch table
 /// picks for the dense problem ([`dispatch_kernel`]) where the build has it, else the first of
-/// the problem's element type and head dim (in `MODIFIED_TILES` order).
+/// the problem's element type and kernel head dim ([`kernel_head_dim`], in `MODIFIED_TILES`
+/// order).
 pub fn modified_kernel(
     dtype: Dtype,
     shape: &AttentionShape,
     causal: bool,
     sm_count: usize,
 ) -> Result<&'static ForwardKernel, Error> {
+    let head_dim = kernel_head_dim(dtype, Variant::Modified, shape.head_dim)?;
     let dense_tile = dispatch_kernel(dtype, shape, causal, sm_count)?.spec.tile;
     let modified = |kernel: &&ForwardKernel| {
         kernel.spec.variant == Variant::Modified
             && kernel.spec.dtype == dtype
-            && kernel.spec.tile.head_dim == shape.head_dim
+            && kernel.spec.tile.head_dim == head_dim
     };
     let candidates = || FORWARD_KERNELS.iter().filter(modified);
     candidates()
@@ -352,7 +354,8 @@ pub fn modified_kernel(
         .or_else(|| candidates().next())
         .ok_or(Error::UnsupportedHeadDim {
             head_dim: shape.head_dim,
-            supported: SUPPORTED_HEAD_DIMS,
+            variant: Variant::Modified,
+            largest: 0,
         })
 }
 

@@ -3,13 +3,13 @@
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
 use flash_attn_params::{
-    Dtype, ForwardParams, ModifierParams, SequenceParams, TensorStrides, TileConfig, Variant,
-    CHUNK_ELEMS,
+    padded_head_dim, Dtype, ForwardParams, ModifierParams, SequenceParams, TensorStrides,
+    TileConfig, Variant, CHUNK_ELEMS,
 };
 
 use crate::modifiers::{AlibiLayout, ScoreRule};
 use crate::varlen::PackedQueries;
-use crate::{Error, ForwardKernel, SlidingWindow, FORWARD_KERNELS};
+use crate::{kernel_head_dim, Error, ForwardKernel, SlidingWindow, FORWARD_KERNELS};
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
 /// K and V `[batch, heads_kv, seq_len_kv, head_dim]`, in the order given by [`Layout`] or
@@ -483,6 +483,11 @@ pub(crate) fn check_problem(
             heads_kv: shape.heads_kv,
         });
     }
+    if padded_head_dim(shape.head_dim).is_none() {
+        return Err(Error::InvalidHeadDim {
+            head_dim: shape.head_dim,
+        });
+    }
     let kernel = match options.kernel {
         // A copy of a compiled kernel with its fields changed would launch that kernel's code
         // with another tile's threads and shared memory.
@@ -517,7 +522,11 @@ pub(crate) fn check_problem(
             dtype,
         });
     }
-    if kernel.spec.tile.head_dim != shape.head_dim {
+    // A larger kernel of a variant that pads runs the problem padded; a smaller one cannot
+    // hold its rows.
+    let kernel_head_dim = kernel.spec.tile.head_dim;
+    let pads = kernel.spec.variant.pads_head_dim() && kernel_head_dim > shape.head_dim;
+    if kernel_head_dim != shape.head_dim && !pads {
         return Err(Error::KernelHeadDimMismatch {
             kernel: kernel.entry,
             kernel_head_dim: kernel.spec.tile.head_dim,
@@ -600,6 +609,8 @@ pub(crate) fn check_problem(
         kv_group_size: (shape.heads_q / shape.heads_kv) as u32,
         scale_log2,
         causal: options.causal as u32,
+        head_dim: shape.head_dim as u32,
+        reserved: 0,
     };
     Ok(CheckedProblem {
         kernel,
@@ -609,20 +620,22 @@ pub(crate) fn check_problem(
     })
 }
 
-/// The kernel of `variant` ([`Variant::Serving`] or [`Variant::Paged`]) for `dtype` and
-/// `head_dim`: the m64 n64 4-warp tile, 3 stages where it is exposed (head dim 64), else 2
-/// (head dim 128: 3 stages exceed the shared memory of one block).
+/// The kernel of `variant` ([`Variant::Serving`] or [`Variant::Paged`]) for `dtype` and a
+/// problem of head dim `head_dim` (64 or 128: the serving kernels do not pad, see
+/// [`kernel_head_dim`]), the m64 n64 4-warp tile, 3 stages where it is
+/// exposed (head dim 64), else 2 (head dim 128: 3 stages exceed the shared memory of one block).
 pub fn serving_kernel(
     dtype: Dtype,
     head_dim: usize,
     variant: Variant,
 ) -> Result<&'static ForwardKernel, Error> {
+    let kernel_head_dim = kernel_head_dim(dtype, variant, head_dim)?;
     let serving = |stages| {
         FORWARD_KERNELS.iter().find(|kernel| {
             let (spec, tile) = (kernel.spec, kernel.spec.tile);
             spec.variant == variant
                 && spec.dtype == dtype
-                && tile.head_dim == head_dim
+                && tile.head_dim == kernel_head_dim
                 && tile.block_m == 64
                 && tile.stages == stages
         })
@@ -631,7 +644,8 @@ pub fn serving_kernel(
         .or_else(|| serving(2))
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,
-            supported: crate::SUPPORTED_HEAD_DIMS,
+            variant,
+            largest: 0,
         })
 }
 
@@ -911,7 +925,7 @@ pub(crate) fn plan_cache(
         let bytes = (splits as u128)
             * params.heads_q as u128
             * partial_rows as u128
-            * (shape.head_dim as u128 + 1)
+            * (tile.head_dim as u128 + 1)
             * 4;
         if bytes > MAX_TENSOR_BYTES as u128 {
             return Err(Error::TensorTooLarge {

@@ -88,6 +88,12 @@ pub struct ForwardParams {
     pub scale_log2: f32,
     /// Nonzero for causal masking, aligned to the bottom right (see [`Mask`]).
     pub causal: u32,
+    /// The problem's head dim: a multiple of 8 ([`HEAD_DIM_GRANULE`]) from 8 to the kernel's
+    /// (see [`padded_head_dim`]). Every tensor row holds this many elements; the kernel reads
+    /// zeros for the columns past it and never writes them.
+    pub head_dim: u32,
+    /// Explicit padding, so that the struct has no implicit padding bytes.
+    pub reserved: u32,
 }
 
 /// What a [`Variant::Serving`] or [`Variant::Paged`] kernel takes besides [`ForwardParams`]: where each sequence's

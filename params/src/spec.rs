@@ -87,6 +87,14 @@ impl Variant {
         !matches!(self, Variant::Dense)
     }
 
+    /// Whether the variant's kernels run problems of a smaller head dim than their own, padded
+    /// with zeros (see [`crate::padded_head_dim`]): the dense and modified ones. The serving
+    /// ones (KV caches, variable-length batches) run their own head dim only: the padding's
+    /// arithmetic in their copies spilled their D=128 entries on sm_80.
+    pub const fn pads_head_dim(self) -> bool {
+        !self.is_serving()
+    }
+
     /// Whether the variant reads K and V through a block table of pages.
     pub const fn is_paged(self) -> bool {
         matches!(self, Variant::Paged)
@@ -117,7 +125,15 @@ pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (6
 /// inliner into outlining `core::array::from_fn` of the softmax's row maximum, an instance that
 /// all the shard's entries of 8 key steps share, with a bounds-check panic that ptxas cannot
 /// link (dense entries included).
-pub const MODIFIED_TILES: [TileConfig; 4] = [
+///
+/// The other head dims have one tile each, their fallback kernel's (`host/fallback-kernels.txt`).
+pub const MODIFIED_TILES: [TileConfig; 10] = [
+    TileConfig::new(64, 64, 4, 3, 32, SmemLayout::Padded, QSource::Registers),
+    TileConfig::new(64, 64, 4, 2, 96, SmemLayout::Padded, QSource::Registers),
+    TileConfig::new(64, 32, 4, 2, 160, SmemLayout::Padded, QSource::Registers),
+    TileConfig::new(64, 32, 4, 2, 192, SmemLayout::Swizzled, QSource::SharedMemory),
+    TileConfig::new(64, 32, 4, 2, 224, SmemLayout::Padded, QSource::SharedMemory),
+    TileConfig::new(64, 32, 4, 1, 256, SmemLayout::Swizzled, QSource::SharedMemory),
     TileConfig::new(128, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(64, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(64, 64, 4, 2, 128, SmemLayout::Swizzled, QSource::Registers),

@@ -45,6 +45,81 @@ pub enum QSource {
 /// Bytes of padding per row of a [`SmemLayout::Padded`] tile: one 16-byte chunk.
 pub const ROW_PADDING_BYTES: usize = CHUNK_BYTES;
 
+/// The largest head dim of a kernel, and so of a problem.
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// The granularity of a problem's head dim: one 16-byte chunk of 16-bit elements, the unit of
+/// every copy (a kernel zero-fills the chunks past the problem's head dim and never stores them).
+pub const HEAD_DIM_GRANULE: usize = CHUNK_ELEMS;
+
+/// The head dim of the kernels that run a problem of head dim `head_dim`: the smallest of
+/// [`CANDIDATE_HEAD_DIMS`] at least `head_dim`, which the kernel pads to with zeros (as
+/// FlashAttention does). `None` unless `head_dim` is a multiple of [`HEAD_DIM_GRANULE`] in
+/// `8..=MAX_HEAD_DIM`.
+pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
+    if head_dim == 0 || !head_dim.is_multiple_of(HEAD_DIM_GRANULE) {
+        return None;
+    }
+    let mut index = 0;
+    while index < CANDIDATE_HEAD_DIMS.len() {
+        if CANDIDATE_HEAD_DIMS[index] >= head_dim {
+            return Some(CANDIDATE_HEAD_DIMS[index]);
+        }
+        index += 1;
+    }
+    None
+}
+
+/// How `threads` threads split the 16-byte copies of a tile of `rows` rows of `row_chunks`
+/// chunks (a shared-memory tile, or a warp's output rows), one rule for every copy loop:
+/// the row is cut into `groups` groups of `group_chunks` consecutive chunks, thread `t` copies
+/// chunk `t % group_chunks` of every group of rows `t / group_chunks + p * rows_per_pass`, for
+/// each pass `p < passes`. `group_chunks` is the largest power of two dividing both the row's
+/// chunks and the threads: the whole row (one group) where the threads cover whole rows, as for
+/// head dims 64, 128 and 256, and 4 chunks for head dims 96, 160 and 224 (12, 20 and 28
+/// chunks). A thread's chunk column within a group is fixed, so its copies walk one pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyPlan {
+    pub group_chunks: usize,
+    pub groups: usize,
+    pub rows_per_pass: usize,
+    pub passes: usize,
+}
+
+impl CopyPlan {
+    /// The plan, or `None` where the rows do not split into whole passes.
+    pub const fn of(rows: usize, threads: usize, row_chunks: usize) -> Option<CopyPlan> {
+        if rows == 0 || threads == 0 || row_chunks == 0 {
+            return None;
+        }
+        let mut group_chunks = 1;
+        while row_chunks.is_multiple_of(2 * group_chunks)
+            && threads.is_multiple_of(2 * group_chunks)
+        {
+            group_chunks *= 2;
+        }
+        let rows_per_pass = threads / group_chunks;
+        if !rows.is_multiple_of(rows_per_pass) {
+            return None;
+        }
+        Some(CopyPlan {
+            group_chunks,
+            groups: row_chunks / group_chunks,
+            rows_per_pass,
+            passes: rows / rows_per_pass,
+        })
+    }
+
+    /// [`CopyPlan::of`] in a `const` context, where a tile that does not split is a compile
+    /// error.
+    pub const fn of_tile(rows: usize, threads: usize, row_chunks: usize) -> CopyPlan {
+        match CopyPlan::of(rows, threads, row_chunks) {
+            Some(plan) => plan,
+            None => panic!("the tile does not split into whole passes of 16-byte copies"),
+        }
+    }
+}
+
 /// One tile configuration of the forward kernel. Build it with [`TileConfig::new`], which
 /// rejects (at compile time, when used in a `const`) every configuration that cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,17 +197,17 @@ impl TileConfig {
                 "head_dim must be a multiple of 64 when swizzled: a row must be whole 128-byte swizzle groups",
             );
         }
+        if head_dim > MAX_HEAD_DIM {
+            return Err("head_dim must be at most 256");
+        }
         if stages < 1 || stages > 4 {
             return Err("stages must be in 1..=4 (the kernel waits on at most 3 copy groups)");
         }
-        if !config.threads().is_multiple_of(config.row_chunks()) {
-            return Err("the threads must cover whole rows of 16-byte chunks");
+        if CopyPlan::of(block_m, config.threads(), config.row_chunks()).is_none() {
+            return Err("the Q tile must split into whole passes of 16-byte copies per thread");
         }
-        if !config.q_chunks().is_multiple_of(config.threads()) {
-            return Err("the Q tile must split into whole 16-byte chunks per thread");
-        }
-        if !config.kv_tile_chunks().is_multiple_of(config.threads()) {
-            return Err("a K/V tile must split into whole 16-byte chunks per thread");
+        if CopyPlan::of(block_n, config.threads(), config.row_chunks()).is_none() {
+            return Err("a K/V tile must split into whole passes of 16-byte copies per thread");
         }
         if !config.q_tile_bytes().is_multiple_of(128) || !config.kv_tile_bytes().is_multiple_of(128)
         {
@@ -222,14 +297,43 @@ impl TileConfig {
 }
 
 /// The candidate values of each tile parameter. Every combination is a candidate tile of every
-/// candidate spec ([`crate::spec::for_each_candidate`]).
-pub const CANDIDATE_HEAD_DIMS: [usize; 2] = [64, 128];
+/// candidate spec ([`crate::spec::for_each_candidate`]), but for the head dims beyond the first
+/// two, whose space is narrower ([`in_candidate_space`]).
+pub const CANDIDATE_HEAD_DIMS: [usize; 8] = [32, 64, 96, 128, 160, 192, 224, 256];
 pub const CANDIDATE_BLOCK_M: [usize; 2] = [64, 128];
 pub const CANDIDATE_BLOCK_N: [usize; 3] = [32, 64, 128];
 pub const CANDIDATE_WARPS: [usize; 2] = [4, 8];
 pub const CANDIDATE_STAGES: [usize; 3] = [1, 2, 3];
 pub const CANDIDATE_LAYOUTS: [SmemLayout; 2] = [SmemLayout::Swizzled, SmemLayout::Padded];
 pub const CANDIDATE_Q_SOURCES: [QSource; 2] = [QSource::Registers, QSource::SharedMemory];
+
+/// The head dims whose candidate space is the whole grid of the values above: those the
+/// dispatch table was first tuned over. Every other head dim has a narrower space, so that the
+/// search space (`FLASH_ATTN_KERNELS=all`, which the tuner and the GPU suite build) grows by a
+/// few dozen entries per head dim rather than a hundred: one layout (swizzled where the rows
+/// are whole 128-byte groups, else padded), no 128-key blocks above head dim 96, no more than
+/// 128 f32 accumulators of O per thread (a warp's rows times the head dim at most 32 * 128),
+/// and one stage only where two do not fit in shared memory (head dims 192 and above). Each
+/// limit cut tiles that spilled on sm_89 (ptxas 12.9): 128-key blocks at head dim 160, and
+/// 32 rows per warp at head dims 160 to 256, spilled 16 bytes to 2.4 KB.
+pub const FULL_GRID_HEAD_DIMS: [usize; 2] = [64, 128];
+
+/// Whether `tile` is in the candidate space of its head dim (see [`FULL_GRID_HEAD_DIMS`]).
+pub const fn in_candidate_space(tile: &TileConfig) -> bool {
+    let head_dim = tile.head_dim;
+    if head_dim == FULL_GRID_HEAD_DIMS[0] || head_dim == FULL_GRID_HEAD_DIMS[1] {
+        return true;
+    }
+    let layout = if head_dim.is_multiple_of(CHUNK_ELEMS * SWIZZLE_CHUNKS) {
+        SmemLayout::Swizzled
+    } else {
+        SmemLayout::Padded
+    };
+    tile.layout as u8 == layout as u8
+        && (tile.block_n <= 64 || head_dim <= 96)
+        && tile.block_m / tile.warps * head_dim <= 32 * 128
+        && (tile.stages > 1 || head_dim >= 192)
+}
 
 /// Calls `visit(candidate, verdict)` for every candidate tile, in the order of the PTX entries:
 /// head dim, `block_m`, `block_n`, warps, stages, layout, Q source. `candidate` holds the
@@ -254,6 +358,9 @@ pub(crate) fn for_each_tile_candidate(
                                     layout,
                                     q_source,
                                 };
+                                if !in_candidate_space(&candidate) {
+                                    continue;
+                                }
                                 let verdict = TileConfig::check(
                                     block_m, block_n, warps, stages, head_dim, layout, q_source,
                                 );

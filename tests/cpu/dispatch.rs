@@ -130,11 +130,11 @@ fn a_missing_grid_size_falls_back_to_the_other_one_of_the_same_key() {
     assert!(matches!(
         dispatch_kernel(
             Dtype::F16,
-            &AttentionShape::new(4, 8, 512, 96),
+            &AttentionShape::new(4, 8, 512, 100),
             false,
             H100_SM_COUNT
         ),
-        Err(Error::UnsupportedHeadDim { head_dim: 96, .. })
+        Err(Error::InvalidHeadDim { head_dim: 100 })
     ));
 }
 

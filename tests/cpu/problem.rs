@@ -1,9 +1,9 @@
 //! Problem validation without a GPU, through `supports`: one test per error it can return.
 
 use flash_attn::{
-    default_kernel, dispatch_kernel, kernel_by_name, supports, AttentionShape, Dtype, Error,
-    ForwardKernel, ForwardOptions, ForwardStrides, Layout, TensorStrides, FORWARD_KERNELS,
-    SUPPORTED_HEAD_DIMS,
+    default_kernel, dispatch_kernel, kernel_by_name, padded_head_dim, plan, supports,
+    AttentionShape, Dtype, Error, ForwardKernel, ForwardOptions, ForwardStrides, Layout,
+    TensorStrides, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 
 use crate::H100_SM_COUNT;
@@ -24,7 +24,7 @@ fn check(shape: AttentionShape, options: ForwardOptions) -> Result<&'static str,
 #[test]
 fn general_problems_are_supported() {
     for (seq_len_q, seq_len_kv) in [(1, 1), (1, 4096), (4097, 3), (239, 1)] {
-        for head_dim in [64, 128] {
+        for head_dim in [8, 64, 80, 128, 200, 256] {
             for causal in [false, true] {
                 for layout in [Layout::Bhsd, Layout::Bshd] {
                     let shape = AttentionShape {
@@ -98,23 +98,57 @@ fn zero_sized_dimensions_are_rejected() {
 }
 
 #[test]
-fn an_unsupported_head_dim_lists_the_supported_ones() {
-    let error = check(
-        AttentionShape {
-            head_dim: 96,
-            ..SHAPE
-        },
-        ForwardOptions::default(),
-    )
-    .unwrap_err();
+fn a_head_dim_not_a_multiple_of_8_up_to_256_is_rejected() {
+    for head_dim in [4, 12, 100, 257, 264, 512] {
+        let error = check(
+            AttentionShape { head_dim, ..SHAPE },
+            ForwardOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(error, Error::InvalidHeadDim { head_dim });
+        assert!(
+            error.to_string().contains("multiple of 8 from 8 to 256"),
+            "{error}"
+        );
+    }
     assert_eq!(
-        error,
-        Error::UnsupportedHeadDim {
-            head_dim: 96,
-            supported: SUPPORTED_HEAD_DIMS
-        }
+        check(
+            AttentionShape {
+                head_dim: 0,
+                ..SHAPE
+            },
+            ForwardOptions::default(),
+        ),
+        Err(Error::ZeroSizedDimension {
+            dimension: "head_dim"
+        })
     );
-    assert!(error.to_string().contains("[64, 128]"), "{error}");
+}
+
+#[test]
+fn every_multiple_of_8_up_to_256_runs_on_the_next_kernel_head_dim() {
+    for head_dim in (8..=256).step_by(8) {
+        let shape = AttentionShape { head_dim, ..SHAPE };
+        let plan = plan(
+            Dtype::F16,
+            &shape,
+            &ForwardOptions::default(),
+            H100_SM_COUNT,
+        )
+        .unwrap();
+        let kernel_head_dim = plan.kernel().spec.tile.head_dim;
+        let expected = *SUPPORTED_HEAD_DIMS
+            .iter()
+            .find(|&&kernel| kernel >= head_dim)
+            .unwrap();
+        assert_eq!(kernel_head_dim, expected, "head dim {head_dim}");
+        assert_eq!(padded_head_dim(head_dim), Some(expected));
+        // The kernel reads and writes the problem's columns only: the params carry its head
+        // dim, and the buffers need no more than the problem's rows.
+        assert_eq!(plan.params().head_dim as usize, head_dim);
+        let elements = shape.batch * shape.heads_q * shape.seq_len_q * head_dim;
+        assert_eq!(plan.required().q as usize, elements, "head dim {head_dim}");
+    }
 }
 
 #[test]
@@ -155,19 +189,26 @@ fn a_kernel_of_another_dtype_or_head_dim_is_rejected() {
         kernel: Some(d128),
         ..Default::default()
     };
+    // A larger kernel runs the problem padded; a smaller one is rejected.
+    assert!(check(SHAPE, options).is_ok());
+    let d32 = default_kernel(Dtype::F16, 32).unwrap();
+    let options = ForwardOptions {
+        kernel: Some(d32),
+        ..Default::default()
+    };
     let error = check(SHAPE, options).unwrap_err();
     assert_eq!(
         error,
         Error::KernelHeadDimMismatch {
-            kernel: d128.entry,
-            kernel_head_dim: 128,
+            kernel: d32.entry,
+            kernel_head_dim: 32,
             head_dim: 64
         }
     );
     // The message says what does not match, not which head dims exist.
     let message = error.to_string();
     assert!(
-        message.contains("compiled for head dim 128") && message.contains("head dim 64"),
+        message.contains("compiled for head dim 32") && message.contains("head dim 64"),
         "{message}"
     );
 }

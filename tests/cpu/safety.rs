@@ -13,9 +13,10 @@
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
 
 use flash_attn::{
-    plan, plan_kv_cache, plan_paged_kv_cache, plan_varlen_kv_cache, AttentionShape, BufferLengths,
-    Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, TensorStrides,
-    VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    padded_head_dim, plan, plan_kv_cache, plan_paged_kv_cache, plan_varlen_kv_cache,
+    AttentionShape, BufferLengths, Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan,
+    Layout, PagedKvCache, TensorStrides, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN,
+    MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -37,8 +38,9 @@ fn dimension() -> impl Strategy<Value = usize> {
 
 fn head_dim() -> impl Strategy<Value = usize> {
     prop_oneof![
-        8 => prop::sample::select(vec![64usize, 128]),
-        1 => prop::sample::select(vec![0usize, 8, 96, 1 << 32, usize::MAX]),
+        6 => prop::sample::select(vec![64usize, 128]),
+        2 => (1usize..=32).prop_map(|granules| granules * 8),
+        1 => prop::sample::select(vec![0usize, 4, 100, 264, 1 << 32, usize::MAX]),
     ]
 }
 
@@ -246,7 +248,8 @@ fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
     let params = plan.params();
     let strides = expected_strides(case).expect("accepted strides fit in u64");
     assert_eq!(plan.kernel().spec.dtype, case.dtype);
-    assert_eq!(tile.head_dim, shape.head_dim);
+    assert_eq!(Some(tile.head_dim), padded_head_dim(shape.head_dim));
+    assert_eq!(params.head_dim as usize, shape.head_dim);
     assert_eq!(
         (
             params.q_strides,
@@ -397,6 +400,7 @@ fn is_specific(error: &Error) -> bool {
     matches!(
         error,
         Error::UnsupportedHeadDim { .. }
+            | Error::InvalidHeadDim { .. }
             | Error::ZeroSizedDimension { .. }
             | Error::InvalidGqaRatio { .. }
             | Error::KernelDtypeMismatch { .. }

@@ -423,14 +423,21 @@ fn a_named_serving_kernel_runs_and_others_are_rejected() {
         ),
         Err(Error::KernelHeadDimMismatch { .. })
     ));
-    let extents = VarlenExtents {
-        head_dim: 96,
-        ..raw_extents()
-    };
-    assert!(matches!(
-        plan_varlen(Dtype::F16, &extents, &bshd()),
-        Err(Error::UnsupportedHeadDim { head_dim: 96, .. })
-    ));
+    // The serving kernels run their own head dims only: no padding, and none above 128.
+    for head_dim in [96, 160] {
+        let extents = VarlenExtents {
+            head_dim,
+            ..raw_extents()
+        };
+        assert_eq!(
+            plan_varlen(Dtype::F16, &extents, &bshd()).err(),
+            Some(Error::UnsupportedHeadDim {
+                head_dim,
+                variant: Variant::Serving,
+                largest: 128
+            })
+        );
+    }
 }
 
 #[test]

@@ -1,12 +1,16 @@
-//! Every exposed kernel against the f64 reference, at the seed shape and over S = 128..4096.
+//! Every exposed kernel against the f64 reference, at the seed shape and over S = 128..4096,
+//! and at every head dim: each kernel head dim, and problems padded to one.
 
 use flash_attn::{
-    AttentionShape, Dtype, FlashAttention, ForwardOptions, Layout, Variant, FORWARD_KERNELS,
+    padded_head_dim, AttentionShape, Dtype, FlashAttention, ForwardOptions, Layout, Variant,
+    FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 
 use crate::support::{gpu, in_kernel_shard, Problem};
 
+/// Every dense kernel of the head dim each shape runs on (its own, or the one it pads to),
+/// causal and not, fp16 and bf16.
 fn check_every_kernel(shapes: &[AttentionShape]) {
     let gpu = gpu();
     for &shape in shapes {
@@ -16,7 +20,10 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
             for kernel in FORWARD_KERNELS
                 .iter()
                 .filter(|k| k.spec.variant == Variant::Dense)
-                .filter(|k| k.spec.tile.head_dim == shape.head_dim && in_kernel_shard(k))
+                .filter(|k| {
+                    Some(k.spec.tile.head_dim) == padded_head_dim(shape.head_dim)
+                        && in_kernel_shard(k)
+                })
             {
                 match kernel.spec.dtype {
                     Dtype::F16 => {
@@ -31,10 +38,20 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
     }
 }
 
+/// Every kernel on a small problem of its head dim, with a tail, and two problems padded to a
+/// kernel head dim: the sanitizer runs' test.
 pub(crate) fn every_kernel_on_a_small_problem() {
     check_every_kernel(&[
         AttentionShape::new(1, 2, 256, 64),
         AttentionShape::new(1, 2, 200, 128),
+        AttentionShape::new(1, 2, 130, 32),
+        AttentionShape::new(1, 2, 130, 96),
+        AttentionShape::new(1, 2, 130, 160),
+        AttentionShape::new(1, 2, 130, 192),
+        AttentionShape::new(1, 2, 130, 224),
+        AttentionShape::new(1, 2, 130, 256),
+        AttentionShape::new(1, 2, 100, 40),
+        AttentionShape::new(1, 2, 100, 200),
     ]);
 }
 
@@ -72,6 +89,54 @@ pub(crate) fn every_kernel_for_batch_and_head_variations() {
         AttentionShape::new(16, 16, 128, 64),
         AttentionShape::new(2, 40, 128, 128),
     ]);
+}
+
+/// The head dims beyond 64 and 128: every kernel of each, at an odd length, and of each
+/// kernel head dim at the largest head dim padded to it and at the smallest.
+pub(crate) fn every_kernel_at_every_kernel_head_dim() {
+    let mut shapes = Vec::new();
+    let mut smaller = 0;
+    for &head_dim in SUPPORTED_HEAD_DIMS {
+        shapes.push(AttentionShape::new(1, 2, 201, head_dim));
+        // The padded head dims of this kernel head dim: the largest and the smallest.
+        for padded in [head_dim - 8, smaller + 8] {
+            if padded > smaller && padded < head_dim {
+                shapes.push(AttentionShape {
+                    seq_len_q: 77,
+                    ..AttentionShape::new(1, 2, 130, padded)
+                });
+            }
+        }
+        smaller = head_dim;
+    }
+    shapes.dedup();
+    check_every_kernel(&shapes);
+}
+
+/// Every multiple of 8 from 8 to 256 through the default API (the dispatch table's kernel),
+/// with grouped heads, both layouts and a query length unlike the key length.
+pub(crate) fn every_head_dim_through_the_default_api() {
+    let gpu = gpu();
+    for head_dim in (8..=256).step_by(8) {
+        let shape = AttentionShape {
+            batch: 2,
+            heads_q: 4,
+            heads_kv: 2,
+            seq_len_q: 67,
+            seq_len_kv: 93 + head_dim / 8,
+            head_dim,
+        };
+        let causal = head_dim % 16 == 0;
+        let layout = if head_dim % 24 == 0 {
+            Layout::Bshd
+        } else {
+            Layout::Bhsd
+        };
+        let f16_problem = Problem::<f16>::new(shape, causal, None);
+        f16_problem.check(&gpu, &f16_problem.options(layout, None));
+        let bf16_problem = Problem::<bf16>::new(shape, !causal, None);
+        bf16_problem.check(&gpu, &bf16_problem.options(layout, None));
+    }
 }
 
 pub(crate) fn several_fresh_inputs_at_the_seed_shape() {

@@ -1,6 +1,6 @@
 //! The score modifiers on the GPU against the f64 reference ([`attention_with`]): sliding
 //! windows, softcap and ALiBi, each alone and combined, causal or not, on odd lengths, fp16 and
-//! bf16, D = 64 and 128, MHA and GQA, both layouts, with the logsumexp; the skipped key blocks;
+//! bf16, D = 64 and 128 (and padded and larger head dims), MHA and GQA, both layouts, with the logsumexp; the skipped key blocks;
 //! the ALiBi calls (safe, host and raw) against each other; errors before launch.
 
 use cust::memory::{CopyDestination, DeviceBuffer};
@@ -309,6 +309,16 @@ pub(crate) fn each_modifier_alone_and_combined_bf16() {
     for head_dim in [64, 128] {
         check_combinations::<bf16>(&gpu, head_dim);
     }
+}
+
+/// The other head dims: padded ones (40 and 200 run on the kernels of 64 and 224) and kernel
+/// head dims of their own (96, 256), fp16 and bf16 by turns.
+pub(crate) fn each_modifier_alone_and_combined_at_other_head_dims() {
+    let gpu = gpu();
+    check_combinations::<f16>(&gpu, 40);
+    check_combinations::<bf16>(&gpu, 96);
+    check_combinations::<f16>(&gpu, 200);
+    check_combinations::<bf16>(&gpu, 256);
 }
 
 /// Every modified kernel with all three modifiers and with each alone, causal and not, on a

@@ -5,7 +5,7 @@
 
 use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z};
 
-use flash_attn_params::{ForwardParams, Mask, SequenceParams, TensorStrides};
+use flash_attn_params::{ForwardParams, Mask, SequenceParams, TensorStrides, CHUNK_ELEMS};
 
 /// Rows `first_row .. first_row + ROWS` of one (batch, head) slice of a tensor in global memory.
 #[derive(Clone, Copy)]
@@ -17,6 +17,9 @@ pub struct RowBlock {
     pub first_row: u32,
     /// Rows that exist in the slice (`seq_len`): later rows are zero-filled, never read.
     pub rows: u32,
+    /// 16-byte chunks of each row that exist (the problem's head dim over 8): later chunks are
+    /// zero-filled, never read.
+    pub chunks: u32,
 }
 
 /// Key or value rows of one K/V head in a paged cache: row `row` (a key of the sequence) is row
@@ -224,6 +227,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
             row_stride: strides.seq as usize,
             first_row: self.first_query,
             rows: self.seq_len_q,
+            chunks: row_chunks(params),
         }
     }
 
@@ -234,6 +238,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
     #[inline(always)]
     pub unsafe fn key_rows(
         &self,
+        params: &ForwardParams,
         strides: &TensorStrides,
         pointer: u64,
         first_row: u32,
@@ -248,6 +253,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
             row_stride: strides.seq as usize,
             first_row,
             rows: self.seq_len_kv,
+            chunks: row_chunks(params),
         }
     }
 
@@ -367,4 +373,11 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         };
         first_token + self.first_query
     }
+}
+
+/// 16-byte chunks of each row of Q, K, V and O that hold the problem's data: its head dim over
+/// 8 (the kernel's own head dim, or fewer where the problem is padded to it).
+#[inline(always)]
+pub fn row_chunks(params: &ForwardParams) -> u32 {
+    params.head_dim / CHUNK_ELEMS as u32
 }

@@ -1,9 +1,9 @@
 //! The epilogue: a warp's output rows, normalised, rounded and written to global memory, and
 //! their logsumexp.
 
-use flash_attn_params::{ForwardParams, SequenceParams, CHUNK_ELEMS};
+use flash_attn_params::{CopyPlan, ForwardParams, SequenceParams, CHUNK_ELEMS};
 
-use crate::attn::block_info::BlockInfo;
+use crate::attn::block_info::{row_chunks, BlockInfo};
 use crate::attn::softmax::{Output, RowResults};
 use crate::element::Element;
 use crate::fragment::Lane;
@@ -62,29 +62,33 @@ pub unsafe fn write_output<
         }
     }
     bar_warp_sync();
-    // Lane `l` writes chunk `l % row_chunks` of rows `l / row_chunks + i * rows_per_step`
-    // through one walking pointer (as the tile copies: no 64-bit multiply per store).
-    let (rows_per_step, steps) = const {
-        let row_chunks = Tile::ROW_CHUNKS;
-        assert!(
-            32usize.is_multiple_of(row_chunks) && (BLOCK_M / WARPS * row_chunks).is_multiple_of(32),
-            "a warp's output rows must split into whole rows of chunks per lane"
-        );
-        (32 / row_chunks, BLOCK_M / WARPS * row_chunks / 32)
-    };
-    let row_chunks = Tile::ROW_CHUNKS;
-    let (lane_row, chunk) = (warp_row + lane.index / row_chunks, lane.index % row_chunks);
-    let o_step = opaque_to_optimizer(rows_per_step * params.o_strides.seq as usize);
+    // The warp's rows split over its lanes as the tile copies split a tile over the block
+    // ([`CopyPlan`]); each lane's row walks one pointer (no 64-bit multiply per store).
+    let plan = const { CopyPlan::of_tile(BLOCK_M / WARPS, 32, Tile::ROW_CHUNKS) };
+    let (lane_row, chunk) = (
+        warp_row + lane.index / plan.group_chunks,
+        lane.index % plan.group_chunks,
+    );
+    let o_step = opaque_to_optimizer(plan.rows_per_pass * params.o_strides.seq as usize);
     // Rows past `seq_len_q` are never stored to, but their addresses are formed, and they may
     // lie past the allocation: `wrapping_add`, not `add`. The host keeps every such offset below
     // 2^63 bytes (`MAX_TENSOR_BYTES`), so the offset arithmetic itself cannot wrap.
     let mut o_pointer = (params.o as *mut u16)
         .wrapping_add(info.output_row_offset(params, lane_row) + chunk * CHUNK_ELEMS);
-    for step in 0..steps {
-        let row = lane_row + step * rows_per_step;
+    let data_chunks = row_chunks(params);
+    for pass in 0..plan.passes {
+        let row = lane_row + pass * plan.rows_per_pass;
         if info.first_query + (row as u32) < info.seq_len_q {
-            let value = ld_shared_v4_b32(staging.chunk_address(row, chunk));
-            st_global_v4_b32(o_pointer.cast(), value);
+            for group in 0..plan.groups {
+                let column = group * plan.group_chunks + chunk;
+                // Columns past the problem's head dim hold padding: not stored (the serving
+                // kernels run whole rows only).
+                if SERVING || (column as u32) < data_chunks {
+                    let value = ld_shared_v4_b32(staging.chunk_address(row, column));
+                    let pointer = o_pointer.wrapping_add(group * plan.group_chunks * CHUNK_ELEMS);
+                    st_global_v4_b32(pointer.cast(), value);
+                }
+            }
         }
         o_pointer = o_pointer.wrapping_add(o_step);
     }
@@ -140,11 +144,12 @@ pub unsafe fn write_nan_rows<
     thread: usize,
 ) {
     let nan = T::pack(f32::NAN, f32::NAN);
-    let row_chunks = HEAD_DIM / CHUNK_ELEMS;
+    let tile_row_chunks = HEAD_DIM / CHUNK_ELEMS;
+    let data_chunks = row_chunks(params) as usize;
     let mut chunk_index = thread;
-    while chunk_index < BLOCK_M * row_chunks {
-        let (row, chunk) = (chunk_index / row_chunks, chunk_index % row_chunks);
-        if info.first_query + (row as u32) < info.seq_len_q {
+    while chunk_index < BLOCK_M * tile_row_chunks {
+        let (row, chunk) = (chunk_index / tile_row_chunks, chunk_index % tile_row_chunks);
+        if info.first_query + (row as u32) < info.seq_len_q && (SERVING || chunk < data_chunks) {
             let offset = info.output_row_offset(params, row) + chunk * CHUNK_ELEMS;
             st_global_v4_b32((params.o as *mut u16).add(offset).cast(), [nan; 4]);
         }

@@ -166,12 +166,12 @@ pub unsafe fn combine<
     warp: usize,
     lane: usize,
 ) {
+    // Two columns per lane at a time: column pairs `lane + 32 * pair`, the last pair's lanes
+    // past the head dim idle (head dims that are not multiples of 64, whose dense kernels
+    // instantiate this code but never run it: the serving tiles are at 64 and 128).
     let pairs_per_lane = const {
-        assert!(
-            HEAD_DIM.is_multiple_of(64) && HEAD_DIM <= 256,
-            "two columns per lane at a time"
-        );
-        HEAD_DIM / 64
+        assert!(HEAD_DIM <= 256, "at most 4 column pairs per lane");
+        HEAD_DIM.div_ceil(64)
     };
     let workspace = Workspace::of::<HEAD_DIM>(params, sequences);
     let splits = sequences.splits;
@@ -231,15 +231,20 @@ pub unsafe fn combine<
             let at = Workspace::row(params, sequences, split, info.head, first_row + row);
             for pair in 0..pairs_per_lane {
                 let column = 2 * (lane + 32 * pair);
-                let partial = ld_global_cg_v2_f32(workspace.outputs.add(at * HEAD_DIM + column));
-                combined[pair][0] += weight * partial[0];
-                combined[pair][1] += weight * partial[1];
+                if HEAD_DIM.is_multiple_of(64) || column < HEAD_DIM {
+                    let partial =
+                        ld_global_cg_v2_f32(workspace.outputs.add(at * HEAD_DIM + column));
+                    combined[pair][0] += weight * partial[0];
+                    combined[pair][1] += weight * partial[1];
+                }
             }
         }
         let output = (params.o as *mut u16).add(info.output_row_offset(params, row as usize));
         for pair in 0..pairs_per_lane {
             let column = 2 * (lane + 32 * pair);
-            *output.add(column).cast::<u32>() = T::pack(combined[pair][0], combined[pair][1]);
+            if HEAD_DIM.is_multiple_of(64) || column < HEAD_DIM {
+                *output.add(column).cast::<u32>() = T::pack(combined[pair][0], combined[pair][1]);
+            }
         }
         if params.lse != 0 && lane == 0 {
             *info

@@ -26,8 +26,8 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    ForwardParams, Mask, ModifierParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES,
-    CHUNK_ELEMS,
+    CopyPlan, ForwardParams, Mask, ModifierParams, QSource, SequenceParams, TileConfig,
+    CHUNK_BYTES, CHUNK_ELEMS,
 };
 
 use crate::attn::block_info::{BlockInfo, PagedRows, RowBlock};
@@ -50,66 +50,89 @@ use crate::smem::SharedTile;
 #[repr(C, align(128))]
 struct SharedMemoryBase;
 
-/// How the `32 * warps` threads of a block split the 16-byte copies of a tile of `rows` rows of
-/// `row_chunks` chunks: `(copies per thread, rows between a thread's copies)`. Each thread copies
-/// one chunk column; a tile that does not split so is a compile error.
-const fn thread_copies(rows: usize, warps: usize, row_chunks: usize) -> (usize, usize) {
-    let threads = 32 * warps;
-    assert!(
-        (rows * row_chunks).is_multiple_of(threads) && threads.is_multiple_of(row_chunks),
-        "a tile must split into whole rows of 16-byte chunks per thread"
-    );
-    (rows * row_chunks / threads, threads / row_chunks)
-}
-
-/// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile.
+/// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile, as
+/// [`CopyPlan`] splits them.
+///
+/// Where the problem's head dim is smaller than the kernel's (`source.chunks <
+/// Tile::ROW_CHUNKS`: the kernels of [`Variant::pads_head_dim`]), the columns past it are
+/// padding: with `ZERO_PADDING` (the Q tile) they are zero-filled, so that every score sums
+/// only the problem's columns; without (K and V) they repeat the row's last chunk, which costs
+/// no predicate in the main loop's copies. Both are exact: a score is `q · k` over the columns,
+/// and Q's padding is 0 (times a finite K element), and V's padding only reaches output columns
+/// that are never stored. `WHOLE_ROWS` (the serving kernels, which do not pad) compiles the
+/// padding out: their registers have no room for its arithmetic (their D=128 entries spilled
+/// on sm_80 with it).
+///
+/// [`Variant::pads_head_dim`]: flash_attn_params::Variant::pads_head_dim
 ///
 /// # Safety
-/// `source.base` plus `row * row_stride` is a 16-byte-aligned row of `HEAD_DIM` readable
-/// elements for every `row < source.rows`, and `source.rows >= 1`; every thread of the block
-/// calls it with its own `thread`.
+/// `source.base` plus `row * row_stride` is a 16-byte-aligned row of `8 * source.chunks`
+/// readable elements for every `row < source.rows`, `source.rows >= 1` and
+/// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` with
+/// `WHOLE_ROWS`); every thread of the block calls it with its own `thread`.
 #[inline(always)]
-unsafe fn copy_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usize>(
+unsafe fn copy_tile_async<
+    Tile: SharedTile,
+    const ROWS: usize,
+    const WARPS: usize,
+    const WHOLE_ROWS: bool,
+    const ZERO_PADDING: bool,
+>(
     tile: Tile,
     source: RowBlock,
     thread: usize,
 ) {
-    // Each thread copies the same chunk column of rows `first + i * rows_per_copy`.
-    let (copies_per_thread, rows_per_copy) = const { thread_copies(ROWS, WARPS, Tile::ROW_CHUNKS) };
-    let row_chunks = Tile::ROW_CHUNKS;
-    let (first, chunk) = (thread / row_chunks, thread % row_chunks);
-    if source.first_row + ROWS as u32 <= source.rows {
+    let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    // Each thread copies the same chunk of each group of rows `first + pass * rows_per_pass`.
+    let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
+    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
+    let chunks = if WHOLE_ROWS {
+        Tile::ROW_CHUNKS as u32
+    } else {
+        source.chunks
+    };
+    let read_column = |column: usize| (column as u32).min(chunks - 1) as usize;
+    let whole_rows = !ZERO_PADDING || chunks == Tile::ROW_CHUNKS as u32;
+    if source.first_row + ROWS as u32 <= source.rows && whole_rows {
         // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
         // that LLVM keeps one pointer instead of a 64-bit induction variable per copy (which
         // cost 16 registers and 16 instructions per key block).
-        let step = opaque_to_optimizer(rows_per_copy * source.row_stride);
-        let mut row_pointer = source.base.add(
-            (source.first_row + first as u32) as usize * source.row_stride + chunk * CHUNK_ELEMS,
-        );
-        for copy in 0..copies_per_thread {
-            let destination = tile.chunk_address(first + copy * rows_per_copy, chunk);
-            cp_async_cg_16(destination, row_pointer.cast());
+        let step = opaque_to_optimizer(plan.rows_per_pass * source.row_stride);
+        let mut row_pointer = source
+            .base
+            .add((source.first_row + first as u32) as usize * source.row_stride);
+        for pass in 0..plan.passes {
+            for group in 0..plan.groups {
+                let column = group * plan.group_chunks + chunk;
+                let destination = tile.chunk_address(first + pass * plan.rows_per_pass, column);
+                let source = row_pointer.wrapping_add(read_column(column) * CHUNK_ELEMS);
+                cp_async_cg_16(destination, source.cast());
+            }
             row_pointer = row_pointer.wrapping_add(step);
         }
     } else {
-        for copy in 0..copies_per_thread {
-            let row = first + copy * rows_per_copy;
+        for pass in 0..plan.passes {
+            let row = first + pass * plan.rows_per_pass;
             let source_row = source.first_row + row as u32;
-            // A missing row reads nothing (0 source bytes) but still names a valid address.
-            let source_bytes = if source_row < source.rows {
-                CHUNK_BYTES as u32
-            } else {
-                0
-            };
             let read_row = source_row.min(source.rows - 1);
-            let element = read_row as usize * source.row_stride + chunk * CHUNK_ELEMS;
-            let destination = tile.chunk_address(row, chunk);
-            cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
+            for group in 0..plan.groups {
+                let column = group * plan.group_chunks + chunk;
+                // A missing row (or with `ZERO_PADDING` a padding column) reads nothing (0
+                // source bytes) but still names a valid address.
+                let exists =
+                    source_row < source.rows && (!ZERO_PADDING || (column as u32) < chunks);
+                let source_bytes = if exists { CHUNK_BYTES as u32 } else { 0 };
+                let element =
+                    read_row as usize * source.row_stride + read_column(column) * CHUNK_ELEMS;
+                let destination = tile.chunk_address(row, column);
+                cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
+            }
         }
     }
 }
 
-/// [`copy_tile_async`] for a tile of a paged cache: each copy finds its row's page.
+/// [`copy_tile_async`] for a K or V tile of a paged cache (a serving kernel: whole rows): each
+/// copy finds its row's page.
 ///
 /// # Safety
 /// Every row below `source.rows` lies in a page of the cache (the block checked them), its
@@ -121,11 +144,10 @@ unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS
     source: PagedRows,
     thread: usize,
 ) {
-    let (copies_per_thread, rows_per_copy) = const { thread_copies(ROWS, WARPS, Tile::ROW_CHUNKS) };
-    let row_chunks = Tile::ROW_CHUNKS;
-    let (first, chunk) = (thread / row_chunks, thread % row_chunks);
-    for copy in 0..copies_per_thread {
-        let row = first + copy * rows_per_copy;
+    let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
+    for pass in 0..plan.passes {
+        let row = first + pass * plan.rows_per_pass;
         let source_row = source.first_row + row as u32;
         // A missing row reads nothing (0 source bytes) but still names a valid address: the
         // last key's, in a page that was checked.
@@ -134,13 +156,17 @@ unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS
         } else {
             0
         };
-        let element = source.row_offset(source_row.min(source.rows - 1)) + chunk * CHUNK_ELEMS;
-        let destination = tile.chunk_address(row, chunk);
-        cp_async_cg_16_zfill(
-            destination,
-            source.head_base.add(element).cast(),
-            source_bytes,
-        );
+        let row_offset = source.row_offset(source_row.min(source.rows - 1));
+        for group in 0..plan.groups {
+            let column = group * plan.group_chunks + chunk;
+            let element = row_offset + column * CHUNK_ELEMS;
+            let destination = tile.chunk_address(row, column);
+            cp_async_cg_16_zfill(
+                destination,
+                source.head_base.add(element).cast(),
+                source_bytes,
+            );
+        }
     }
 }
 
@@ -298,8 +324,8 @@ pub unsafe fn forward<
             let k_rows = info.paged_key_rows(sequences, &params.k_strides, params.k, first_key);
             copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
         } else {
-            let k_rows = info.key_rows(&params.k_strides, params.k, first_key);
-            copy_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+            let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
+            copy_tile_async::<Tile, BLOCK_N, WARPS, SERVING, false>(k_tile(stage), k_rows, thread);
         }
     };
     let copy_value_tile = #[inline(always)]
@@ -309,8 +335,8 @@ pub unsafe fn forward<
             let v_rows = info.paged_key_rows(sequences, &params.v_strides, params.v, first_key);
             copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
         } else {
-            let v_rows = info.key_rows(&params.v_strides, params.v, first_key);
-            copy_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
+            let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
+            copy_tile_async::<Tile, BLOCK_N, WARPS, SERVING, false>(v_tile(stage), v_rows, thread);
         }
     };
     let copy_key_block = #[inline(always)]
@@ -322,7 +348,7 @@ pub unsafe fn forward<
     // Prologue: Q in its own group, then STAGES - 1 K/V groups (empty ones too, so that the
     // group count, and thus the waits below, is the same on every path). With one stage the
     // loop loads every block itself.
-    copy_tile_async::<Tile, BLOCK_M, WARPS>(q_tile, q_rows, thread);
+    copy_tile_async::<Tile, BLOCK_M, WARPS, SERVING, true>(q_tile, q_rows, thread);
     cp_async_commit_group();
     for stage in 0..STAGES as u32 - 1 {
         if first_block + stage < key_blocks {

@@ -6,10 +6,12 @@
 //! time (`scripts/build-bundle.sh` builds the bundle so). A default build holds only the
 //! shipping set, the kernels the current table names, and the tuner refuses to run on it.
 //!
-//! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]`, or, without a GPU,
+//! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]`,
+//! or, without a GPU,
 //! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
 //!
-//! For each element type (fp16, bf16), head dim (64, 128), masking (off, on) and shape of the
+//! For each element type (fp16, bf16), head dim (every kernel head dim, or those of
+//! `--head-dims`: the table keeps its other tuned entries), masking (off, on) and shape of the
 //! sweep (`tuning::sweep_shapes`: a small-grid and a large-grid shape per key-length bucket, for
 //! the device's multiprocessor count), each configuration of that element type and head dim is
 //! first validated (fresh random inputs, output poisoned with NaN, every output element finite,
@@ -58,7 +60,7 @@ use flash_attn_tools::tuning::{
 use half::{bf16, f16};
 
 const USAGE: &str =
-    "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N]\n\
+    "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]\n\
      \x20      flash-attn-tune --reset-table PATH\n\
      \x20      flash-attn-tune --replot-from PATH [--out DIR]\n\
      \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch-table.tsv go\n\
@@ -67,6 +69,7 @@ const USAGE: &str =
      \x20 --write-table PATH also write the dispatch table there (from a checkout:\n\
      \x20                    host/dispatch-table.tsv)\n\
      \x20 --seed N           replay the validation inputs of an earlier run\n\
+     \x20 --head-dims D,..   tune only these kernel head dims (the table keeps the others' entries)\n\
      \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)\n\
      \x20 --replot-from PATH redraw DIR/tuning.svg from that run's tuning.json and exit (no GPU\n\
      \x20                    needed)";
@@ -112,6 +115,8 @@ struct Args {
     seed: Option<u64>,
     reset_table: Option<PathBuf>,
     replot_from: Option<PathBuf>,
+    /// The kernel head dims to tune: all of them by default.
+    head_dims: Vec<usize>,
 }
 
 /// The parsed arguments; `Ok(None)` for `--help`.
@@ -123,6 +128,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         seed: None,
         reset_table: None,
         replot_from: None,
+        head_dims: SUPPORTED_HEAD_DIMS.to_vec(),
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -135,6 +141,18 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
             "--seed" => {
                 let seed = value("--seed")?;
                 parsed.seed = Some(seed.parse().map_err(|_| format!("bad seed {seed:?}"))?);
+            }
+            "--head-dims" => {
+                let list = value("--head-dims")?;
+                parsed.head_dims = list
+                    .split(',')
+                    .map(|d| match d.parse() {
+                        Ok(d) if SUPPORTED_HEAD_DIMS.contains(&d) => Ok(d),
+                        _ => Err(format!(
+                            "--head-dims {list:?}: each must be one of {SUPPORTED_HEAD_DIMS:?}"
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?;
             }
             "--help" | "-h" => return Ok(None),
             other => return Err(format!("unknown argument {other:?}")),
@@ -608,7 +626,7 @@ fn run(args: &Args) -> Result<usize, String> {
 
     let pools: Vec<KernelPool> = DTYPES
         .into_iter()
-        .flat_map(|dtype| SUPPORTED_HEAD_DIMS.iter().map(move |&d| (dtype, d)))
+        .flat_map(|dtype| args.head_dims.iter().map(move |&d| (dtype, d)))
         .map(|(dtype, head_dim)| KernelPool {
             dtype,
             head_dim,
