@@ -37,8 +37,8 @@ pub enum Error {
     /// The head dim is not a multiple of 8 from 8 to 256 (0 is
     /// [`Error::ZeroSizedDimension`]).
     InvalidHeadDim { head_dim: usize },
-    /// No kernel of `variant` runs the problem's head dim: the variant pads to none at least
-    /// as large, or (the serving variants, which do not pad) has none of exactly it. `largest`
+    /// No kernel of `variant` runs the problem's head dim: the variant has none of exactly it
+    /// (or, for the modified variant, which pads, none at least as large). `largest`
     /// is the variant's largest kernel head dim (0: the build exposes none of the variant for
     /// the element type).
     UnsupportedHeadDim {
@@ -66,7 +66,7 @@ pub enum Error {
         dimension: &'static str,
     },
     /// The kernel named in the options cannot run the problem's head dim: it is compiled for
-    /// a smaller one, or (a serving kernel, which does not pad) for another one.
+    /// another one (a modified kernel, which pads: a smaller one).
     KernelHeadDimMismatch {
         kernel: &'static str,
         kernel_head_dim: usize,
@@ -255,7 +255,7 @@ impl fmt::Display for Error {
             ),
             Error::KernelHeadDimMismatch { kernel, kernel_head_dim, head_dim } => write!(
                 f,
-                "kernel {kernel} is compiled for head dim {kernel_head_dim}, which cannot run the problem's head dim {head_dim} (a dense or modified kernel runs smaller head dims padded, a serving kernel only its own)"
+                "kernel {kernel} is compiled for head dim {kernel_head_dim}, which cannot run the problem's head dim {head_dim} (a modified kernel runs smaller head dims padded, the others only their own)"
             ),
             Error::HostAllocation { tensor, elements } => {
                 write!(f, "could not allocate {elements} elements of host memory for {tensor}")

@@ -223,11 +223,10 @@ const FALLBACK_KERNELS: &[&ForwardKernel] =
     &include!(concat!(env!("OUT_DIR"), "/fallback_kernels.rs"));
 
 /// The head dim of the kernels of `variant` and `dtype` that run a problem of head dim
-/// `head_dim`: for a variant that pads ([`Variant::pads_head_dim`]: dense and modified), the
-/// smallest exposed one at least `head_dim`, whose columns past `head_dim` the kernel pads and
-/// never stores (as FlashAttention pads; for the dense variant that is
-/// [`flash_attn_params::padded_head_dim`]); for the serving variants `head_dim` itself (64 or
-/// 128).
+/// `head_dim`: `head_dim` itself where the variant has kernels of it, else the smallest head
+/// dim above it of the variant's kernels that pad ([`flash_attn_params::pads_head_dim`]: the
+/// modified ones but at 64 and 128), whose columns past `head_dim` the kernel pads and never
+/// stores (as FlashAttention pads).
 ///
 /// [`Error::InvalidHeadDim`] unless `head_dim` is a multiple of 8 from 8 to 256;
 /// [`Error::UnsupportedHeadDim`] where the variant has no such kernel.
@@ -238,27 +237,34 @@ pub fn kernel_head_dim(dtype: Dtype, variant: Variant, head_dim: usize) -> Resul
     let of_variant = || {
         FORWARD_KERNELS
             .iter()
-            .filter(|kernel| kernel.spec.variant == variant && kernel.spec.dtype == dtype)
-            .map(|kernel| kernel.spec.tile.head_dim)
+            .filter(move |kernel| kernel.spec.variant == variant && kernel.spec.dtype == dtype)
     };
     of_variant()
-        .filter(|&kernel_head_dim| {
-            kernel_head_dim == head_dim || (variant.pads_head_dim() && kernel_head_dim > head_dim)
+        .filter(|kernel| {
+            let kernel_head_dim = kernel.spec.tile.head_dim;
+            kernel_head_dim == head_dim
+                || (kernel.spec.pads_head_dim() && kernel_head_dim > head_dim)
         })
+        .map(|kernel| kernel.spec.tile.head_dim)
         .min()
         .ok_or_else(|| Error::UnsupportedHeadDim {
             head_dim,
             variant,
-            largest: of_variant().max().unwrap_or(0),
+            largest: of_variant()
+                .map(|kernel| kernel.spec.tile.head_dim)
+                .max()
+                .unwrap_or(0),
         })
 }
 
-/// The fallback kernel for `dtype` and a problem of head dim `head_dim` (that of its
-/// [`kernel_head_dim`]). The default API runs the dispatch table's choice
+/// The fallback kernel for `dtype` and the kernel head dim a problem of head dim `head_dim` pads
+/// to ([`flash_attn_params::padded_head_dim`]; a dense kernel runs only its own head dim, the
+/// host runs a padded problem on a modified kernel). The default API runs the dispatch table's choice
 /// ([`crate::dispatch_kernel`]), which falls back to this one only where the table has no
 /// entry; the untuned table holds this kernel everywhere.
 pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardKernel, Error> {
-    let kernel_head_dim = kernel_head_dim(dtype, Variant::Dense, head_dim)?;
+    let kernel_head_dim =
+        flash_attn_params::padded_head_dim(head_dim).ok_or(Error::InvalidHeadDim { head_dim })?;
     FALLBACK_KERNELS
         .iter()
         .copied()

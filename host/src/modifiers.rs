@@ -23,7 +23,7 @@
 use std::sync::Mutex;
 
 use cust::memory::{DeviceBuffer, DeviceSlice};
-use flash_attn_params::{Dtype, ForwardParams, Mask, ModifierParams, Variant};
+use flash_attn_params::{padded_head_dim, Dtype, ForwardParams, Mask, ModifierParams, Variant};
 
 use crate::dispatch::dispatch_kernel;
 use crate::problem::plan_dense;
@@ -194,6 +194,9 @@ pub(crate) struct ScoreRule {
     given_right: Option<i128>,
     softcap: Option<f32>,
     alibi: Option<AlibiLayout>,
+    /// Whether the head dim has no kernels of its own: the problem runs padded, on the
+    /// kernels that pad ([`flash_attn_params::pads_head_dim`]).
+    padded: bool,
 }
 
 impl ScoreRule {
@@ -209,13 +212,15 @@ impl ScoreRule {
             given_right: intersected_window(options).1,
             softcap: options.softcap,
             alibi,
+            padded: padded_head_dim(shape.head_dim).is_some_and(|kernel| kernel != shape.head_dim),
         }
     }
 
-    /// Whether the problem needs a modified kernel: a softcap, ALiBi, or a window that bounds
-    /// more than causal masking does.
+    /// Whether the problem needs a modified kernel: a softcap, ALiBi, a window that bounds
+    /// more than causal masking does, or a head dim that runs padded.
     fn is_modified(&self) -> bool {
-        self.softcap.is_some()
+        self.padded
+            || self.softcap.is_some()
             || self.alibi.is_some()
             || self.left.is_some()
             || self.right.is_some_and(|right| right != 0)

@@ -525,7 +525,7 @@ pub(crate) fn check_problem(
     // A larger kernel of a variant that pads runs the problem padded; a smaller one cannot
     // hold its rows.
     let kernel_head_dim = kernel.spec.tile.head_dim;
-    let pads = kernel.spec.variant.pads_head_dim() && kernel_head_dim > shape.head_dim;
+    let pads = kernel.spec.pads_head_dim() && kernel_head_dim > shape.head_dim;
     if kernel_head_dim != shape.head_dim && !pads {
         return Err(Error::KernelHeadDimMismatch {
             kernel: kernel.entry,

@@ -42,8 +42,21 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    ForwardParams, ModifiedParams, ModifierParams, QSource, SequenceParams, ServingParams,
+    pads_head_dim, ForwardParams, ModifiedParams, ModifierParams, QSource, SequenceParams,
+    ServingParams,
 };
+
+/// The variant of a main loop's `(serving, paged, modified)` switches.
+#[doc(hidden)]
+pub const fn variant_of(serving: bool, paged: bool, modified: bool) -> flash_attn_params::Variant {
+    use flash_attn_params::Variant;
+    match (serving, paged, modified) {
+        (_, true, _) => Variant::Paged,
+        (true, false, _) => Variant::Serving,
+        (false, false, true) => Variant::Modified,
+        (false, false, false) => Variant::Dense,
+    }
+}
 
 /// The shared-memory tile type of a `SmemLayout` variant.
 #[doc(hidden)]
@@ -164,6 +177,7 @@ macro_rules! main_loop {
             $serving,
             $paged,
             $modified,
+            { $crate::pads_head_dim($crate::variant_of($serving, $paged, $modified), $head_dim) },
         >($params, $sequences, $modifiers)
     };
 }

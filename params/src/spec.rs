@@ -87,14 +87,6 @@ impl Variant {
         !matches!(self, Variant::Dense)
     }
 
-    /// Whether the variant's kernels run problems of a smaller head dim than their own, padded
-    /// with zeros (see [`crate::padded_head_dim`]): the dense and modified ones. The serving
-    /// ones (KV caches, variable-length batches) run their own head dim only: the padding's
-    /// arithmetic in their copies spilled their D=128 entries on sm_80.
-    pub const fn pads_head_dim(self) -> bool {
-        !self.is_serving()
-    }
-
     /// Whether the variant reads K and V through a block table of pages.
     pub const fn is_paged(self) -> bool {
         matches!(self, Variant::Paged)
@@ -126,14 +118,41 @@ pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (6
 /// all the shard's entries of 8 key steps share, with a bounds-check panic that ptxas cannot
 /// link (dense entries included).
 ///
-/// The other head dims have one tile each, their fallback kernel's (`host/fallback-kernels.txt`).
-pub const MODIFIED_TILES: [TileConfig; 10] = [
+/// The other head dims have one tile each (two at 256, where ptxas decides which spills), their
+/// fallback kernel's or the fastest measured, which also runs the dense problems of the head
+/// dims padded to it.
+pub const MODIFIED_TILES: [TileConfig; 11] = [
     TileConfig::new(64, 64, 4, 3, 32, SmemLayout::Padded, QSource::Registers),
-    TileConfig::new(64, 64, 4, 2, 96, SmemLayout::Padded, QSource::Registers),
+    TileConfig::new(128, 64, 4, 2, 96, SmemLayout::Padded, QSource::SharedMemory),
     TileConfig::new(64, 32, 4, 2, 160, SmemLayout::Padded, QSource::Registers),
-    TileConfig::new(64, 32, 4, 2, 192, SmemLayout::Swizzled, QSource::SharedMemory),
+    TileConfig::new(
+        64,
+        32,
+        4,
+        2,
+        192,
+        SmemLayout::Swizzled,
+        QSource::SharedMemory,
+    ),
     TileConfig::new(64, 32, 4, 2, 224, SmemLayout::Padded, QSource::SharedMemory),
-    TileConfig::new(64, 32, 4, 1, 256, SmemLayout::Swizzled, QSource::SharedMemory),
+    TileConfig::new(
+        64,
+        32,
+        4,
+        1,
+        256,
+        SmemLayout::Swizzled,
+        QSource::SharedMemory,
+    ),
+    TileConfig::new(
+        128,
+        32,
+        8,
+        1,
+        256,
+        SmemLayout::Swizzled,
+        QSource::SharedMemory,
+    ),
     TileConfig::new(128, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(64, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(64, 64, 4, 2, 128, SmemLayout::Swizzled, QSource::Registers),
@@ -147,6 +166,17 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
         QSource::SharedMemory,
     ),
 ];
+
+/// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
+/// own, padded (see [`crate::padded_head_dim`]): the modified kernels but those of head dims 64
+/// and 128; the host runs them for a dense problem of a head dim without kernels of its own.
+/// The others run their own head dim only, so that they pay nothing for the padding: its
+/// arithmetic spilled the serving D=128 entries on sm_80, cost the dense anchors up to 3.6%,
+/// and spilled the modified D=64 and D=128 tiles (BENCHMARKS.md log 31). A problem of a head
+/// dim below 64 or between 64 and 128 so pads to 96 or 160.
+pub const fn pads_head_dim(variant: Variant, head_dim: usize) -> bool {
+    matches!(variant, Variant::Modified) && head_dim != 64 && head_dim != 128
+}
 
 /// `a == b` in a `const fn` (where `==` on structs is not).
 const fn same_tile(a: &TileConfig, b: &TileConfig) -> bool {
@@ -211,6 +241,14 @@ pub struct KernelSpec {
     pub variant: Variant,
     /// The tile configuration, head dim included.
     pub tile: TileConfig,
+}
+
+impl KernelSpec {
+    /// Whether the kernel runs problems of a smaller head dim than its own, padded
+    /// ([`pads_head_dim`]).
+    pub const fn pads_head_dim(&self) -> bool {
+        pads_head_dim(self.variant, self.tile.head_dim)
+    }
 }
 
 /// The PTX entry name, which spells the spec out:

@@ -272,12 +272,32 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
             ),
         }
     });
-    // Dense: dtype x head dim x block_m x block_n x warps x stages x layout x Q source;
-    // serving and paged: dtype x head dim x their own tiles; modified: dtype x its tiles (each
-    // of one head dim).
+    // Dense: dtype x (the full grid at head dims 64 and 128: block_m x block_n x warps x
+    // stages x layout x Q source; the narrower space of each other head dim, counted by its
+    // rule); serving and paged: dtype x head dim x their own tiles; modified: dtype x its
+    // tiles (each of one head dim).
+    let narrower: usize = [32, 96, 160, 192, 224, 256]
+        .into_iter()
+        .map(|head_dim| {
+            let block_ns: &[usize] = if head_dim <= 96 {
+                &[32, 64, 128]
+            } else {
+                &[32, 64]
+            };
+            let stages: &[usize] = if head_dim >= 192 { &[1, 2, 3] } else { &[2, 3] };
+            // (block_m, warps) with at most 32 * 128 / head_dim rows per warp.
+            let block_m_warps = [(64, 4), (64, 8), (128, 4), (128, 8)]
+                .into_iter()
+                .filter(|&(block_m, warps)| block_m / warps * head_dim <= 32 * 128)
+                .count();
+            block_m_warps * block_ns.len() * stages.len() * 2
+        })
+        .sum();
     assert_eq!(
         candidates,
-        2 * 2 * 2 * 3 * 2 * 3 * 2 * 2 + 2 * 2 * 2 * SERVING_TILES.len() + 2 * MODIFIED_TILES.len()
+        2 * (2 * 2 * 3 * 2 * 3 * 2 * 2 + narrower)
+            + 2 * 2 * 2 * SERVING_TILES.len()
+            + 2 * MODIFIED_TILES.len()
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.

@@ -3,7 +3,7 @@
 use flash_attn::{
     default_kernel, dispatch_kernel, kernel_by_name, padded_head_dim, plan, supports,
     AttentionShape, Dtype, Error, ForwardKernel, ForwardOptions, ForwardStrides, Layout,
-    TensorStrides, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
+    TensorStrides, Variant, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 
 use crate::H100_SM_COUNT;
@@ -137,12 +137,28 @@ fn every_multiple_of_8_up_to_256_runs_on_the_next_kernel_head_dim() {
         )
         .unwrap();
         let kernel_head_dim = plan.kernel().spec.tile.head_dim;
+        // Its own kernel head dim, else the next one whose modified kernels pad (all but 64
+        // and 128, whose modified tiles spilled with the padding).
         let expected = *SUPPORTED_HEAD_DIMS
             .iter()
-            .find(|&&kernel| kernel >= head_dim)
+            .find(|&&kernel| {
+                kernel == head_dim || (kernel > head_dim && kernel != 64 && kernel != 128)
+            })
             .unwrap();
         assert_eq!(kernel_head_dim, expected, "head dim {head_dim}");
-        assert_eq!(padded_head_dim(head_dim), Some(expected));
+        // A head dim of its own runs the dense kernels; a padded one the modified kernels, the
+        // only ones that pad (the others pay nothing for it).
+        let variant = if expected == head_dim {
+            Variant::Dense
+        } else {
+            Variant::Modified
+        };
+        assert_eq!(plan.kernel().spec.variant, variant, "head dim {head_dim}");
+        assert_eq!(
+            padded_head_dim(head_dim) == Some(head_dim),
+            expected == head_dim,
+            "head dim {head_dim}"
+        );
         // The kernel reads and writes the problem's columns only: the params carry its head
         // dim, and the buffers need no more than the problem's rows.
         assert_eq!(plan.params().head_dim as usize, head_dim);
@@ -189,8 +205,15 @@ fn a_kernel_of_another_dtype_or_head_dim_is_rejected() {
         kernel: Some(d128),
         ..Default::default()
     };
-    // A larger kernel runs the problem padded; a smaller one is rejected.
-    assert!(check(SHAPE, options).is_ok());
+    // A dense kernel runs its own head dim only (the modified ones pad).
+    assert_eq!(
+        check(SHAPE, options),
+        Err(Error::KernelHeadDimMismatch {
+            kernel: d128.entry,
+            kernel_head_dim: 128,
+            head_dim: 64
+        })
+    );
     let d32 = default_kernel(Dtype::F16, 32).unwrap();
     let options = ForwardOptions {
         kernel: Some(d32),

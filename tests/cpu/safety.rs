@@ -13,7 +13,7 @@
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
 
 use flash_attn::{
-    padded_head_dim, plan, plan_kv_cache, plan_paged_kv_cache, plan_varlen_kv_cache,
+    kernel_head_dim, plan, plan_kv_cache, plan_paged_kv_cache, plan_varlen_kv_cache,
     AttentionShape, BufferLengths, Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan,
     Layout, PagedKvCache, TensorStrides, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN,
     MAX_TENSOR_BYTES,
@@ -248,7 +248,10 @@ fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
     let params = plan.params();
     let strides = expected_strides(case).expect("accepted strides fit in u64");
     assert_eq!(plan.kernel().spec.dtype, case.dtype);
-    assert_eq!(Some(tile.head_dim), padded_head_dim(shape.head_dim));
+    assert_eq!(
+        Ok(tile.head_dim),
+        kernel_head_dim(case.dtype, plan.kernel().spec.variant, shape.head_dim)
+    );
     assert_eq!(params.head_dim as usize, shape.head_dim);
     assert_eq!(
         (

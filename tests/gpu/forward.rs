@@ -2,26 +2,33 @@
 //! and at every head dim: each kernel head dim, and problems padded to one.
 
 use flash_attn::{
-    padded_head_dim, AttentionShape, Dtype, FlashAttention, ForwardOptions, Layout, Variant,
-    FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
+    kernel_head_dim, padded_head_dim, AttentionShape, Dtype, FlashAttention, ForwardOptions,
+    Layout, Variant, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 use half::{bf16, f16};
 
 use crate::support::{gpu, in_kernel_shard, Problem};
 
-/// Every dense kernel of the head dim each shape runs on (its own, or the one it pads to),
-/// causal and not, fp16 and bf16.
+/// Every kernel of the head dim each shape runs on, causal and not, fp16 and bf16: every dense
+/// one of its own head dim, or every modified one of the head dim it pads to (the kernels
+/// that pad).
 fn check_every_kernel(shapes: &[AttentionShape]) {
     let gpu = gpu();
     for &shape in shapes {
+        let variant = if padded_head_dim(shape.head_dim) == Some(shape.head_dim) {
+            Variant::Dense
+        } else {
+            Variant::Modified
+        };
         for causal in [false, true] {
             let f16_problem = Problem::<f16>::new(shape, causal, None);
             let bf16_problem = Problem::<bf16>::new(shape, causal, None);
             for kernel in FORWARD_KERNELS
                 .iter()
-                .filter(|k| k.spec.variant == Variant::Dense)
+                .filter(|k| k.spec.variant == variant)
                 .filter(|k| {
-                    Some(k.spec.tile.head_dim) == padded_head_dim(shape.head_dim)
+                    kernel_head_dim(k.spec.dtype, variant, shape.head_dim)
+                        == Ok(k.spec.tile.head_dim)
                         && in_kernel_shard(k)
                 })
             {

@@ -15,7 +15,8 @@ use crate::smem::SharedTile;
 /// Writes this warp's `BLOCK_M / WARPS` output rows (from block row `warp_row`) that exist:
 /// normalises `output` by `rows.inverse_sum`, rounds it to `T`, stages it in the warp's own rows
 /// of `staging` (a tile of the block's rows that only this warp reads from now on) and stores
-/// it 16 bytes per lane.
+/// it 16 bytes per lane: with `PADS` (a kernel that runs padded problems) only the columns up
+/// to the problem's head dim.
 ///
 /// # Safety
 /// All lanes of the warp call it together, after their last read of their rows of `staging`
@@ -30,6 +31,7 @@ pub unsafe fn write_output<
     const M_TILES: usize,
     const DIM_STEPS: usize,
     const SERVING: bool,
+    const PADS: bool,
 >(
     output: &Output<M_TILES, DIM_STEPS>,
     rows: &RowResults<M_TILES>,
@@ -81,9 +83,9 @@ pub unsafe fn write_output<
         if info.first_query + (row as u32) < info.seq_len_q {
             for group in 0..plan.groups {
                 let column = group * plan.group_chunks + chunk;
-                // Columns past the problem's head dim hold padding: not stored (the serving
-                // kernels run whole rows only).
-                if SERVING || (column as u32) < data_chunks {
+                // Columns past the problem's head dim hold padding: not stored (only the
+                // kernels that pad, `PADS`, run such problems).
+                if !PADS || (column as u32) < data_chunks {
                     let value = ld_shared_v4_b32(staging.chunk_address(row, column));
                     let pointer = o_pointer.wrapping_add(group * plan.group_chunks * CHUNK_ELEMS);
                     st_global_v4_b32(pointer.cast(), value);
@@ -144,12 +146,11 @@ pub unsafe fn write_nan_rows<
     thread: usize,
 ) {
     let nan = T::pack(f32::NAN, f32::NAN);
-    let tile_row_chunks = HEAD_DIM / CHUNK_ELEMS;
-    let data_chunks = row_chunks(params) as usize;
+    let row_chunks = HEAD_DIM / CHUNK_ELEMS;
     let mut chunk_index = thread;
-    while chunk_index < BLOCK_M * tile_row_chunks {
-        let (row, chunk) = (chunk_index / tile_row_chunks, chunk_index % tile_row_chunks);
-        if info.first_query + (row as u32) < info.seq_len_q && (SERVING || chunk < data_chunks) {
+    while chunk_index < BLOCK_M * row_chunks {
+        let (row, chunk) = (chunk_index / row_chunks, chunk_index % row_chunks);
+        if info.first_query + (row as u32) < info.seq_len_q {
             let offset = info.output_row_offset(params, row) + chunk * CHUNK_ELEMS;
             st_global_v4_b32((params.o as *mut u16).add(offset).cast(), [nan; 4]);
         }

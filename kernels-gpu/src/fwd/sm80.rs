@@ -54,28 +54,29 @@ struct SharedMemoryBase;
 /// [`CopyPlan`] splits them.
 ///
 /// Where the problem's head dim is smaller than the kernel's (`source.chunks <
-/// Tile::ROW_CHUNKS`: the kernels of [`Variant::pads_head_dim`]), the columns past it are
-/// padding: with `ZERO_PADDING` (the Q tile) they are zero-filled, so that every score sums
-/// only the problem's columns; without (K and V) they repeat the row's last chunk, which costs
-/// no predicate in the main loop's copies. Both are exact: a score is `q · k` over the columns,
-/// and Q's padding is 0 (times a finite K element), and V's padding only reaches output columns
-/// that are never stored. `WHOLE_ROWS` (the serving kernels, which do not pad) compiles the
-/// padding out: their registers have no room for its arithmetic (their D=128 entries spilled
-/// on sm_80 with it).
+/// Tile::ROW_CHUNKS`: only with `PADS`, in the kernels of [`pads_head_dim`]), the
+/// columns past it are padding: with `ZERO_PADDING` (the Q tile) they are zero-filled, so that
+/// every score sums only the problem's columns; without (K and V) they repeat the row's last
+/// chunk, which costs no predicate in the main loop's copies. Both are exact: a score is
+/// `q · k` over the columns, and Q's padding is 0 (times a finite K element), and V's padding
+/// only reaches output columns that are never stored. Without `PADS` the padding compiles out:
+/// the dense and serving kernels run whole rows, which keeps their registers and time (the
+/// padding's arithmetic spilled the serving D=128 entries on sm_80 and cost the dense anchors
+/// up to 3.6%, BENCHMARKS.md log 31).
 ///
-/// [`Variant::pads_head_dim`]: flash_attn_params::Variant::pads_head_dim
+/// [`pads_head_dim`]: flash_attn_params::pads_head_dim
 ///
 /// # Safety
 /// `source.base` plus `row * row_stride` is a 16-byte-aligned row of `8 * source.chunks`
 /// readable elements for every `row < source.rows`, `source.rows >= 1` and
-/// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` with
-/// `WHOLE_ROWS`); every thread of the block calls it with its own `thread`.
+/// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` without
+/// `PADS`); every thread of the block calls it with its own `thread`.
 #[inline(always)]
 unsafe fn copy_tile_async<
     Tile: SharedTile,
     const ROWS: usize,
     const WARPS: usize,
-    const WHOLE_ROWS: bool,
+    const PADS: bool,
     const ZERO_PADDING: bool,
 >(
     tile: Tile,
@@ -86,27 +87,36 @@ unsafe fn copy_tile_async<
     // Each thread copies the same chunk of each group of rows `first + pass * rows_per_pass`.
     let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
     // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
-    let chunks = if WHOLE_ROWS {
-        Tile::ROW_CHUNKS as u32
-    } else {
+    let chunks = if PADS {
         source.chunks
+    } else {
+        Tile::ROW_CHUNKS as u32
     };
-    let read_column = |column: usize| (column as u32).min(chunks - 1) as usize;
+    let read_column = |column: usize| {
+        if PADS {
+            (column as u32).min(chunks - 1) as usize
+        } else {
+            column
+        }
+    };
     let whole_rows = !ZERO_PADDING || chunks == Tile::ROW_CHUNKS as u32;
     if source.first_row + ROWS as u32 <= source.rows && whole_rows {
         // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
         // that LLVM keeps one pointer instead of a 64-bit induction variable per copy (which
         // cost 16 registers and 16 instructions per key block).
         let step = opaque_to_optimizer(plan.rows_per_pass * source.row_stride);
-        let mut row_pointer = source
-            .base
-            .add((source.first_row + first as u32) as usize * source.row_stride);
+        let mut row_pointer = source.base.add(
+            (source.first_row + first as u32) as usize * source.row_stride
+                + read_column(chunk) * CHUNK_ELEMS,
+        );
         for pass in 0..plan.passes {
             for group in 0..plan.groups {
                 let column = group * plan.group_chunks + chunk;
                 let destination = tile.chunk_address(first + pass * plan.rows_per_pass, column);
-                let source = row_pointer.wrapping_add(read_column(column) * CHUNK_ELEMS);
-                cp_async_cg_16(destination, source.cast());
+                // Group 0 is the pointer's own column (and without `PADS` group `g` lies
+                // `g * group_chunks` chunks on).
+                let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
+                cp_async_cg_16(destination, row_pointer.wrapping_add(offset).cast());
             }
             row_pointer = row_pointer.wrapping_add(step);
         }
@@ -114,7 +124,6 @@ unsafe fn copy_tile_async<
         for pass in 0..plan.passes {
             let row = first + pass * plan.rows_per_pass;
             let source_row = source.first_row + row as u32;
-            let read_row = source_row.min(source.rows - 1);
             for group in 0..plan.groups {
                 let column = group * plan.group_chunks + chunk;
                 // A missing row (or with `ZERO_PADDING` a padding column) reads nothing (0
@@ -122,6 +131,7 @@ unsafe fn copy_tile_async<
                 let exists =
                     source_row < source.rows && (!ZERO_PADDING || (column as u32) < chunks);
                 let source_bytes = if exists { CHUNK_BYTES as u32 } else { 0 };
+                let read_row = source_row.min(source.rows - 1);
                 let element =
                     read_row as usize * source.row_stride + read_column(column) * CHUNK_ELEMS;
                 let destination = tile.chunk_address(row, column);
@@ -156,10 +166,9 @@ unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS
         } else {
             0
         };
-        let row_offset = source.row_offset(source_row.min(source.rows - 1));
         for group in 0..plan.groups {
             let column = group * plan.group_chunks + chunk;
-            let element = row_offset + column * CHUNK_ELEMS;
+            let element = source.row_offset(source_row.min(source.rows - 1)) + column * CHUNK_ELEMS;
             let destination = tile.chunk_address(row, column);
             cp_async_cg_16_zfill(
                 destination,
@@ -218,6 +227,7 @@ pub unsafe fn forward<
     const SERVING: bool,
     const PAGED: bool,
     const MODIFIED: bool,
+    const PADS: bool,
 >(
     params: &ForwardParams,
     sequences: &SequenceParams,
@@ -325,7 +335,7 @@ pub unsafe fn forward<
             copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
         } else {
             let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
-            copy_tile_async::<Tile, BLOCK_N, WARPS, SERVING, false>(k_tile(stage), k_rows, thread);
+            copy_tile_async::<Tile, BLOCK_N, WARPS, PADS, false>(k_tile(stage), k_rows, thread);
         }
     };
     let copy_value_tile = #[inline(always)]
@@ -336,7 +346,7 @@ pub unsafe fn forward<
             copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
         } else {
             let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
-            copy_tile_async::<Tile, BLOCK_N, WARPS, SERVING, false>(v_tile(stage), v_rows, thread);
+            copy_tile_async::<Tile, BLOCK_N, WARPS, PADS, false>(v_tile(stage), v_rows, thread);
         }
     };
     let copy_key_block = #[inline(always)]
@@ -348,7 +358,7 @@ pub unsafe fn forward<
     // Prologue: Q in its own group, then STAGES - 1 K/V groups (empty ones too, so that the
     // group count, and thus the waits below, is the same on every path). With one stage the
     // loop loads every block itself.
-    copy_tile_async::<Tile, BLOCK_M, WARPS, SERVING, true>(q_tile, q_rows, thread);
+    copy_tile_async::<Tile, BLOCK_M, WARPS, PADS, true>(q_tile, q_rows, thread);
     cp_async_commit_group();
     for stage in 0..STAGES as u32 - 1 {
         if first_block + stage < key_blocks {
@@ -571,7 +581,7 @@ pub unsafe fn forward<
             );
         }
     } else {
-        write_output::<Mma::Input, Tile, BLOCK_M, WARPS, M_TILES, DIM_STEPS, SERVING>(
+        write_output::<Mma::Input, Tile, BLOCK_M, WARPS, M_TILES, DIM_STEPS, SERVING, PADS>(
             &output, &rows, q_tile, &info, params, warp_row, this_lane,
         );
         write_logsumexp(&rows, &info, params, sequences, warp_row, this_lane);
