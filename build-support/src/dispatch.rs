@@ -28,14 +28,24 @@ pub const DISPATCH_COLUMNS: [&str; 9] = [
 /// `UpTo128`, `Small`) and its kernel by entry name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DispatchRow {
+    /// The head dim of the problems the row serves.
     pub head_dim: usize,
+    /// The element type, a `Dtype` variant name: `F16` or `Bf16`.
     pub dtype: String,
+    /// Whether the row serves causal problems.
     pub causal: bool,
+    /// The key-length bucket, a `SeqBucket` variant name (`UpTo128` ... `Above2048`).
     pub bucket: String,
+    /// The grid size, a `GridSize` variant name: `Small` or `Large`.
     pub grid: String,
+    /// The PTX entry name of the kernel the row picks; the runtime's build fails unless it is
+    /// an exposed kernel.
     pub kernel: String,
+    /// How much slower the runner-up was, in percent (`DispatchEntry::margin_percent`).
     pub margin_percent: f64,
+    /// Whether a rank test confirmed the win (`DispatchEntry::confirmed`).
     pub confirmed: bool,
+    /// `YYYY-MM-DD, device` of the tuner run, or `not yet tuned`.
     pub measured_on: String,
 }
 
@@ -62,6 +72,25 @@ pub fn format_dispatch_rows(rows: &[DispatchRow]) -> String {
 }
 
 /// The rows of a dispatch table file; lines starting with `#` are comments.
+///
+/// ```
+/// use flash_attn_build::dispatch::{format_dispatch_rows, parse_dispatch_table, DispatchRow};
+///
+/// let row = DispatchRow {
+///     head_dim: 64,
+///     dtype: "F16".into(),
+///     causal: false,
+///     bucket: "UpTo512".into(),
+///     grid: "Small".into(),
+///     kernel: "flash_fwd_f16_d64_m64_n128_w4_s2".into(),
+///     margin_percent: 3.5,
+///     confirmed: true,
+///     measured_on: "2025-01-01, NVIDIA H100".into(),
+/// };
+/// let text = format_dispatch_rows(std::slice::from_ref(&row));
+/// assert_eq!(parse_dispatch_table(&text).unwrap(), [row]);
+/// assert!(parse_dispatch_table("64\tF16\n").unwrap_err().contains("line 1"));
+/// ```
 pub fn parse_dispatch_table(text: &str) -> Result<Vec<DispatchRow>, String> {
     let mut rows = Vec::new();
     for (number, line) in text.lines().enumerate() {
