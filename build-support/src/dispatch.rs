@@ -185,16 +185,17 @@ pub(crate) fn read_data_file(path: &Path) -> String {
 }
 
 /// The folder of the data files that name the shipping set, relative to the repository root.
+/// The packages read them from their own folders: `flash-attn` from its root (this folder),
+/// `flash-attn-params` from `shared/`, whose links to them the package holds as files.
 pub const DATA_DIR: &str = "host";
 /// The dispatch table's file in [`DATA_DIR`].
 pub const DISPATCH_TABLE_FILE: &str = "dispatch-table.tsv";
 /// The fallback kernels' file in [`DATA_DIR`].
 pub const FALLBACK_KERNELS_FILE: &str = "fallback-kernels.txt";
 
-/// The dispatch table's rows and the fallback kernels, read from the data files of the
-/// checkout at `repository` (each watched by cargo).
-pub fn read_default_api_data(repository: &Path) -> (Vec<DispatchRow>, Vec<String>) {
-    let data = repository.join(DATA_DIR);
+/// The dispatch table's rows and the fallback kernels, read from the data files in the folder
+/// `data` ([`DATA_DIR`] of the checkout, or a package's copy; each file watched by cargo).
+pub fn read_default_api_data(data: &Path) -> (Vec<DispatchRow>, Vec<String>) {
     let table_path = data.join(DISPATCH_TABLE_FILE);
     let rows = parse_dispatch_table(&read_data_file(&table_path))
         .unwrap_or_else(|error| panic!("{}: {error}", table_path.display()));
@@ -215,11 +216,11 @@ pub fn shipping_set(rows: &[DispatchRow], fallbacks: &[String]) -> Vec<String> {
     entries
 }
 
-/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files of
-/// the checkout at `repository`, and returns the entries they name: the kernels the default
-/// API can run, the shipping set.
-pub(crate) fn write_default_api_tables(repository: &Path, out_dir: &Path) -> HashSet<String> {
-    let (rows, fallbacks) = read_default_api_data(repository);
+/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files in
+/// the folder `data`, and returns the entries they name: the kernels the default API can run,
+/// the shipping set.
+pub(crate) fn write_default_api_tables(data: &Path, out_dir: &Path) -> HashSet<String> {
+    let (rows, fallbacks) = read_default_api_data(data);
     for (name, expression) in [
         ("dispatch_table.rs", dispatch_table_expression(&rows)),
         (
