@@ -63,7 +63,10 @@ pub enum Error {
     ModuleLoad(CudaError),
     /// The head dim is not a multiple of 8 from 8 to 256 (0 is
     /// [`Error::ZeroSizedDimension`]).
-    InvalidHeadDim { head_dim: usize },
+    InvalidHeadDim {
+        /// The problem's head dim.
+        head_dim: usize,
+    },
     /// No kernel of `variant` runs the problem's head dim: the variant pads to none at least
     /// as large, or (the serving variants, which do not pad) has none of exactly it. `largest`
     /// is the variant's largest kernel head dim (0: the build exposes none of the variant for

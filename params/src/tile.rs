@@ -80,9 +80,13 @@ pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
 /// chunks). A thread's chunk column within a group is fixed, so its copies walk one pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyPlan {
+    /// Consecutive chunks of a row per group: the threads of one row of a pass.
     pub group_chunks: usize,
+    /// Groups per row: the copies of one row per thread.
     pub groups: usize,
+    /// Rows one pass of all threads copies.
     pub rows_per_pass: usize,
+    /// Passes over the tile.
     pub passes: usize,
 }
 
