@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 #[path = "src/arch.rs"]
 #[allow(dead_code)]
 mod arch;
-#[path = "../build-support/src/dispatch.rs"]
+// A link to `build-support/src/dispatch.rs` (a file in the package), as `shared/`'s data files
+// are links to `host/`'s: the package builds on its own.
+#[path = "shared/dispatch.rs"]
 #[allow(dead_code)]
 mod dispatch;
 #[path = "src/spec.rs"]
@@ -51,10 +53,8 @@ fn built_configs(set: KernelSet) -> Vec<KernelSpec> {
         return gated;
     }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let repository = manifest_dir
-        .parent()
-        .expect("params/ sits in the repository root");
-    let (rows, fallbacks) = dispatch::read_default_api_data(repository);
+    // Links to the data files of `host/`, which the package holds as files.
+    let (rows, fallbacks) = dispatch::read_default_api_data(&manifest_dir.join("shared"));
     let shipping = dispatch::shipping_set(&rows, &fallbacks);
     let unknown: Vec<&String> = shipping
         .iter()
@@ -77,7 +77,11 @@ fn main() {
     println!("cargo:rerun-if-changed=src/spec.rs");
     println!("cargo:rerun-if-changed=src/tile.rs");
     println!("cargo:rerun-if-changed=src/arch.rs");
-    println!("cargo:rerun-if-changed=../build-support/src/dispatch.rs");
+    println!("cargo:rerun-if-changed=shared/dispatch.rs");
+    // `links = "flash_attn_params"`: the runtime's build script reads these sources' folder as
+    // `DEP_FLASH_ATTN_PARAMS_SOURCE_DIR`, and a packaged runtime builds its kernels against them.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
+    println!("cargo:source_dir={manifest_dir}");
     let set = kernel_set();
     let configs = built_configs(set);
     let mut shards = vec![String::new(); KERNEL_SHARDS];

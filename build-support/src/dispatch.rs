@@ -28,14 +28,24 @@ pub const DISPATCH_COLUMNS: [&str; 9] = [
 /// `UpTo128`, `Small`) and its kernel by entry name.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DispatchRow {
+    /// The head dim of the problems the row serves.
     pub head_dim: usize,
+    /// The element type, a `Dtype` variant name: `F16` or `Bf16`.
     pub dtype: String,
+    /// Whether the row serves causal problems.
     pub causal: bool,
+    /// The key-length bucket, a `SeqBucket` variant name (`UpTo128` ... `Above2048`).
     pub bucket: String,
+    /// The grid size, a `GridSize` variant name: `Small` or `Large`.
     pub grid: String,
+    /// The PTX entry name of the kernel the row picks; the runtime's build fails unless it is
+    /// an exposed kernel.
     pub kernel: String,
+    /// How much slower the runner-up was, in percent (`DispatchEntry::margin_percent`).
     pub margin_percent: f64,
+    /// Whether a rank test confirmed the win (`DispatchEntry::confirmed`).
     pub confirmed: bool,
+    /// `YYYY-MM-DD, device` of the tuner run, or `not yet tuned`.
     pub measured_on: String,
 }
 
@@ -62,6 +72,25 @@ pub fn format_dispatch_rows(rows: &[DispatchRow]) -> String {
 }
 
 /// The rows of a dispatch table file; lines starting with `#` are comments.
+///
+/// ```
+/// use flash_attn_build::dispatch::{format_dispatch_rows, parse_dispatch_table, DispatchRow};
+///
+/// let row = DispatchRow {
+///     head_dim: 64,
+///     dtype: "F16".into(),
+///     causal: false,
+///     bucket: "UpTo512".into(),
+///     grid: "Small".into(),
+///     kernel: "flash_fwd_f16_d64_m64_n128_w4_s2".into(),
+///     margin_percent: 3.5,
+///     confirmed: true,
+///     measured_on: "2025-01-01, NVIDIA H100".into(),
+/// };
+/// let text = format_dispatch_rows(std::slice::from_ref(&row));
+/// assert_eq!(parse_dispatch_table(&text).unwrap(), [row]);
+/// assert!(parse_dispatch_table("64\tF16\n").unwrap_err().contains("line 1"));
+/// ```
 pub fn parse_dispatch_table(text: &str) -> Result<Vec<DispatchRow>, String> {
     let mut rows = Vec::new();
     for (number, line) in text.lines().enumerate() {
@@ -156,16 +185,17 @@ pub(crate) fn read_data_file(path: &Path) -> String {
 }
 
 /// The folder of the data files that name the shipping set, relative to the repository root.
+/// The packages read them from their own folders: `flash-attn` from its root (this folder),
+/// `flash-attn-params` from `shared/`, whose links to them the package holds as files.
 pub const DATA_DIR: &str = "host";
 /// The dispatch table's file in [`DATA_DIR`].
 pub const DISPATCH_TABLE_FILE: &str = "dispatch-table.tsv";
 /// The fallback kernels' file in [`DATA_DIR`].
 pub const FALLBACK_KERNELS_FILE: &str = "fallback-kernels.txt";
 
-/// The dispatch table's rows and the fallback kernels, read from the data files of the
-/// checkout at `repository` (each watched by cargo).
-pub fn read_default_api_data(repository: &Path) -> (Vec<DispatchRow>, Vec<String>) {
-    let data = repository.join(DATA_DIR);
+/// The dispatch table's rows and the fallback kernels, read from the data files in the folder
+/// `data` ([`DATA_DIR`] of the checkout, or a package's copy; each file watched by cargo).
+pub fn read_default_api_data(data: &Path) -> (Vec<DispatchRow>, Vec<String>) {
     let table_path = data.join(DISPATCH_TABLE_FILE);
     let rows = parse_dispatch_table(&read_data_file(&table_path))
         .unwrap_or_else(|error| panic!("{}: {error}", table_path.display()));
@@ -186,11 +216,11 @@ pub fn shipping_set(rows: &[DispatchRow], fallbacks: &[String]) -> Vec<String> {
     entries
 }
 
-/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files of
-/// the checkout at `repository`, and returns the entries they name: the kernels the default
-/// API can run, the shipping set.
-pub(crate) fn write_default_api_tables(repository: &Path, out_dir: &Path) -> HashSet<String> {
-    let (rows, fallbacks) = read_default_api_data(repository);
+/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files in
+/// the folder `data`, and returns the entries they name: the kernels the default API can run,
+/// the shipping set.
+pub(crate) fn write_default_api_tables(data: &Path, out_dir: &Path) -> HashSet<String> {
+    let (rows, fallbacks) = read_default_api_data(data);
     for (name, expression) in [
         ("dispatch_table.rs", dispatch_table_expression(&rows)),
         (

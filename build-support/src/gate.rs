@@ -1,6 +1,6 @@
 //! The ptxas gate: the rule that rejects a configuration after the build (spills, a stack
 //! frame, over-limit registers, or not one block per SM) on any of the
-//! [`ARCHITECTURES`](flash_attn_params::ARCHITECTURES), the gate file that records every
+//! [`ARCHITECTURES`], the gate file that records every
 //! entry's resources (`host/ptxas-gate.tsv`), and its measurement with ptxas.
 //!
 //! The file holds a record for every configuration of the search space (every one that passes
@@ -29,8 +29,12 @@ const RESERVED_SMEM_PER_BLOCK: usize = 1024;
 /// is current for that build without running ptxas ([`built_module_digests`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateRecord {
+    /// The PTX entry name.
     pub entry: String,
+    /// What ptxas reported for the entry on each of [`ARCHITECTURES`], in order.
     pub resources: [Resources; ARCHITECTURES.len()],
+    /// The [`digest`] of the single-entry module each architecture's resources were measured
+    /// on (the module of the PTX target it runs), in the same order.
     pub ptx_digests: [u64; ARCHITECTURES.len()],
 }
 
@@ -284,7 +288,7 @@ fn built_entry_modules(ptx_dir: &Path) -> Result<Vec<EntryModules>, String> {
 }
 
 /// Runs the ptxas gate over the entries the build compiled that `measured` accepts, each
-/// architecture on the PTX of its PTX target ([`built_entry_modules`]), in entry order: the
+/// architecture on the PTX of its PTX target (`built_entry_modules`), in entry order: the
 /// ptxas version and one record per entry, as the gate file holds them. Results are cached
 /// next to the modules, keyed by module text, ptxas version and architecture.
 pub fn measure_gate(

@@ -37,34 +37,15 @@ use crate::ptxas;
 
 const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
 const INSTALL_HINT: &str =
-    "run `rustup toolchain install --no-self-update` in the repository root (it reads rust-toolchain.toml)";
+    "run `rustup toolchain install --no-self-update` in the repository root (it reads \
+     rust-toolchain.toml); a crate from a registry needs a nightly toolchain with the rust-src \
+     component, as in the repository's rust-toolchain.toml";
 
 /// The build script of the runtime crate (`host/build.rs`): builds the kernels and writes
 /// `kernel_table.rs`, `cubins.rs`, `dispatch_table.rs` and `fallback_kernels.rs` into `OUT_DIR`
 /// for the crate to `include!`.
 pub fn build_kernels() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let repository = manifest_dir
-        .parent()
-        .expect("host/ sits in the repository root");
-    let kernels = repository.join("kernels-gpu");
-    for watched in [
-        kernels.join("src"),
-        kernels.join("Cargo.toml"),
-        repository.join("params/src"),
-        repository.join("params/build.rs"),
-        repository.join("params/Cargo.toml"),
-        repository.join("rust-toolchain.toml"),
-    ] {
-        println!("cargo:rerun-if-changed={}", watched.display());
-    }
-    // The kernel set (`flash_attn_params::KernelSet`): the inner cargo inherits the variable,
-    // and params' build script reads it there as here.
-    println!("cargo:rerun-if-env-changed={KERNELS_ENV}");
-
-    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    check_toolchain(&rustc);
-
     // OUT_DIR is <target>/<profile>/build/<package>-<hash>/out: share one kernel build across
     // profiles so that `cargo test` and `cargo bench` don't each rebuild core for nvptx.
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
@@ -73,6 +54,13 @@ pub fn build_kernels() {
         .nth(4)
         .unwrap_or(&out_dir)
         .join("kernels-gpu");
+    let (kernels, kernel_target_dir) = kernel_workspace(&manifest_dir, &kernel_target_dir);
+    // The kernel set (`flash_attn_params::KernelSet`): the inner cargo inherits the variable,
+    // and params' build script reads it there as here.
+    println!("cargo:rerun-if-env-changed={KERNELS_ENV}");
+
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    check_toolchain(&rustc);
 
     // One nvptx build per PTX target (each needs one target-cpu for all its crates), in its
     // own target directory, all at once: on two cores the builds overlap their serial parts.
@@ -129,7 +117,8 @@ pub fn build_kernels() {
     println!("cargo:rerun-if-changed={}", gate_path.display());
     let gate = read_gate(&gate_path);
     let exposed = exposed_kernels(&modules, &gate);
-    let default_api_entries = write_default_api_tables(repository, &out_dir);
+    // The crate's own copy of the data files (`host/`'s in a checkout).
+    let default_api_entries = write_default_api_tables(&manifest_dir, &out_dir);
     let wanted_cubins = cubin_entries(&default_api_entries, &exposed);
     let cubins = build_cubins(
         &out_dir,
@@ -145,6 +134,95 @@ pub fn build_kernels() {
         "split, deflated, assembled and listed in {:.1} s",
         start.elapsed().as_secs_f64()
     );
+}
+
+/// The kernel workspace to build, its sources watched by cargo, and the target folder of its
+/// builds.
+///
+/// In a checkout it is `kernels-gpu/` beside the runtime crate (`host/`), built in place. A
+/// packaged runtime cannot hold the kernel crates as they are (cargo leaves a folder with a
+/// `Cargo.toml` out of a package), so `host/kernels-gpu/` links to their sources with each
+/// manifest as `Cargo.toml.in`, and the package holds those as files: the build stages them
+/// under `kernel_target_dir/packaged/sources/`, manifests renamed, beside a copy of the
+/// sources of the `flash-attn-params` the runtime depends on
+/// (`DEP_FLASH_ATTN_PARAMS_SOURCE_DIR`), so that the kernels and the host agree on one
+/// `ForwardParams`. Those builds get a target folder of their own: the staged crates have the
+/// checkout's names and relative paths, so cargo would give them the same artifacts, and a
+/// checkout's build and its `cargo package` would rebuild each other's kernels.
+fn kernel_workspace(manifest_dir: &Path, kernel_target_dir: &Path) -> (PathBuf, PathBuf) {
+    let repository = manifest_dir
+        .parent()
+        .expect("a crate's folder has a parent");
+    let checkout = repository.join("kernels-gpu");
+    if checkout.join("Cargo.toml").is_file() {
+        for watched in [
+            checkout.join("src"),
+            checkout.join("Cargo.toml"),
+            repository.join("params/src"),
+            repository.join("params/build.rs"),
+            repository.join("params/Cargo.toml"),
+            repository.join("rust-toolchain.toml"),
+        ] {
+            println!("cargo:rerun-if-changed={}", watched.display());
+        }
+        return (checkout, kernel_target_dir.to_owned());
+    }
+    let packaged = manifest_dir.join("kernels-gpu");
+    let params = env::var_os("DEP_FLASH_ATTN_PARAMS_SOURCE_DIR").map(PathBuf::from);
+    let Some(params) = params.filter(|params| params.join("Cargo.toml").is_file()) else {
+        panic!(
+            "neither {} (a checkout) nor the sources of flash-attn-params \
+             (DEP_FLASH_ATTN_PARAMS_SOURCE_DIR, from its build script) were found",
+            checkout.display()
+        );
+    };
+    for watched in [&packaged, &params] {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+    let kernel_target_dir = kernel_target_dir.join("packaged");
+    let sources = kernel_target_dir.join("sources");
+    stage(&packaged, &sources.join("kernels-gpu"));
+    stage(&params, &sources.join("params"));
+    (sources.join("kernels-gpu"), kernel_target_dir)
+}
+
+/// Copies the tree at `from` to `to`, a file named `Cargo.toml.in` as `Cargo.toml`, leaving
+/// out `target` folders. A file that already holds the same bytes is left as it is, so that
+/// its time stamp does not rebuild the kernels; the others are replaced whole (written aside,
+/// then renamed), so that a concurrent build never reads half a file.
+fn stage(from: &Path, to: &Path) {
+    let fail = |what: &str, path: &Path, error: std::io::Error| -> ! {
+        panic!("cannot {what} {}: {error}", path.display())
+    };
+    std::fs::create_dir_all(to).unwrap_or_else(|error| fail("create", to, error));
+    let entries = std::fs::read_dir(from).unwrap_or_else(|error| fail("read", from, error));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|error| fail("read", from, error));
+        let source = entry.path();
+        let name = entry.file_name();
+        if source.is_dir() {
+            if name != "target" {
+                stage(&source, &to.join(&name));
+            }
+            continue;
+        }
+        let target = to.join(if name == "Cargo.toml.in" {
+            "Cargo.toml".as_ref()
+        } else {
+            name.as_os_str()
+        });
+        let bytes = std::fs::read(&source).unwrap_or_else(|error| fail("read", &source, error));
+        if std::fs::read(&target).is_ok_and(|old| old == bytes) {
+            continue;
+        }
+        let aside = to.join(format!(
+            ".{}.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        std::fs::write(&aside, &bytes).unwrap_or_else(|error| fail("write", &aside, error));
+        std::fs::rename(&aside, &target).unwrap_or_else(|error| fail("write", &target, error));
+    }
 }
 
 /// The architectures the build compiles PTX for ([`Architecture::ptx_target`]), oldest first.

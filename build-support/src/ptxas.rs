@@ -9,9 +9,13 @@ use std::sync::Mutex;
 /// What `ptxas -v` reports for one kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
+    /// Registers per thread (`Used N registers`).
     pub registers: usize,
+    /// Bytes of stack frame per thread (local memory).
     pub stack_frame: usize,
+    /// Bytes of register spill stores.
     pub spill_stores: usize,
+    /// Bytes of register spill loads.
     pub spill_loads: usize,
 }
 

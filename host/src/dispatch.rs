@@ -18,6 +18,14 @@ const DISPATCH_TABLE: &[DispatchEntry] = include!(concat!(env!("OUT_DIR"), "/dis
 
 /// A range of key lengths (`seq_len_kv`) that shares one dispatch entry. The bounds follow the
 /// tuner's sweep: one measured sequence length falls in each bucket.
+///
+/// ```
+/// use flash_attn::SeqBucket;
+///
+/// assert_eq!(SeqBucket::of(512), SeqBucket::UpTo512);
+/// assert_eq!(SeqBucket::of(513), SeqBucket::UpTo1024);
+/// assert_eq!(SeqBucket::of(1 << 20).upper_bound(), None);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SeqBucket {
     /// `seq_len_kv <= 128`.
@@ -101,6 +109,16 @@ pub const SMALL_GRID_TILES_PER_SM: usize = 4;
 /// dimension of the dispatch key, because the best kernel for a grid that fills the GPU only
 /// once is not the best for one that fills it many times over (see
 /// [`SMALL_GRID_TILES_PER_SM`]).
+///
+/// ```
+/// use flash_attn::{AttentionShape, GridSize};
+///
+/// // 4 * 8 * (512 / 64) = 256 tiles: 1.9 per SM of an H100 SXM (132 SMs).
+/// let seed = AttentionShape::new(4, 8, 512, 64);
+/// assert_eq!(GridSize::query_tiles(&seed), 256);
+/// assert_eq!(GridSize::of(&seed, 132), GridSize::Small);
+/// assert_eq!(GridSize::of(&AttentionShape::new(16, 16, 512, 64), 132), GridSize::Large);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GridSize {
     /// At most [`SMALL_GRID_TILES_PER_SM`] tiles of [`GRID_TILE_ROWS`] query rows per SM: about
@@ -158,10 +176,15 @@ pub const NOT_TUNED: &str = "not yet tuned";
 /// masking, key-length bucket and grid size, and the evidence for it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DispatchEntry {
+    /// The head dim of the problems the entry serves.
     pub head_dim: usize,
+    /// Their element type.
     pub dtype: Dtype,
+    /// Whether they are causal.
     pub causal: bool,
+    /// The bucket of their key length ([`SeqBucket::of`]).
     pub bucket: SeqBucket,
+    /// Their grid size relative to the device ([`GridSize::of`]).
     pub grid: GridSize,
     /// The kernel, one of `FORWARD_KERNELS`: the generated table resolves it by name at compile
     /// time ([`crate::kernel_named`]), so a launch never looks a name up.
@@ -233,6 +256,22 @@ pub fn dispatch_entry<'t>(
 /// that is not a multiple of 8 from 8 to 256).
 ///
 /// Allocates nothing: a scan of the table, whose entries hold their kernels.
+///
+/// ```
+/// use flash_attn::{dispatch_kernel, AttentionShape, Dtype, Error, Variant};
+///
+/// let kernel = dispatch_kernel(Dtype::Bf16, &AttentionShape::new(4, 8, 512, 128), true, 132)?;
+/// assert_eq!((kernel.spec.dtype, kernel.spec.variant), (Dtype::Bf16, Variant::Dense));
+/// assert_eq!(kernel.spec.tile.head_dim, 128);
+/// // Head dim 80 runs padded on the kernels of head dim 96; 100 is not a multiple of 8.
+/// let padded = dispatch_kernel(Dtype::F16, &AttentionShape::new(1, 1, 64, 80), false, 132)?;
+/// assert_eq!(padded.spec.tile.head_dim, 96);
+/// assert_eq!(
+///     dispatch_kernel(Dtype::F16, &AttentionShape::new(1, 1, 64, 100), false, 132),
+///     Err(Error::InvalidHeadDim { head_dim: 100 })
+/// );
+/// # Ok::<(), Error>(())
+/// ```
 pub fn dispatch_kernel(
     dtype: Dtype,
     shape: &AttentionShape,

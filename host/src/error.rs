@@ -5,195 +5,363 @@ use std::fmt;
 use cust::error::CudaError;
 use flash_attn_params::{Dtype, TensorStrides, Variant};
 
+/// Every failure of the crate's calls: the problem's validation (found before anything is
+/// launched, and without a GPU by [`crate::plan`] and the other planning functions), the
+/// device's and the driver's limits when kernels are loaded, and the errors of CUDA calls.
+/// `Display` says what is wrong in a sentence.
+///
+/// ```
+/// use flash_attn::{plan, AttentionShape, Dtype, Error, ForwardOptions};
+///
+/// let shape = AttentionShape { heads_kv: 3, ..AttentionShape::new(1, 8, 512, 64) };
+/// let error = plan(Dtype::F16, &shape, &ForwardOptions::default(), 132).unwrap_err();
+/// assert_eq!(error, Error::InvalidGqaRatio { heads_q: 8, heads_kv: 3 });
+/// assert_eq!(
+///     error.to_string(),
+///     "heads_q = 8 is not a multiple of heads_kv = 3 (GQA needs whole groups)"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Error {
     /// The CUDA driver is present but sees no device (or no driver library could be used).
     NoGpu(CudaError),
     /// The driver cannot JIT-compile the embedded PTX ISA version.
     DriverTooOld {
+        /// The CUDA version the driver supports, as `cuDriverGetVersion` gives it
+        /// (`1000 * major + 10 * minor`: 12080 for 12.8).
         driver_version: i32,
+        /// The oldest CUDA version whose driver JIT-compiles the PTX, in the same encoding.
         required_version: i32,
     },
     /// The device is older than every PTX target the build compiled (`sm_80`).
     UnsupportedDevice {
+        /// The device's name, as the driver gives it.
         name: String,
+        /// The device's compute capability, `(major, minor)`.
         compute_capability: (i32, i32),
     },
     /// [`crate::LoadOptions::ptx_target`] names an architecture the build compiled no PTX for,
     /// or one newer than the device.
     UnsupportedPtxTarget {
+        /// The architecture asked for (`"sm_89"`).
         target: &'static str,
+        /// The device's compute capability, `(major, minor)`.
         compute_capability: (i32, i32),
     },
     /// The kernel needs more shared memory per block than the device lets a block opt into
     /// (sm_86 and sm_87 give 99 KiB, against 163 KiB on the A100).
     SharedMemoryUnavailable {
+        /// The kernel's PTX entry name.
         kernel: &'static str,
+        /// Bytes of dynamic shared memory the kernel's tile needs per block
+        /// ([`crate::TileConfig::smem_bytes`]).
         needed: usize,
+        /// The most bytes a block may opt into on the device.
         available: usize,
     },
     /// Loading the PTX module failed.
     ModuleLoad(CudaError),
     /// The head dim is not a multiple of 8 from 8 to 256 (0 is
     /// [`Error::ZeroSizedDimension`]).
-    InvalidHeadDim { head_dim: usize },
-    /// No kernel of `variant` runs the problem's head dim: the variant has none of exactly it
-    /// (or, for the modified variant, which pads, none at least as large). `largest`
+    InvalidHeadDim {
+        /// The problem's head dim.
+        head_dim: usize,
+    },
+    /// No kernel of `variant` runs the problem's head dim: the variant has none of exactly it,
+    /// nor one above it that pads ([`crate::KernelSpec::pads_head_dim`]). `largest`
     /// is the variant's largest kernel head dim (0: the build exposes none of the variant for
     /// the element type).
     UnsupportedHeadDim {
+        /// The problem's head dim.
         head_dim: usize,
+        /// The variant of the call's kernels.
         variant: Variant,
+        /// The variant's largest kernel head dim for the element type.
         largest: usize,
     },
     /// A dimension of the problem is zero.
-    ZeroSizedDimension { dimension: &'static str },
+    ZeroSizedDimension {
+        /// The dimension's name, as the shape's field (`"batch"`, `"seq_len_kv"`, ...).
+        dimension: &'static str,
+    },
     /// `heads_q` is not a multiple of `heads_kv`.
-    InvalidGqaRatio { heads_q: usize, heads_kv: usize },
+    InvalidGqaRatio {
+        /// The problem's query heads.
+        heads_q: usize,
+        /// The problem's K/V heads.
+        heads_kv: usize,
+    },
     /// The kernel named in the options is compiled for another element type.
-    KernelDtypeMismatch { kernel: &'static str, dtype: Dtype },
+    KernelDtypeMismatch {
+        /// The kernel's PTX entry name.
+        kernel: &'static str,
+        /// The element type of the call's tensors.
+        dtype: Dtype,
+    },
     /// A dimension exceeds what one launch (grid, or the kernel's 32-bit index math) holds.
     ProblemTooLarge {
+        /// The dimension's name (`"seq_len_q"`, `"batch"`, `"tokens_q"`, `"num_pages"`, ...).
         dimension: &'static str,
+        /// Its value in the problem.
         value: usize,
+        /// The largest value it may take: [`crate::MAX_SEQ_LEN`] for a sequence length, 65,535
+        /// for the batch and the query heads (the grid's z and y), `u32::MAX` for token and
+        /// page counts, and `u32::MAX` over the query blocks per sequence for a KV-cache batch
+        /// whose grid or workspace rows would pass u32.
         limit: usize,
     },
     /// A size, extent or offset of `tensor` does not fit: its element count passes `usize`, or
     /// an offset the kernel would form passes [`crate::MAX_TENSOR_BYTES`]. `dimension` names
     /// the dimension whose term is the largest (or at which the count overflowed).
     TensorTooLarge {
+        /// The tensor: `"q"`, `"k"`, `"v"`, `"o"`, `"lse"` or `"workspace"`.
         tensor: &'static str,
+        /// The dimension with the largest term (`"batch"`, `"head"`, `"seq"`), or the shape's
+        /// dimension at which the element count overflowed.
         dimension: &'static str,
     },
     /// The kernel named in the options cannot run the problem's head dim: it is compiled for
-    /// another one (a modified kernel, which pads: a smaller one).
+    /// another one (or, for a kernel that pads, a smaller one).
     KernelHeadDimMismatch {
+        /// The kernel's PTX entry name.
         kernel: &'static str,
+        /// The head dim the kernel is compiled for.
         kernel_head_dim: usize,
+        /// The problem's head dim.
         head_dim: usize,
     },
     /// The host could not allocate a buffer of this many elements (`forward_host`'s output).
     HostAllocation {
+        /// The buffer's tensor (`"o"`).
         tensor: &'static str,
+        /// Its length, in elements.
         elements: usize,
     },
     /// A buffer is shorter than the shape and strides need.
     BufferTooSmall {
+        /// The buffer's tensor: `"q"`, `"k"`, `"v"`, `"o"` or `"lse"`.
         tensor: &'static str,
+        /// The fewest elements it must hold ([`crate::LaunchPlan::required`]).
         required: u64,
+        /// The elements it holds.
         actual: usize,
     },
     /// A device address is null or not aligned: 16 bytes for Q, K, V, O and the workspace, 4
     /// for the logsumexp, the u32 buffers (cache lengths, block table, sequence offsets) and
     /// the ALiBi slopes.
-    MisalignedBuffer { tensor: &'static str, address: u64 },
+    MisalignedBuffer {
+        /// The buffer: `"q"`, `"k"`, `"v"`, `"o"`, `"lse"`, `"workspace"`, `"counters"`,
+        /// `"cache_lens"`, `"block_table"`, `"cu_seqlens_q"`, `"cu_seqlens_kv"` or
+        /// `"alibi_slopes"`.
+        tensor: &'static str,
+        /// Its device address.
+        address: u64,
+    },
     /// A stride is not a multiple of 8 elements, so rows would not be 16-byte aligned.
     MisalignedStride {
+        /// The tensor: `"q"`, `"k"`, `"v"` or `"o"`.
         tensor: &'static str,
+        /// The stride: `"batch"`, `"head"` or `"seq"`.
         stride: &'static str,
+        /// Its value, in elements.
         value: u64,
     },
     /// Distinct output rows would share memory, and the kernel would race on them.
-    OverlappingOutput { strides: TensorStrides },
+    OverlappingOutput {
+        /// The output's strides, as resolved from the options.
+        strides: TensorStrides,
+    },
     /// A variable-length batch has a different number of query and key offsets (`batch + 1`
     /// of each).
-    SeqOffsetsBatchMismatch { q_offsets: usize, kv_offsets: usize },
+    SeqOffsetsBatchMismatch {
+        /// The length of `cu_seqlens_q`.
+        q_offsets: usize,
+        /// The length of `cu_seqlens_kv`.
+        kv_offsets: usize,
+    },
     /// The offsets of a variable-length batch (`cu_seqlens_q` or `cu_seqlens_kv`) do not start
     /// at 0.
-    SeqOffsetsStart { offsets: &'static str, first: u32 },
+    SeqOffsetsStart {
+        /// Which offsets: `"cu_seqlens_q"` or `"cu_seqlens_kv"`.
+        offsets: &'static str,
+        /// Their first value.
+        first: u32,
+    },
     /// The offsets of a variable-length batch decrease: sequence `sequence` would end (`end`)
     /// before it starts (`start`).
     SeqOffsetsDecrease {
+        /// Which offsets: `"cu_seqlens_q"` or `"cu_seqlens_kv"`.
         offsets: &'static str,
+        /// The sequence's index in the batch.
         sequence: usize,
+        /// Its first token, `offsets[sequence]`.
         start: u32,
+        /// One past its last token, `offsets[sequence + 1]`.
         end: u32,
     },
     /// The extents of a variable-length batch given to
     /// [`crate::FlashAttention::forward_varlen_raw`] are inconsistent: its longest sequence
     /// (`longest`, `max_seq_len_q` or `max_seq_len_kv`) has more tokens than the whole batch.
     VarlenExtentsMismatch {
+        /// The extent: `"max_seq_len_q"` or `"max_seq_len_kv"`.
         longest: &'static str,
+        /// Its value.
         value: usize,
+        /// The batch's tokens on the same side (`tokens_q` or `tokens_kv`).
         tokens: usize,
     },
-    /// The softmax scale is not a finite positive number.
-    InvalidSoftmaxScale { scale: f32 },
+    /// The softmax scale is not a finite positive number (or it times log2(e) is not finite in
+    /// f32, or, with ALiBi and no softcap, its inverse is not).
+    InvalidSoftmaxScale {
+        /// The scale: [`crate::ForwardOptions::softmax_scale`], or its default
+        /// `1 / sqrt(head_dim)`.
+        scale: f32,
+    },
     /// [`crate::ForwardOptions::num_splits`] is 0 or above what the call can split the key
     /// range into: [`crate::MAX_SPLITS`] for the KV-cache calls, 1 for the others (which never
     /// split).
-    InvalidSplitCount { splits: usize, limit: usize },
+    InvalidSplitCount {
+        /// The count asked for.
+        splits: usize,
+        /// The most this call takes.
+        limit: usize,
+    },
     /// Not one of the exposed kernels (`FORWARD_KERNELS`): no kernel has this name, or the
     /// kernel given is a copy of a compiled one with its fields changed.
-    UnknownKernel { name: String },
+    UnknownKernel {
+        /// The name looked up, or the given kernel's entry name.
+        name: String,
+    },
     /// The kernel named in the options is of another variant than the call needs: a dense
     /// kernel for [`crate::FlashAttention::forward`] (a modified one, `_mod`, where the options
     /// or the call have a score modifier), a serving one (`_serving`) for the KV-cache calls.
     KernelVariantMismatch {
+        /// The kernel's PTX entry name.
         kernel: &'static str,
+        /// The variant the call needs.
         needed: Variant,
     },
     /// Fewer cache lengths than sequences.
-    CacheLengthsTooShort { lengths: usize, batch: usize },
+    CacheLengthsTooShort {
+        /// The cache-lengths buffer's length, in u32.
+        lengths: usize,
+        /// The sequences of the batch.
+        batch: usize,
+    },
     /// A paged cache's page size is not a power of two from 16 to 256.
-    UnsupportedPageSize { page_size: usize },
+    UnsupportedPageSize {
+        /// [`crate::PagedKvCache::page_size`].
+        page_size: usize,
+    },
     /// A paged cache's capacity per sequence (`pages_per_sequence * page_size`) is not the
     /// shape's `seq_len_kv`.
     PagedCapacityMismatch {
+        /// The shape's `seq_len_kv`.
         seq_len_kv: usize,
+        /// [`crate::PagedKvCache::pages_per_sequence`].
         pages_per_sequence: usize,
+        /// [`crate::PagedKvCache::page_size`].
         page_size: usize,
     },
     /// Explicit K or V strides that are not the paged layout's
     /// (`[num_pages, page_size, heads_kv, head_dim]`, contiguous).
-    PagedStridesMismatch { tensor: &'static str },
+    PagedStridesMismatch {
+        /// The tensor: `"k"` or `"v"`.
+        tensor: &'static str,
+    },
     /// The block table holds fewer than `batch * pages_per_sequence` page indices.
-    BlockTableTooShort { length: usize, required: usize },
+    BlockTableTooShort {
+        /// The block table's length, in u32.
+        length: usize,
+        /// The page indices the plan reads ([`crate::LaunchPlan::block_table_len`]).
+        required: usize,
+    },
     /// The caller's split-KV workspace is smaller than the plan needs
-    /// ([`crate::LaunchPlan::workspace_bytes`]).
-    WorkspaceTooSmall { required: usize, actual: usize },
+    /// ([`crate::LaunchPlan::workspace_bytes`], or the counters of
+    /// [`crate::LaunchPlan::counters`]).
+    WorkspaceTooSmall {
+        /// Bytes the plan needs: of partials, or of counters (4 per counter).
+        required: usize,
+        /// Bytes the caller's [`crate::RawWorkspace`] gives, of the same buffer.
+        actual: usize,
+    },
     /// A stream or buffer given to the cudarc backend (`what`: "stream", "q", "cache_lens", ...)
     /// belongs to another CUDA context than this instance's, the primary context of device
     /// `instance_device`: its own context is of device `device` and `primary` or not.
     ContextMismatch {
+        /// The stream or buffer: `"stream"`, or the tensor's name.
         what: &'static str,
+        /// The ordinal of its context's device.
         device: usize,
+        /// Whether its context is that device's primary context.
         primary: bool,
+        /// The ordinal of the instance's device ([`crate::LoadOptions::device`]).
         instance_device: u32,
     },
     /// The softcap is not a finite positive number, or the softmax scale over it (what the
     /// kernel multiplies scores by before the `tanh`) or it times log2(e) is not finite and
     /// positive in f32.
-    InvalidSoftcap { softcap: f32 },
+    InvalidSoftcap {
+        /// [`crate::ForwardOptions::softcap`].
+        softcap: f32,
+    },
     /// A sliding window whose right bound lies before its left one (`left + right < 0`): no
     /// query sees any key, whatever the lengths.
-    EmptyWindow { left: i64, right: i64 },
+    EmptyWindow {
+        /// The left offset, [`crate::SlidingWindow::left`].
+        left: i64,
+        /// The right offset, intersected with causal masking (at most 0 when causal).
+        right: i64,
+    },
     /// A sliding window that leaves every query of the problem without a key: its left bound is
     /// past the last key for the first query (`left < 1 - seq_len_q`), or its right bound before
     /// the first key for the last query (`right < 1 - seq_len_kv`). Single queries that see no
     /// key are allowed (as under causal masking with `seq_len_q > seq_len_kv`); a problem none
     /// of whose queries does is a caller's mistake.
     WindowExcludesEveryKey {
+        /// The left offset (`None`: unbounded).
         left: Option<i64>,
+        /// The right offset, intersected with causal masking (`None`: unbounded).
         right: Option<i64>,
+        /// The problem's query rows per sequence.
         seq_len_q: usize,
+        /// The problem's keys per sequence.
         seq_len_kv: usize,
     },
     /// Fewer ALiBi slopes than the layout needs (`heads_q`, or `batch * heads_q`).
-    AlibiSlopesTooShort { length: usize, required: usize },
+    AlibiSlopesTooShort {
+        /// The slopes given.
+        length: usize,
+        /// The slopes the layout needs ([`crate::AlibiLayout::slopes`]).
+        required: usize,
+    },
     /// The ALiBi slope at `index` is not finite, or so large that its bias over the problem's
     /// longest distance would not be finite in f32.
-    InvalidAlibiSlope { index: usize, slope: f32 },
+    InvalidAlibiSlope {
+        /// The slope's index in the slopes given.
+        index: usize,
+        /// Its value.
+        slope: f32,
+    },
     /// A score modifier (`window`, `softcap`) on a call whose kernels do not take it yet (the
     /// KV-cache and variable-length calls, whose kernels are of `variant`).
     ModifierNotSupported {
+        /// The modifier: `"window"` or `"softcap"`.
         modifier: &'static str,
+        /// The variant of the call's kernels ([`crate::Variant::Serving`] or
+        /// [`crate::Variant::Paged`]).
         variant: Variant,
     },
     /// A CUDA call failed.
     Cuda(CudaError),
     /// A raw driver call that `cust` does not wrap failed with this `CUresult` code.
-    DriverCall { call: &'static str, code: u32 },
+    DriverCall {
+        /// The driver function (`"cuLaunchKernel"`, `"cuFuncSetAttribute"`, ...) or the cudarc
+        /// call (`"CudaStream::alloc_zeros"`, ...).
+        call: &'static str,
+        /// The `CUresult` it returned.
+        code: u32,
+    },
 }
 
 impl From<CudaError> for Error {

@@ -27,6 +27,7 @@ pub struct ForwardKernel {
     /// The PTX entry name, `spec`'s `Display`, written out by the build so that
     /// [`kernel_named`] can compare it in a `const fn`.
     pub entry: &'static str,
+    /// What the kernel is: its family, element type, variant and tile.
     pub spec: KernelSpec,
     index: usize,
 }
@@ -161,7 +162,10 @@ impl LoadOptions {
 pub enum KernelSource {
     /// The cubin ptxas assembled at build time for this device's architecture (`"sm_89"` or
     /// `"sm_90"`): loaded without the driver's JIT.
-    Cubin { arch: &'static str },
+    Cubin {
+        /// ptxas's `-arch` of the cubin.
+        arch: &'static str,
+    },
     /// The entry's PTX, JIT-compiled by the driver, and why not a cubin.
     Ptx(PtxReason),
 }
@@ -276,7 +280,17 @@ pub fn default_kernel(dtype: Dtype, head_dim: usize) -> Result<&'static ForwardK
         })
 }
 
-/// Looks an exposed kernel up by its PTX entry name.
+/// Looks an exposed kernel up by its PTX entry name: [`Error::UnknownKernel`] where none has it.
+///
+/// ```
+/// use flash_attn::{kernel_by_name, FORWARD_KERNELS};
+///
+/// let first = &FORWARD_KERNELS[0];
+/// assert_eq!(kernel_by_name(first.entry)?, first);
+/// assert_eq!(first.entry, first.spec.to_string());
+/// assert!(kernel_by_name("flash_fwd_f16_d96").is_err());
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
 pub fn kernel_by_name(name: &str) -> Result<&'static ForwardKernel, Error> {
     FORWARD_KERNELS
         .iter()

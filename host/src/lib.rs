@@ -28,6 +28,11 @@
 //! assert_eq!(output.len(), shape.q_elements()?);
 //! # Ok::<(), flash_attn::Error>(())
 //! ```
+//!
+//! Everything but the launch runs without a GPU: [`plan`] (and [`plan_kv_cache`],
+//! [`plan_varlen`], ...) validates a problem and sizes its buffers, [`supports`] says whether
+//! it runs, and [`reference`](mod@reference) computes it on the CPU.
+#![warn(missing_docs)]
 
 #[cfg(feature = "cudarc")]
 mod cudarc_backend;
@@ -109,12 +114,17 @@ impl From<cust::sys::CUstream> for RawStream {
 /// Device addresses for [`FlashAttention::forward_raw`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawTensors {
+    /// Device address of Q (16-byte aligned, not 0).
     pub q: u64,
+    /// Device address of K (16-byte aligned, not 0).
     pub k: u64,
+    /// Device address of V (16-byte aligned, not 0).
     pub v: u64,
+    /// Device address of the output O (16-byte aligned, not 0), written.
     pub o: u64,
-    /// `[batch, heads_q, seq_len_q]` f32 (`[heads_q, tokens_q]` for a variable-length batch),
-    /// contiguous, or `None`.
+    /// Device address of the logsumexp output, `[batch, heads_q, seq_len_q]` f32
+    /// (`[heads_q, tokens_q]` for a variable-length batch), contiguous and 4-byte aligned, or
+    /// `None` for none.
     pub lse: Option<u64>,
 }
 
@@ -182,9 +192,13 @@ struct SequenceBuffers {
 /// first use (each launch leaves them at 0 again). One launch at a time uses them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawWorkspace {
+    /// Device address of the partial outputs (16-byte aligned, not 0).
     pub partials: u64,
+    /// Bytes at `partials`.
     pub partial_bytes: usize,
+    /// Device address of the arrival counters (16-byte aligned, not 0).
     pub counters: u64,
+    /// u32 counters at `counters`.
     pub counter_count: usize,
 }
 
@@ -223,6 +237,7 @@ impl FlashAttention {
         })
     }
 
+    /// The device's name, as the driver gives it (`"NVIDIA H100 80GB HBM3"`).
     pub fn device_name(&self) -> &str {
         &self.kernels.device_name
     }
@@ -274,6 +289,28 @@ impl FlashAttention {
     ///
     /// Everything is validated first, nothing is launched on error, and the launch allocates
     /// nothing and does not synchronise (so it can be captured in a CUDA graph).
+    ///
+    /// ```no_run
+    /// use cust::memory::DeviceBuffer;
+    /// use flash_attn::{AttentionShape, FlashAttention, ForwardOptions};
+    /// use half::f16;
+    ///
+    /// let attention = FlashAttention::new()?;
+    /// let shape = AttentionShape::new(2, 8, 1024, 128);
+    /// let host = vec![f16::from_f32(0.5); shape.q_elements()?];
+    /// let (q, k, v) = (
+    ///     DeviceBuffer::from_slice(&host)?,
+    ///     DeviceBuffer::from_slice(&host)?,
+    ///     DeviceBuffer::from_slice(&host)?,
+    /// );
+    /// let mut output = DeviceBuffer::<f16>::zeroed(shape.q_elements()?)?;
+    /// let mut lse = DeviceBuffer::<f32>::zeroed(shape.lse_elements()?)?;
+    /// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
+    /// attention.forward(&q, &k, &v, &mut output, Some(&mut lse), shape, &options)?;
+    /// attention.synchronize()?;
+    /// let output: Vec<f16> = output.as_host_vec()?;
+    /// # Ok::<(), flash_attn::Error>(())
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn forward<T: Element>(
         &self,
@@ -305,6 +342,39 @@ impl FlashAttention {
     /// With split-KV it uses this instance's workspace, allocated (and zeroed) on the first
     /// call that needs more than it has, which synchronises; calls after that allocate nothing
     /// and do not synchronise.
+    ///
+    /// ```no_run
+    /// use cust::memory::DeviceBuffer;
+    /// use flash_attn::{AttentionShape, FlashAttention, ForwardOptions, Layout};
+    /// use half::bf16;
+    ///
+    /// let attention = FlashAttention::new()?;
+    /// // A decode step: 4 sequences of one query each, caches of 4,096 keys, 32 query heads
+    /// // over 8 K/V heads, `[batch, seq_len, heads, head_dim]`.
+    /// let shape = AttentionShape {
+    ///     batch: 4,
+    ///     heads_q: 32,
+    ///     heads_kv: 8,
+    ///     seq_len_q: 1,
+    ///     seq_len_kv: 4096,
+    ///     head_dim: 128,
+    /// };
+    /// let options = ForwardOptions {
+    ///     causal: true,
+    ///     layout: Layout::Bshd,
+    ///     ..ForwardOptions::default()
+    /// };
+    /// let q = DeviceBuffer::<bf16>::zeroed(shape.q_elements()?)?;
+    /// let k_cache = DeviceBuffer::<bf16>::zeroed(shape.kv_elements()?)?;
+    /// let v_cache = DeviceBuffer::<bf16>::zeroed(shape.kv_elements()?)?;
+    /// let cache_lens = DeviceBuffer::from_slice(&[4096u32, 17, 1000, 2048])?;
+    /// let mut output = DeviceBuffer::<bf16>::zeroed(shape.q_elements()?)?;
+    /// attention.forward_kv_cache(
+    ///     &q, &k_cache, &v_cache, &cache_lens, &mut output, None, shape, &options,
+    /// )?;
+    /// attention.synchronize()?;
+    /// # Ok::<(), flash_attn::Error>(())
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn forward_kv_cache<T: Element>(
         &self,
@@ -546,6 +616,37 @@ impl FlashAttention {
     ///   `dtype`, alive until the kernel finishes. [`plan`]`(..).required()` gives those
     ///   lengths, computed as `forward` checks them.
     /// - `o` and `lse` are writable and overlap neither each other nor the inputs.
+    ///
+    /// ```no_run
+    /// use cust::memory::DeviceBuffer;
+    /// use flash_attn::{AttentionShape, Dtype, FlashAttention, ForwardOptions, RawTensors};
+    /// use half::f16;
+    ///
+    /// let attention = FlashAttention::new()?;
+    /// let shape = AttentionShape::new(1, 8, 256, 64);
+    /// let options = ForwardOptions::default();
+    /// // The lengths the call needs, computed as `forward` checks them.
+    /// let plan = flash_attn::plan(Dtype::F16, &shape, &options, attention.sm_count())?;
+    /// let required = plan.required();
+    /// let q = DeviceBuffer::<f16>::zeroed(required.q)?;
+    /// let k = DeviceBuffer::<f16>::zeroed(required.k)?;
+    /// let v = DeviceBuffer::<f16>::zeroed(required.v)?;
+    /// let o = DeviceBuffer::<f16>::zeroed(required.o)?;
+    /// let tensors = RawTensors {
+    ///     q: q.as_device_ptr().as_raw(),
+    ///     k: k.as_device_ptr().as_raw(),
+    ///     v: v.as_device_ptr().as_raw(),
+    ///     o: o.as_device_ptr().as_raw(),
+    ///     lse: None,
+    /// };
+    /// // Any stream of the device's primary context; here the instance's own.
+    /// let stream = attention.stream().as_inner();
+    /// // SAFETY: the buffers hold what the plan requires, live until the synchronisation below,
+    /// // and the output overlaps no input.
+    /// unsafe { attention.forward_raw(stream, Dtype::F16, tensors, shape, &options)? };
+    /// attention.synchronize()?;
+    /// # Ok::<(), flash_attn::Error>(())
+    /// ```
     pub unsafe fn forward_raw(
         &self,
         stream: impl Into<RawStream>,

@@ -43,6 +43,24 @@ use crate::{
 /// is not empty (`left + right >= 0`, else [`Error::EmptyWindow`]) and some query of the problem
 /// sees some key ([`Error::WindowExcludesEveryKey`]). A query that sees no key gets output 0 and
 /// logsumexp -inf, as under causal masking.
+///
+/// ```
+/// use flash_attn::{AttentionShape, Error, ForwardOptions, SlidingWindow};
+///
+/// // Mistral's window of 128 keys: query `i` sees keys `i - 127..=i`.
+/// let window = SlidingWindow { left: Some(127), right: Some(0) };
+/// let options = ForwardOptions { window: Some(window), ..ForwardOptions::default() };
+/// let mask = options.mask(&AttentionShape::new(1, 1, 1024, 64))?;
+/// assert_eq!((mask.key_start(500), mask.key_end(500)), (373, 501));
+///
+/// let empty = SlidingWindow { left: Some(-2), right: Some(1) };
+/// let options = ForwardOptions { window: Some(empty), ..ForwardOptions::default() };
+/// assert_eq!(
+///     options.mask(&AttentionShape::new(1, 1, 1024, 64)),
+///     Err(Error::EmptyWindow { left: -2, right: 1 })
+/// );
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SlidingWindow {
     /// Keys before the diagonal that a query sees; `None`: all of them.
@@ -79,6 +97,7 @@ impl AlibiLayout {
 pub struct AlibiSlopes<'a> {
     /// At least [`AlibiLayout::slopes`] values, each finite ([`LaunchPlan::check_alibi_slopes`]).
     pub slopes: &'a [f32],
+    /// Which slope serves which (batch, query head).
     pub layout: AlibiLayout,
 }
 
@@ -86,7 +105,9 @@ pub struct AlibiSlopes<'a> {
 /// f32 slopes (4-byte aligned, not 0) in `layout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawAlibiSlopes {
+    /// Device address of the slopes: [`AlibiLayout::slopes`] f32, 4-byte aligned, not 0.
     pub address: u64,
+    /// Which slope serves which (batch, query head).
     pub layout: AlibiLayout,
 }
 

@@ -14,14 +14,34 @@ use crate::{kernel_head_dim, Error, ForwardKernel, SlidingWindow, FORWARD_KERNEL
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
 /// K and V `[batch, heads_kv, seq_len_kv, head_dim]`, in the order given by [`Layout`] or
 /// explicit strides.
+///
+/// Every dimension must be nonzero ([`Error::ZeroSizedDimension`]); `batch` and `heads_q` at
+/// most 65,535 and the sequence lengths at most [`MAX_SEQ_LEN`] ([`Error::ProblemTooLarge`]);
+/// `head_dim` one of [`crate::SUPPORTED_HEAD_DIMS`] ([`Error::UnsupportedHeadDim`]).
+///
+/// ```
+/// use flash_attn::AttentionShape;
+///
+/// // Grouped-query attention: 32 query heads share 8 K/V heads.
+/// let shape = AttentionShape { heads_kv: 8, ..AttentionShape::new(2, 32, 1024, 128) };
+/// assert_eq!(shape.q_elements()?, 2 * 32 * 1024 * 128);
+/// assert_eq!(shape.kv_elements()?, 2 * 8 * 1024 * 128);
+/// assert_eq!(shape.flops(true), 2.0 * 2.0 * 32.0 * 1024.0 * 1024.0 * 128.0);
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionShape {
+    /// Sequences in the batch.
     pub batch: usize,
+    /// Query heads, of Q and O.
     pub heads_q: usize,
     /// K/V heads; `heads_q` must be a multiple (GQA), equal for MHA, 1 for MQA.
     pub heads_kv: usize,
+    /// Query rows per sequence.
     pub seq_len_q: usize,
+    /// Keys per sequence (for the KV-cache calls, the cache's capacity).
     pub seq_len_kv: usize,
+    /// Elements of each head's query, key and value vectors.
     pub head_dim: usize,
 }
 
@@ -134,9 +154,13 @@ impl Layout {
 /// stride 1). Every stride must be a multiple of 8 elements, so rows stay 16-byte aligned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardStrides {
+    /// Strides of Q.
     pub q: TensorStrides,
+    /// Strides of K.
     pub k: TensorStrides,
+    /// Strides of V.
     pub v: TensorStrides,
+    /// Strides of the output O; distinct rows must not overlap ([`Error::OverlappingOutput`]).
     pub o: TensorStrides,
 }
 
@@ -241,9 +265,13 @@ pub const MAX_TENSOR_BYTES: u64 = isize::MAX as u64;
 /// The minimum lengths, in elements, of the buffers of one call, or the lengths it was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferLengths {
+    /// Elements of Q.
     pub q: usize,
+    /// Elements of K.
     pub k: usize,
+    /// Elements of V.
     pub v: usize,
+    /// Elements of the output O.
     pub o: usize,
     /// The logsumexp output, `[batch, heads_q, seq_len_q]` f32 (`[heads_q, tokens_q]` for a
     /// variable-length batch); `None`: none is written.
@@ -370,6 +398,23 @@ pub fn supports(
 /// [`crate::FlashAttention::forward`] checks except the buffers, whose required lengths the plan
 /// holds ([`LaunchPlan::check_buffers`]). Every size, extent and offset is computed with checked
 /// or 128-bit arithmetic: a problem that does not fit is an error, never a wrap or a panic.
+///
+/// ```
+/// use flash_attn::{plan, AttentionShape, BufferLengths, Dtype, Error, ForwardOptions};
+///
+/// let shape = AttentionShape::new(4, 8, 512, 64);
+/// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
+/// // 132: the SM count of an H100 SXM (`FlashAttention::sm_count` on a GPU).
+/// let plan = plan(Dtype::F16, &shape, &options, 132)?;
+/// let required = plan.required();
+/// assert_eq!((required.q, required.o), (shape.q_elements()?, shape.q_elements()?));
+/// assert_eq!(required.lse, Some(shape.lse_elements()?));
+/// assert_eq!((plan.grid().1, plan.grid().2), (8, 4)); // query heads, batch
+///
+/// let short = BufferLengths { k: required.k - 1, lse: None, ..required };
+/// assert!(matches!(plan.check_buffers(&short), Err(Error::BufferTooSmall { tensor: "k", .. })));
+/// # Ok::<(), Error>(())
+/// ```
 pub fn plan(
     dtype: Dtype,
     shape: &AttentionShape,
@@ -657,6 +702,16 @@ pub const MAX_SPLITS: usize = 128;
 /// GPU (80% of two per multiprocessor, the serving tiles' occupancy); else the fewest splits
 /// whose waves are at least 85% as full as the best count's, skipping counts that leave the
 /// same number of key blocks per split as one fewer split.
+///
+/// ```
+/// use flash_attn::split_count;
+///
+/// // A decode step of 64 (sequence, K/V head) blocks over 64 key blocks leaves most of 132
+/// // SMs idle: split the key range.
+/// assert_eq!(split_count(64, 64, 132), 4);
+/// // 1,024 blocks fill the GPU: no split.
+/// assert_eq!(split_count(1024, 64, 132), 1);
+/// ```
 pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
     // In u128: `sm_count` is the caller's, and no product of these may wrap.
     let slots = 2 * sm_count.max(1) as u128;
@@ -706,6 +761,35 @@ pub fn plan_kv_cache(
 /// head_dim]`, contiguous, and the block table `[batch, pages_per_sequence]` u32 names the page
 /// of each sequence's keys `p * page_size .. (p + 1) * page_size` (FlashAttention's and vLLM's
 /// layout).
+///
+/// ```
+/// use flash_attn::{
+///     plan_paged_kv_cache, AttentionShape, Dtype, Error, ForwardOptions, PagedKvCache,
+/// };
+///
+/// // Decode: one query per sequence, 32 query heads over 8 K/V heads, caches of 16 pages of
+/// // 64 keys each in a pool of 512 pages.
+/// let paged = PagedKvCache { num_pages: 512, page_size: 64, pages_per_sequence: 16 };
+/// let shape = AttentionShape {
+///     batch: 8,
+///     heads_q: 32,
+///     heads_kv: 8,
+///     seq_len_q: 1,
+///     seq_len_kv: 16 * 64,
+///     head_dim: 128,
+/// };
+/// let options = ForwardOptions::default();
+/// let plan = plan_paged_kv_cache(Dtype::Bf16, &shape, &paged, &options, 132)?;
+/// assert_eq!(plan.block_table_len(), 8 * 16);
+/// assert_eq!(Some(plan.required().k), paged.elements(8, 128));
+///
+/// let odd_pages = PagedKvCache { page_size: 48, ..paged };
+/// assert_eq!(
+///     plan_paged_kv_cache(Dtype::Bf16, &shape, &odd_pages, &options, 132).unwrap_err(),
+///     Error::UnsupportedPageSize { page_size: 48 }
+/// );
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PagedKvCache {
     /// Pages in each of K and V.

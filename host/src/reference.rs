@@ -6,6 +6,27 @@
 //! `[total_tokens, heads, head_dim]`, as FlashAttention takes them. Which keys a query sees is
 //! the kernels' own rule, [`Mask`] (causal masking and sliding windows aligned to the bottom
 //! right); [`attention_with`] adds the score modifiers ([`Scoring`]: softcap, ALiBi).
+//!
+//! ```
+//! use flash_attn::reference::{attention, error_stats, random_normal, within_tolerance, Precision};
+//! use flash_attn::AttentionShape;
+//! use half::f16;
+//!
+//! let shape = AttentionShape::new(1, 2, 64, 64);
+//! let q: Vec<f16> = random_normal(shape.q_elements()?, 0.0, 1.0, 1);
+//! let k: Vec<f16> = random_normal(shape.kv_elements()?, 0.0, 1.0, 2);
+//! let v: Vec<f16> = random_normal(shape.kv_elements()?, 0.0, 1.0, 3);
+//! let scale = shape.default_softmax_scale() as f64;
+//! let exact = attention(&q, &k, &v, shape, scale, true, Precision::F64);
+//! // Causal, equal lengths: the first query sees key 0 alone, so its output is V's row 0.
+//! assert!(exact.output[..64].iter().zip(&v[..64]).all(|(o, v)| *o == v.to_f64()));
+//!
+//! // The error budget of a 16-bit kernel: that of a plain 16-bit implementation.
+//! let plain = attention(&q, &k, &v, shape, scale, true, Precision::Plain(flash_attn::Dtype::F16));
+//! let plain_error = error_stats(plain.output.iter().copied(), &exact.output);
+//! assert!(plain_error.max_abs > 0.0 && within_tolerance(&plain_error, &plain_error));
+//! # Ok::<(), flash_attn::Error>(())
+//! ```
 
 use std::ops::Range;
 
@@ -37,16 +58,20 @@ pub enum Precision {
 /// query row that sees no key has output 0 and logsumexp -inf.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReferenceOutput {
+    /// The attention output, `head_dim` values per query row.
     pub output: Vec<f64>,
+    /// The logsumexp of each query row.
     pub logsumexp: Vec<f64>,
 }
 
 /// One query row of one (batch, query head) pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueryRow {
+    /// The sequence in the batch.
     pub batch: usize,
     /// The query head.
     pub head: usize,
+    /// The query's position in its sequence.
     pub query: usize,
 }
 
@@ -88,10 +113,15 @@ impl QueryRow {
 /// `score - slope * |i + seq_len_kv - seq_len_q - j|` with the (batch, head)'s ALiBi slope.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scoring<'a> {
+    /// Multiplies `Q Kᵀ` ([`crate::ForwardOptions::softmax_scale`], resolved).
     pub softmax_scale: f64,
+    /// Causal masking, aligned to the bottom right.
     pub causal: bool,
+    /// A sliding window, intersected with `causal` ([`crate::ForwardOptions::window`]).
     pub window: Option<SlidingWindow>,
+    /// The softcap ([`crate::ForwardOptions::softcap`]).
     pub softcap: Option<f64>,
+    /// ALiBi slopes ([`crate::FlashAttention::forward_alibi`]).
     pub alibi: Option<AlibiSlopes<'a>>,
 }
 
@@ -516,7 +546,10 @@ fn one_row(
 /// Error statistics of `actual` against `reference`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ErrorStats {
+    /// The largest absolute difference among the elements finite in both.
     pub max_abs: f64,
+    /// The mean absolute difference over all the elements, those not finite in both counting
+    /// as 0.
     pub mean_abs: f64,
     /// Elements that are NaN or infinite in `actual` where `reference` is finite, or that
     /// differ in kind from a non-finite `reference` (NaN vs infinity, or the sign).

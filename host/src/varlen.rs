@@ -41,6 +41,37 @@ use crate::{
 ///
 /// A sequence may be empty: with no query it has no output; with queries but no key, its
 /// output rows are 0 and their logsumexp -inf (the rule for a query that sees no key).
+///
+/// ```
+/// use flash_attn::{plan_varlen, Dtype, Error, ForwardOptions, Layout, VarlenShape};
+///
+/// // Three sequences of 100, 200 and 1 tokens, packed `[301, heads, 64]`.
+/// let offsets = [0, 100, 300, 301];
+/// let shape = VarlenShape {
+///     cu_seqlens_q: &offsets,
+///     cu_seqlens_kv: &offsets,
+///     heads_q: 16,
+///     heads_kv: 4,
+///     head_dim: 64,
+/// };
+/// let extents = shape.extents()?;
+/// assert_eq!((extents.batch, extents.tokens_q, extents.max_seq_len_q), (3, 301, 200));
+/// let options = ForwardOptions {
+///     causal: true,
+///     layout: Layout::Bshd,
+///     ..ForwardOptions::default()
+/// };
+/// let plan = plan_varlen(Dtype::F16, &extents, &options)?;
+/// assert_eq!(plan.required().o, 301 * 16 * 64);
+/// assert_eq!(plan.splits(), 1);
+///
+/// let decreasing = VarlenShape { cu_seqlens_q: &[0, 5, 3], cu_seqlens_kv: &[0, 5, 6], ..shape };
+/// assert_eq!(
+///     decreasing.extents().unwrap_err(),
+///     Error::SeqOffsetsDecrease { offsets: "cu_seqlens_q", sequence: 1, start: 5, end: 3 }
+/// );
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VarlenShape<'a> {
     /// `batch + 1` query-token offsets: 0 first, never decreasing; the last is the query token
@@ -49,9 +80,11 @@ pub struct VarlenShape<'a> {
     /// `batch + 1` key-token offsets, as `cu_seqlens_q`; the last is the key token count of K
     /// and V.
     pub cu_seqlens_kv: &'a [u32],
+    /// Query heads, of Q and O.
     pub heads_q: usize,
     /// K/V heads; `heads_q` must be a multiple (GQA), equal for MHA, 1 for MQA.
     pub heads_kv: usize,
+    /// Elements of each head's query, key and value vectors.
     pub head_dim: usize,
 }
 
@@ -158,8 +191,11 @@ pub struct VarlenExtents {
     pub max_seq_len_q: usize,
     /// The longest sequence's key tokens.
     pub max_seq_len_kv: usize,
+    /// Query heads, of Q and O.
     pub heads_q: usize,
+    /// K/V heads; `heads_q` must be a multiple.
     pub heads_kv: usize,
+    /// Elements of each head's query, key and value vectors.
     pub head_dim: usize,
 }
 
@@ -168,7 +204,9 @@ pub struct VarlenExtents {
 /// them; 4-byte aligned, not 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawSeqOffsets {
+    /// Device address of the query-token offsets, [`VarlenShape::cu_seqlens_q`].
     pub cu_seqlens_q: u64,
+    /// Device address of the key-token offsets, [`VarlenShape::cu_seqlens_kv`].
     pub cu_seqlens_kv: u64,
 }
 
@@ -294,12 +332,14 @@ pub struct VarlenCacheShape<'a> {
     /// `batch + 1` query-token offsets: 0 first, never decreasing; the last is the query token
     /// count of Q and O.
     pub cu_seqlens_q: &'a [u32],
+    /// Query heads, of Q and O.
     pub heads_q: usize,
     /// K/V heads; `heads_q` must be a multiple (GQA), equal for MHA, 1 for MQA.
     pub heads_kv: usize,
     /// Keys each sequence's cache holds: the contiguous cache's sequence dimension, or
     /// `pages_per_sequence * page_size` for a paged one.
     pub seq_len_kv: usize,
+    /// Elements of each head's query, key and value vectors.
     pub head_dim: usize,
 }
 

@@ -23,10 +23,16 @@ pub struct Architecture {
     pub cubins: bool,
     /// The most dynamic shared memory one block may opt into.
     pub max_smem_per_block: usize,
+    /// Shared memory of one SM, in bytes, which its resident blocks share (each also costing
+    /// the driver's reserved 1 KiB).
     pub smem_per_sm: usize,
+    /// The most warps resident on one SM.
     pub max_warps_per_sm: usize,
+    /// The most blocks resident on one SM.
     pub max_blocks_per_sm: usize,
+    /// 32-bit registers of one SM, which its resident threads share.
     pub registers_per_sm: usize,
+    /// The most registers one thread may use; a kernel that needs more spills.
     pub max_registers_per_thread: usize,
 }
 
@@ -96,6 +102,14 @@ pub const MIN_SMEM_PER_BLOCK: usize = {
 
 /// The architecture whose PTX a device of `compute_capability` runs: the newest PTX target not
 /// newer than it, or `None` for a device older than every PTX target.
+///
+/// ```
+/// use flash_attn_params::ptx_target_for;
+///
+/// assert_eq!(ptx_target_for((8, 6)).unwrap().name, "sm_80"); // an RTX 30x0
+/// assert_eq!(ptx_target_for((9, 0)).unwrap().name, "sm_89"); // an H100
+/// assert!(ptx_target_for((7, 5)).is_none()); // Turing: too old
+/// ```
 pub const fn ptx_target_for(compute_capability: (i32, i32)) -> Option<&'static Architecture> {
     let mut found = None;
     let mut index = 0;

@@ -14,7 +14,22 @@
 //!   crate expands it into entry points; the host sees the same list as [`BUILT_CONFIGS`], and
 //!   which set it is as [`KERNEL_SET`] (`FLASH_ATTN_KERNELS=all` at build time: the whole
 //!   search space, [`for_each_gated_config`]).
+//!
+//! ```
+//! use flash_attn_params::{Dtype, Family, KernelSpec, QSource, SmemLayout, TileConfig, Variant};
+//!
+//! let tile = TileConfig::new(128, 64, 4, 3, 64, SmemLayout::Swizzled, QSource::Registers);
+//! let spec = KernelSpec {
+//!     family: Family::Sm80,
+//!     dtype: Dtype::F16,
+//!     variant: Variant::Dense,
+//!     tile,
+//! };
+//! assert_eq!(spec.to_string(), "flash_fwd_f16_d64_m128_n64_w4_s3");
+//! assert_eq!(tile.threads(), 128);
+//! ```
 #![no_std]
+#![warn(missing_docs)]
 
 pub mod arch;
 pub mod mask;
@@ -56,8 +71,12 @@ include!(concat!(env!("OUT_DIR"), "/kernel_entries.rs"));
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TensorStrides {
+    /// Elements from one batch entry to the next (for a paged K or V, from one page to the
+    /// next; 0 and unused for a tensor packed along its sequence dimension).
     pub batch: u64,
+    /// Elements from one head to the next.
     pub head: u64,
+    /// Elements from one sequence position (token) to the next.
     pub seq: u64,
 }
 
@@ -68,18 +87,34 @@ pub struct TensorStrides {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ForwardParams {
+    /// Device address of Q, `[batch, heads_q, seq_len_q, head_dim]` at [`Self::q_strides`].
     pub q: u64,
+    /// Device address of K, `[batch, heads_kv, seq_len_kv, head_dim]` at [`Self::k_strides`]:
+    /// query head `h` reads K/V head `h / kv_group_size`.
     pub k: u64,
+    /// Device address of V, laid out as K at [`Self::v_strides`].
     pub v: u64,
+    /// Device address of the output O, written: Q's shape at [`Self::o_strides`].
     pub o: u64,
     /// `[batch, heads_q, seq_len_q]` f32, contiguous; 0 when the caller wants no logsumexp.
     pub lse: u64,
+    /// Element strides of Q.
     pub q_strides: TensorStrides,
+    /// Element strides of K.
     pub k_strides: TensorStrides,
+    /// Element strides of V.
     pub v_strides: TensorStrides,
+    /// Element strides of O.
     pub o_strides: TensorStrides,
+    /// Query rows per (batch, head) slice of Q: the longest sequence's for a variable-length
+    /// batch; a decode step that packs the query heads of each K/V head into rows has one row
+    /// per such head.
     pub seq_len_q: u32,
+    /// Keys per (batch, K/V head): a KV cache's capacity, the longest sequence's for a
+    /// variable-length batch.
     pub seq_len_kv: u32,
+    /// Heads of Q, the launch grid's y dimension (the K/V heads where decode packs each group's
+    /// query heads into rows).
     pub heads_q: u32,
     /// Query heads per K/V head (`heads_q / heads_kv`): 1 for MHA, `heads_q` for MQA.
     pub kv_group_size: u32,
@@ -143,6 +178,7 @@ pub struct SequenceParams {
     /// at element `page * strides.batch + kv_head * strides.head + row * strides.seq` of K (and
     /// of V in its strides); `seq_len_kv` is `pages_per_sequence << page_shift`.
     pub block_table: u64,
+    /// Page indices per sequence in the block table (the length of its rows).
     pub pages_per_sequence: u32,
     /// log2 of the page size, 4..=8 (16 to 256 keys).
     pub page_shift: u32,
@@ -155,7 +191,9 @@ pub struct SequenceParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ServingParams {
+    /// The arguments every forward kernel takes.
     pub forward: ForwardParams,
+    /// Where each sequence's tokens are, and the split of the key range.
     pub sequences: SequenceParams,
 }
 
@@ -202,6 +240,7 @@ pub struct ModifierParams {
     /// window_right`. An unbounded side is the offset that bounds nothing
     /// (`seq_len_kv - 1` on the left, `seq_len_q - 1` on the right); both within `±2^30`.
     pub window_left: i32,
+    /// The window's right offset from the diagonal key: see [`Self::window_left`].
     pub window_right: i32,
     /// `softmax_scale / softcap`, or 0 for no softcap.
     pub softcap_input_scale: f32,
@@ -211,6 +250,8 @@ pub struct ModifierParams {
     /// The device address of the f32 ALiBi slopes, or 0 for none: query head `h` of batch `b`
     /// reads `alibi_slopes[b * alibi_batch_stride + h]` (a stride of 0: one slope per head).
     pub alibi_slopes: u64,
+    /// Slopes from one batch entry to the next in `alibi_slopes`: `heads_q` for one slope per
+    /// (batch, query head), 0 for one per query head.
     pub alibi_batch_stride: u32,
     /// Explicit padding, so that the struct has no implicit padding bytes.
     pub reserved: u32,
@@ -234,6 +275,8 @@ impl ModifierParams {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ModifiedParams {
+    /// The arguments every forward kernel takes.
     pub forward: ForwardParams,
+    /// The score modifiers.
     pub modifiers: ModifierParams,
 }

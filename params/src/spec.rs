@@ -24,7 +24,9 @@ pub enum Family {
 /// The element type of Q, K, V and O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dtype {
+    /// IEEE 754 half precision (`half::f16`).
     F16,
+    /// bfloat16 (`half::bf16`).
     Bf16,
 }
 
@@ -236,8 +238,11 @@ const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
 /// compiled into one PTX entry, whose name is the spec's `Display`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelSpec {
+    /// The main loop.
     pub family: Family,
+    /// The element type of Q, K, V and O.
     pub dtype: Dtype,
+    /// The specialisation of the main loop (and the argument struct the entry takes).
     pub variant: Variant,
     /// The tile configuration, head dim included.
     pub tile: TileConfig,
@@ -300,7 +305,9 @@ impl fmt::Display for KernelSpec {
 /// each one that passes [`TileConfig::check`] can become one PTX entry
 /// (see [`for_each_gated_config`]).
 pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
+/// The candidate element types (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+/// The candidate variants (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_VARIANTS: [Variant; 4] = [
     Variant::Dense,
     Variant::Serving,

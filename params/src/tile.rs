@@ -80,9 +80,13 @@ pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
 /// chunks). A thread's chunk column within a group is fixed, so its copies walk one pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyPlan {
+    /// Consecutive chunks of a row per group: the threads of one row of a pass.
     pub group_chunks: usize,
+    /// Groups per row: the copies of one row per thread.
     pub groups: usize,
+    /// Rows one pass of all threads copies.
     pub rows_per_pass: usize,
+    /// Passes over the tile.
     pub passes: usize,
 }
 
@@ -128,12 +132,16 @@ pub struct TileConfig {
     pub block_m: usize,
     /// Keys per block iteration.
     pub block_n: usize,
+    /// Warps per block, 1 to 16; each owns `block_m / warps` query rows.
     pub warps: usize,
     /// K/V shared-memory buffers in the `cp.async` ring; 1 means no overlap (load, wait,
     /// compute, repeat).
     pub stages: usize,
+    /// The head dimension of Q, K, V and O (a multiple of 16; of 64 when swizzled).
     pub head_dim: usize,
+    /// How the Q, K and V tiles are laid out in shared memory.
     pub layout: SmemLayout,
+    /// Where each warp keeps its Q fragments.
     pub q_source: QSource,
 }
 
@@ -158,6 +166,17 @@ impl TileConfig {
     /// The configuration, or the first limit it violates. These are the compile-time gates:
     /// every kernel is instantiated through [`TileConfig::new`], which turns an `Err` into a
     /// compile error.
+    ///
+    /// ```
+    /// use flash_attn_params::{QSource, SmemLayout, TileConfig};
+    ///
+    /// let (layout, q_source) = (SmemLayout::Swizzled, QSource::Registers);
+    /// let fits = TileConfig::check(64, 64, 4, 2, 128, layout, q_source);
+    /// assert_eq!(fits.unwrap().smem_bytes(), 16_384 + 2 * 2 * 16_384);
+    /// // 3 stages of 128-key K and V tiles at head dim 128 need 224 KiB.
+    /// let too_big = TileConfig::check(128, 128, 8, 3, 128, layout, q_source);
+    /// assert!(too_big.unwrap_err().contains("99 KiB"));
+    /// ```
     pub const fn check(
         block_m: usize,
         block_n: usize,
@@ -219,6 +238,7 @@ impl TileConfig {
         Ok(config)
     }
 
+    /// Threads per block: 32 per warp.
     pub const fn threads(&self) -> usize {
         self.warps * 32
     }
@@ -243,6 +263,7 @@ impl TileConfig {
         self.head_dim / 8
     }
 
+    /// 16-byte chunks in one row of `head_dim` 16-bit elements.
     pub const fn row_chunks(&self) -> usize {
         self.head_dim / CHUNK_ELEMS
     }
@@ -255,10 +276,12 @@ impl TileConfig {
         }
     }
 
+    /// 16-byte chunks in the Q tile.
     pub const fn q_chunks(&self) -> usize {
         self.block_m * self.row_chunks()
     }
 
+    /// 16-byte chunks in one K (or V) tile.
     pub const fn kv_tile_chunks(&self) -> usize {
         self.block_n * self.row_chunks()
     }
@@ -273,10 +296,12 @@ impl TileConfig {
         self.kv_tile_chunks() / self.threads()
     }
 
+    /// Shared-memory bytes of the Q tile, padding included.
     pub const fn q_tile_bytes(&self) -> usize {
         self.block_m * self.smem_row_bytes()
     }
 
+    /// Shared-memory bytes of one K (or V) tile, padding included.
     pub const fn kv_tile_bytes(&self) -> usize {
         self.block_n * self.smem_row_bytes()
     }
@@ -286,6 +311,7 @@ impl TileConfig {
         self.q_tile_bytes() + stage * 2 * self.kv_tile_bytes()
     }
 
+    /// Byte offset of the V tile of ring slot `stage`, right after its K tile.
     pub const fn v_tile_offset(&self, stage: usize) -> usize {
         self.k_tile_offset(stage) + self.kv_tile_bytes()
     }
@@ -300,11 +326,17 @@ impl TileConfig {
 /// candidate spec ([`crate::spec::for_each_candidate`]), but for the head dims beyond the first
 /// two, whose space is narrower ([`in_candidate_space`]).
 pub const CANDIDATE_HEAD_DIMS: [usize; 8] = [32, 64, 96, 128, 160, 192, 224, 256];
+/// The candidate [`TileConfig::block_m`] values.
 pub const CANDIDATE_BLOCK_M: [usize; 2] = [64, 128];
+/// The candidate [`TileConfig::block_n`] values.
 pub const CANDIDATE_BLOCK_N: [usize; 3] = [32, 64, 128];
+/// The candidate [`TileConfig::warps`] values.
 pub const CANDIDATE_WARPS: [usize; 2] = [4, 8];
+/// The candidate [`TileConfig::stages`] values.
 pub const CANDIDATE_STAGES: [usize; 3] = [1, 2, 3];
+/// The candidate [`TileConfig::layout`] values.
 pub const CANDIDATE_LAYOUTS: [SmemLayout; 2] = [SmemLayout::Swizzled, SmemLayout::Padded];
+/// The candidate [`TileConfig::q_source`] values.
 pub const CANDIDATE_Q_SOURCES: [QSource; 2] = [QSource::Registers, QSource::SharedMemory];
 
 /// The head dims whose candidate space is the whole grid of the values above: those the

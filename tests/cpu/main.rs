@@ -1,8 +1,9 @@
 //! Tests that need no GPU: the visibility rule (windows included), the score modifiers, the CPU
 //! reference, problem validation, the PTX and its ptxas resource report, the embedded cubins,
 //! the tile configurations, the autotuner's logic and dispatch table, the regression check,
-//! variable-length batches, half 2's element types (feature `half2`) and the README's cudarc
-//! snippet. They run everywhere `cargo test` runs, CI included.
+//! variable-length batches, half 2's element types (feature `half2`), the README's cudarc
+//! snippet and the links that the published packages hold. They run everywhere `cargo test`
+//! runs, CI included.
 
 mod config;
 mod cubin;
@@ -12,6 +13,7 @@ mod half_versions;
 mod kv_cache;
 mod mask;
 mod modifiers;
+mod packaging;
 mod paged;
 mod problem;
 mod ptx;

@@ -1,0 +1,350 @@
+//! flash-attn on candle CUDA tensors: `flash_attn(&q, &k, &v, scale, causal)` once, its error
+//! against flash-attn's f64 CPU reference and against attention computed by candle's own ops
+//! (f32 matmuls and softmax on the GPU), then the time per call beside candle's; then the
+//! variants (a strided view, a sliding window, a KV cache) against candle's attention, and the
+//! errors for a CPU tensor and an f32 one.
+//!
+//! ```sh
+//! cd integrations/candle && source env.sh && cargo run --release --example candle
+//! ```
+//!
+//! Without a usable GPU it says what is missing and exits 0 (1 with `FLASH_ATTN_REQUIRE_GPU`
+//! set). Exits 1 where a result is beyond the tolerance.
+
+use std::time::Instant;
+
+use candle_core::{DType, Device, IndexOp, Tensor, D};
+use flash_attn::reference::{self, error_stats, random_normal, within_tolerance, Precision};
+use flash_attn::{AttentionShape, Dtype, Layout};
+use flash_attn_candle::{flash_attn, flash_attn_kv_cache, flash_attn_windowed, ForwardOptions};
+use half::bf16;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let device = match Device::new_cuda(0) {
+        Ok(device) => device,
+        Err(error) => {
+            eprintln!(
+                "The candle example needs an NVIDIA GPU of compute capability 8.0 or newer \
+                 (A100 and later) with a driver for CUDA 13.0 or newer, and CUDA 13's cuBLAS, \
+                 cuRAND and runtime libraries (candle links them); none is usable here: {}.",
+                first_line(&error)
+            );
+            let required = std::env::var_os("FLASH_ATTN_REQUIRE_GPU").is_some();
+            std::process::exit(if required { 1 } else { 0 })
+        }
+    };
+    let mut ok = true;
+
+    // 2 sequences of 512 tokens, 32 query heads over 8 K/V heads (GQA), head dim 128, causal,
+    // bf16, [batch, seq, heads, head_dim] as candle-flash-attn takes them.
+    let shape = AttentionShape {
+        batch: 2,
+        heads_q: 32,
+        heads_kv: 8,
+        seq_len_q: 512,
+        seq_len_kv: 512,
+        head_dim: 128,
+    };
+    let dims_q = (shape.batch, shape.seq_len_q, shape.heads_q, shape.head_dim);
+    let dims_kv = (
+        shape.batch,
+        shape.seq_len_kv,
+        shape.heads_kv,
+        shape.head_dim,
+    );
+    let q_host: Vec<bf16> = random_normal(shape.q_elements()?, 0.5, 1.0, 1);
+    let k_host: Vec<bf16> = random_normal(shape.kv_elements()?, 0.5, 1.0, 2);
+    let v_host: Vec<bf16> = random_normal(shape.kv_elements()?, 0.5, 1.0, 3);
+    let q = Tensor::from_slice(&q_host, dims_q, &device)?;
+    let k = Tensor::from_slice(&k_host, dims_kv, &device)?;
+    let v = Tensor::from_slice(&v_host, dims_kv, &device)?;
+    let scale = shape.default_softmax_scale();
+
+    let start = Instant::now();
+    let output = flash_attn(&q, &k, &v, scale, true)?;
+    device.synchronize()?;
+    let first_call = start.elapsed();
+    println!(
+        "flash_attn on candle {:?}: q {:?}, k and v {:?}, causal, {:?}: output {:?} (first call, \
+         with the kernels' loading: {:.0} ms)",
+        device.location(),
+        q.dims(),
+        k.dims(),
+        q.dtype(),
+        output.dims(),
+        first_call.as_secs_f64() * 1e3
+    );
+
+    // Against flash-attn's CPU reference, which works in [batch, heads, seq, head_dim].
+    let to_bhsd = |values: &[bf16], heads, seq_len| {
+        let dims = (shape.batch, heads, seq_len, shape.head_dim);
+        reference::relayout(values, dims, Layout::Bshd, Layout::Bhsd)
+    };
+    let (q_ref, k_ref, v_ref) = (
+        to_bhsd(&q_host, shape.heads_q, shape.seq_len_q),
+        to_bhsd(&k_host, shape.heads_kv, shape.seq_len_kv),
+        to_bhsd(&v_host, shape.heads_kv, shape.seq_len_kv),
+    );
+    let exact = reference::attention(
+        &q_ref,
+        &k_ref,
+        &v_ref,
+        shape,
+        scale as f64,
+        true,
+        Precision::F64,
+    );
+    let plain = reference::attention(
+        &q_ref,
+        &k_ref,
+        &v_ref,
+        shape,
+        scale as f64,
+        true,
+        Precision::Plain(Dtype::Bf16),
+    );
+    let output_host: Vec<bf16> = output.flatten_all()?.to_vec1()?;
+    let output_bhsd = to_bhsd(&output_host, shape.heads_q, shape.seq_len_q);
+    let ours = error_stats(output_bhsd.iter().map(|x| x.to_f64()), &exact.output);
+    let plain_stats = error_stats(plain.output.iter().copied(), &exact.output);
+    let within = within_tolerance(&ours, &plain_stats);
+    println!(
+        "error against the f64 CPU reference: max {:.2e}, mean {:.2e} (a plain bf16 \
+         implementation: max {:.2e}, mean {:.2e}): {}",
+        ours.max_abs,
+        ours.mean_abs,
+        plain_stats.max_abs,
+        plain_stats.mean_abs,
+        verdict(within)
+    );
+    ok &= within;
+
+    // Against candle's own attention (f32 on the GPU).
+    let candle_output = candle_attention(&q, &k, &v, scale, Mask::Causal)?;
+    ok &= compare("candle's f32 attention", &output, &candle_output, 2e-2)?;
+
+    // Back-to-back calls, waited for once: the time per call beside candle's attention (bf16
+    // matmuls through cuBLAS, the softmax in f32).
+    let calls = 50;
+    let time = |body: &dyn Fn() -> candle_core::Result<Tensor>| -> candle_core::Result<f64> {
+        body()?;
+        device.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..calls {
+            body()?;
+        }
+        device.synchronize()?;
+        Ok(start.elapsed().as_secs_f64() * 1e6 / calls as f64)
+    };
+    let flash = time(&|| flash_attn(&q, &k, &v, scale, true))?;
+    let naive = time(&|| candle_attention_bf16(&q, &k, &v, scale))?;
+    println!(
+        "{flash:.1} µs per flash_attn call; candle's matmul-softmax-matmul attention: \
+         {naive:.1} µs ({calls} calls each, enqueued back to back)"
+    );
+
+    // A strided view: Q made [batch, heads, seq, head_dim] and transposed, read in place.
+    let q_bhsd = q.transpose(1, 2)?.contiguous()?;
+    let q_view = q_bhsd.transpose(1, 2)?;
+    assert!(!q_view.is_contiguous());
+    let strided = flash_attn(&q_view, &k, &v, scale, true)?;
+    ok &= compare(
+        "a transposed (strided) q, against the contiguous call",
+        &strided,
+        &output,
+        0.0,
+    )?;
+
+    // A sliding window of 128 keys before each query and none after it.
+    let windowed = flash_attn_windowed(&q, &k, &v, scale, Some(128), Some(0))?;
+    let windowed_candle = candle_attention(&q, &k, &v, scale, Mask::Window(128))?;
+    ok &= compare(
+        "flash_attn_windowed(128, 0)",
+        &windowed,
+        &windowed_candle,
+        2e-2,
+    )?;
+
+    // Decoding: one new query per sequence against caches of 1024 slots of which 700 and 300
+    // are used.
+    let cache_slots = 1024;
+    let used = [700u32, 300];
+    let k_cache =
+        Tensor::randn(0f32, 1.0, (2, cache_slots, 8, 128), &device)?.to_dtype(DType::BF16)?;
+    let v_cache =
+        Tensor::randn(0f32, 1.0, (2, cache_slots, 8, 128), &device)?.to_dtype(DType::BF16)?;
+    let q_step = q.narrow(1, 0, 1)?;
+    let cache_lens = Tensor::new(&used[..], &device)?;
+    let options = ForwardOptions {
+        softmax_scale: Some(scale),
+        causal: true,
+        ..ForwardOptions::default()
+    };
+    let decoded = flash_attn_kv_cache(&q_step, &k_cache, &v_cache, &cache_lens, &options)?;
+    for (sequence, &length) in used.iter().enumerate() {
+        let length = length as usize;
+        let expected = candle_attention(
+            &q_step.i(sequence..sequence + 1)?,
+            &k_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
+            &v_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
+            scale,
+            Mask::Causal,
+        )?;
+        let what = format!("flash_attn_kv_cache, sequence {sequence} ({length} keys used)");
+        ok &= compare(&what, &decoded.i(sequence..sequence + 1)?, &expected, 2e-2)?;
+    }
+
+    // The errors: a CPU tensor, an f32 tensor.
+    let on_cpu = q.to_device(&Device::Cpu)?;
+    match flash_attn(&on_cpu, &k, &v, scale, true) {
+        Err(error) => println!("a CPU q: {}", first_line(&error)),
+        Ok(_) => {
+            println!("a CPU q was accepted: WRONG");
+            ok = false;
+        }
+    }
+    match flash_attn(&q.to_dtype(DType::F32)?, &k, &v, scale, true) {
+        Err(error) => println!("an f32 q: {}", first_line(&error)),
+        Ok(_) => {
+            println!("an f32 q was accepted: WRONG");
+            ok = false;
+        }
+    }
+
+    if !ok {
+        std::process::exit(1);
+    }
+    println!("all results within tolerance");
+    Ok(())
+}
+
+/// A candle error's message without the backtrace candle appends where `RUST_BACKTRACE` is set.
+fn first_line(error: &candle_core::Error) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "within tolerance"
+    } else {
+        "BEYOND TOLERANCE"
+    }
+}
+
+/// Prints the largest difference between two tensors of one shape and whether it is at most
+/// `tolerance`.
+fn compare(
+    what: &str,
+    ours: &Tensor,
+    expected: &Tensor,
+    tolerance: f32,
+) -> candle_core::Result<bool> {
+    let difference = (ours.to_dtype(DType::F32)? - expected.to_dtype(DType::F32)?)?
+        .abs()?
+        .flatten_all()?
+        .max(0)?
+        .to_scalar::<f32>()?;
+    let ok = difference <= tolerance;
+    println!(
+        "{what}: max difference {difference:.2e} (tolerance {tolerance:.0e}): {}",
+        verdict(ok)
+    );
+    Ok(ok)
+}
+
+/// Which keys each query sees in [`candle_attention`], aligned to the bottom right as
+/// flash-attn's masks are.
+#[derive(Clone, Copy)]
+enum Mask {
+    Causal,
+    /// Causal, and at most this many keys before the diagonal.
+    Window(usize),
+}
+
+/// `softmax(q kᵀ · scale) v` by candle's ops in f32: `[b, s, h, d]` in and out, K and V heads
+/// repeated for GQA.
+fn candle_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f32,
+    mask: Mask,
+) -> candle_core::Result<Tensor> {
+    let (_, seq_q, heads_q, _) = q.dims4()?;
+    let (_, seq_kv, heads_kv, _) = k.dims4()?;
+    let q = q.to_dtype(DType::F32)?.transpose(1, 2)?.contiguous()?;
+    let k = repeat_heads(&k.to_dtype(DType::F32)?, heads_q / heads_kv)?;
+    let v = repeat_heads(&v.to_dtype(DType::F32)?, heads_q / heads_kv)?;
+    let scores = (q.matmul(&k.t()?.contiguous()?)? * scale as f64)?;
+    let offset = seq_kv as i64 - seq_q as i64;
+    let bias: Vec<f32> = (0..seq_q as i64)
+        .flat_map(|i| {
+            (0..seq_kv as i64).map(move |j| {
+                let diagonal = i + offset;
+                let visible = match mask {
+                    Mask::Causal => j <= diagonal,
+                    Mask::Window(left) => j <= diagonal && j >= diagonal - left as i64,
+                };
+                if visible {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+        })
+        .collect();
+    let bias = Tensor::from_vec(bias, (seq_q, seq_kv), q.device())?;
+    let scores = scores.broadcast_add(&bias)?;
+    let max = scores.max_keepdim(D::Minus1)?;
+    let weights = scores.broadcast_sub(&max)?.exp()?;
+    let weights = weights.broadcast_div(&weights.sum_keepdim(D::Minus1)?)?;
+    weights.matmul(&v)?.transpose(1, 2)?.contiguous()
+}
+
+/// `[b, s, h_kv, d]` to `[b, h_kv * groups, s, d]`, each K/V head repeated for its `groups`
+/// query heads.
+fn repeat_heads(tensor: &Tensor, groups: usize) -> candle_core::Result<Tensor> {
+    let (batch, seq, heads, head_dim) = tensor.dims4()?;
+    tensor
+        .transpose(1, 2)?
+        .unsqueeze(2)?
+        .expand((batch, heads, groups, seq, head_dim))?
+        .reshape((batch, heads * groups, seq, head_dim))
+}
+
+/// The attention a candle program without flash-attn runs: bf16 matmuls (cuBLAS), the causal
+/// mask and the softmax in f32. For the timing only.
+fn candle_attention_bf16(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f32,
+) -> candle_core::Result<Tensor> {
+    let (_, seq_q, heads_q, _) = q.dims4()?;
+    let (_, seq_kv, heads_kv, _) = k.dims4()?;
+    let q = q.transpose(1, 2)?.contiguous()?;
+    let k = repeat_heads(k, heads_q / heads_kv)?;
+    let v = repeat_heads(v, heads_q / heads_kv)?;
+    let scores = (q.matmul(&k.t()?.contiguous()?)?.to_dtype(DType::F32)? * scale as f64)?;
+    let mask: Vec<u8> = (0..seq_q)
+        .flat_map(|i| (0..seq_kv).map(move |j| u8::from(j + seq_q > i + seq_kv)))
+        .collect();
+    let mask = Tensor::from_vec(mask, (seq_q, seq_kv), q.device())?.broadcast_as(scores.shape())?;
+    let scores = mask.where_cond(
+        &Tensor::new(f32::NEG_INFINITY, q.device())?.broadcast_as(scores.shape())?,
+        &scores,
+    )?;
+    let max = scores.max_keepdim(D::Minus1)?;
+    let weights = scores.broadcast_sub(&max)?.exp()?;
+    let weights = weights.broadcast_div(&weights.sum_keepdim(D::Minus1)?)?;
+    weights
+        .to_dtype(DType::BF16)?
+        .matmul(&v.contiguous()?)?
+        .transpose(1, 2)?
+        .contiguous()
+}

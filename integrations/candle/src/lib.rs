@@ -1,0 +1,898 @@
+//! The flash-attn crate's forward pass on candle's CUDA tensors: `flash_attn(&q,
+//! &k, &v, softmax_scale, causal)` as in candle-flash-attn, through candle's [`CustomOp3`], with
+//! no CUDA C++ of its own (the kernels are flash-attn's, compiled from Rust to PTX).
+//!
+//! ```no_run
+//! use candle_core::{DType, Device, Tensor};
+//!
+//! let device = Device::new_cuda(0)?;
+//! // [batch, seq_len, heads, head_dim], as candle-flash-attn takes them.
+//! let q = Tensor::randn(0f32, 1.0, (2, 512, 32, 128), &device)?.to_dtype(DType::BF16)?;
+//! let k = Tensor::randn(0f32, 1.0, (2, 512, 8, 128), &device)?.to_dtype(DType::BF16)?;
+//! let v = Tensor::randn(0f32, 1.0, (2, 512, 8, 128), &device)?.to_dtype(DType::BF16)?;
+//! let output = flash_attn_candle::flash_attn(&q, &k, &v, 1.0 / (128f32).sqrt(), true)?;
+//! assert_eq!(output.dims(), &[2, 512, 32, 128]);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+//!
+//! **Layout.** Dense and KV-cache tensors are `[batch, seq_len, heads, head_dim]` (candle-flash-
+//! attn's order), variable-length ones `[total_tokens, heads, head_dim]`, paged caches
+//! `[num_pages, page_size, heads_kv, head_dim]`. The output is a new contiguous tensor of Q's
+//! shape and dtype. The inputs need not be contiguous: flash-attn takes each tensor's strides, so
+//! a narrowed, transposed or offset view is read in place as long as its head dimension has stride
+//! 1 and its other strides are multiples of 8 elements ([`Error::Layout`] otherwise; call
+//! `.contiguous()` first). Paged caches must be contiguous.
+//!
+//! **Element types.** f16 and bf16 (candle's `half` 2 types); Q, K and V of one type.
+//! K and V may have fewer heads than Q (GQA/MQA: `heads_q` a multiple of `heads_kv`).
+//!
+//! **Errors.** A candle [`candle_core::Error`] wrapping this crate's [`Error`] (whose message
+//! says what is wrong: a CPU tensor, a wrong dtype, a layout flash-attn cannot read, or
+//! flash-attn's own validation, [`flash_attn::Error`]).
+//!
+//! **Streams and devices.** The kernel is enqueued on the tensors' candle device's stream, in
+//! that device's primary context (what `Device::new_cuda` makes); one flash-attn instance is
+//! loaded per GPU on first use and kept for the process. The calls return once the kernel is
+//! enqueued, as candle's own ops do.
+//!
+//! No backward pass: these are inference kernels (candle's `bwd` reports it unsupported).
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView};
+use candle_core::cuda_backend::CudaDevice;
+use candle_core::{
+    CpuStorage, CudaStorage, CustomOp3, DType, Layout, Shape, Storage, Tensor, WithDType,
+};
+use half::{bf16, f16};
+
+use flash_attn::{
+    AttentionShape, FlashAttention, ForwardStrides, HalfElement, PagedKvCache, TensorStrides,
+    VarlenShape,
+};
+pub use flash_attn::{Error as FlashAttnError, ForwardOptions, SlidingWindow};
+
+/// What went wrong in a call of this crate: wrapped in a [`candle_core::Error`] by every
+/// function here.
+#[derive(Debug)]
+pub enum Error {
+    /// A tensor is not on a CUDA device (`device` is candle's location of it).
+    NotCuda {
+        tensor: &'static str,
+        device: String,
+    },
+    /// The tensors are on different CUDA devices.
+    DeviceMismatch {
+        tensor: &'static str,
+        device: String,
+        q_device: String,
+    },
+    /// Q's dtype is not f16 or bf16, or another tensor's is not the one it must have (Q's for
+    /// K and V, u32 for cache lengths, block tables).
+    Dtype {
+        tensor: &'static str,
+        dtype: DType,
+        expected: &'static str,
+    },
+    /// A tensor has the wrong number of dimensions.
+    Rank {
+        tensor: &'static str,
+        dims: Vec<usize>,
+        expected: &'static str,
+    },
+    /// Two tensors' dimensions disagree (`what` says which).
+    ShapeMismatch {
+        what: &'static str,
+        dims: Vec<usize>,
+        other: Vec<usize>,
+    },
+    /// A layout flash-attn cannot read in place: the head dimension's stride is not 1 (or the
+    /// tensor is not contiguous where that is required). `.contiguous()` first.
+    Layout {
+        tensor: &'static str,
+        stride: Vec<usize>,
+        requirement: &'static str,
+    },
+    /// `ForwardOptions::strides` was given: the strides here come from the tensors' layouts.
+    StridesGiven,
+    /// flash-attn refused the call or failed (its validation, the driver).
+    FlashAttn(flash_attn::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotCuda { tensor, device } => write!(
+                f,
+                "flash-attn-candle: {tensor} is on {device}, not a CUDA device (flash-attn runs \
+                 on NVIDIA GPUs only)"
+            ),
+            Error::DeviceMismatch {
+                tensor,
+                device,
+                q_device,
+            } => write!(
+                f,
+                "flash-attn-candle: {tensor} is on {device}, q on {q_device}: all tensors of a \
+                 call must be on one GPU"
+            ),
+            Error::Dtype {
+                tensor,
+                dtype,
+                expected,
+            } => write!(
+                f,
+                "flash-attn-candle: {tensor} is {dtype:?}; expected {expected}"
+            ),
+            Error::Rank {
+                tensor,
+                dims,
+                expected,
+            } => write!(
+                f,
+                "flash-attn-candle: {tensor} has dims {dims:?}; expected {expected}"
+            ),
+            Error::ShapeMismatch { what, dims, other } => {
+                write!(f, "flash-attn-candle: {what}: {dims:?} against {other:?}")
+            }
+            Error::Layout {
+                tensor,
+                stride,
+                requirement,
+            } => write!(
+                f,
+                "flash-attn-candle: {tensor}'s layout (strides {stride:?}) cannot be read in \
+                 place: {requirement}; call .contiguous() first"
+            ),
+            Error::StridesGiven => write!(
+                f,
+                "flash-attn-candle: ForwardOptions::strides must be None: the strides come from \
+                 the tensors' layouts"
+            ),
+            Error::FlashAttn(error) => write!(f, "flash-attn: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::FlashAttn(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<flash_attn::Error> for Error {
+    fn from(error: flash_attn::Error) -> Self {
+        Error::FlashAttn(error)
+    }
+}
+
+impl From<Error> for candle_core::Error {
+    fn from(error: Error) -> Self {
+        candle_core::Error::wrap(error)
+    }
+}
+
+/// `softmax(q kᵀ · softmax_scale) v` over `[batch, seq_len, heads, head_dim]` tensors, causal
+/// masking aligned to the bottom right when `causal` (query `i` sees key `j` iff
+/// `j <= i + seq_len_kv - seq_len_q`; a query that sees no key gets 0). candle-flash-attn's
+/// `flash_attn`: Q `[b, s_q, h_q, d]`, K and V `[b, s_kv, h_kv, d]`, output `[b, s_q, h_q, d]`.
+pub fn flash_attn(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    softmax_scale: f32,
+    causal: bool,
+) -> candle_core::Result<Tensor> {
+    let options = ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        causal,
+        ..ForwardOptions::default()
+    };
+    flash_attn_with_options(q, k, v, &options)
+}
+
+/// candle-flash-attn's `flash_attn_windowed`: a sliding window of `window_size_left` keys
+/// before and `window_size_right` after each query's diagonal (`None`: unbounded on that
+/// side). `(None, Some(0))` is causal attention.
+pub fn flash_attn_windowed(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    softmax_scale: f32,
+    window_size_left: Option<usize>,
+    window_size_right: Option<usize>,
+) -> candle_core::Result<Tensor> {
+    let options = ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        ..window_options(window_size_left, window_size_right)
+    };
+    flash_attn_with_options(q, k, v, &options)
+}
+
+/// [`flash_attn_windowed`] with the scores capped at `±softcap` (`softcap * tanh(score /
+/// softcap)`, Gemma 2's logit softcapping) before the softmax. candle-flash-attn's
+/// `flash_attn_alibi_windowed_softcap` without ALiBi (not on the cudarc path yet).
+pub fn flash_attn_windowed_softcap(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    softmax_scale: f32,
+    window_size_left: Option<usize>,
+    window_size_right: Option<usize>,
+    softcap: f32,
+) -> candle_core::Result<Tensor> {
+    let options = ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        softcap: Some(softcap),
+        ..window_options(window_size_left, window_size_right)
+    };
+    flash_attn_with_options(q, k, v, &options)
+}
+
+/// The dense forward pass with any of flash-attn's [`ForwardOptions`] (scale, causal, sliding
+/// window, softcap, an explicit kernel): `layout` is ignored and `strides` must be `None`
+/// ([`Error::StridesGiven`]), the tensors' own layouts giving both.
+pub fn flash_attn_with_options(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    let op = Attention::new(Call::Dense, options)?;
+    check_inputs(q, k, v)?;
+    rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
+    rank(k, "k", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
+    rank(v, "v", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
+    q.apply_op3_no_bwd(k, v, &op)
+}
+
+/// Attention against a KV cache (decoding): Q `[b, s_q, h_q, d]` (the new tokens), the caches
+/// `k_cache` and `v_cache` `[b, s_cache, h_kv, d]` of which sequence `i` uses the first
+/// `cache_lens[i]` keys (`cache_lens` a u32 tensor `[b]` on the same GPU, read by the kernel:
+/// no synchronisation). Causal masking aligns the last query with the last used key. `options`
+/// as in [`flash_attn_with_options`] (`num_splits` sets the split-KV count).
+pub fn flash_attn_kv_cache(
+    q: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    cache_lens: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    check_inputs(q, k_cache, v_cache)?;
+    rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
+    rank(
+        k_cache,
+        "k_cache",
+        4,
+        "[batch, seq_len_cache, heads_kv, head_dim]",
+    )?;
+    rank(
+        v_cache,
+        "v_cache",
+        4,
+        "[batch, seq_len_cache, heads_kv, head_dim]",
+    )?;
+    check_u32(cache_lens, "cache_lens", q, 1, "[batch]")?;
+    let op = Attention::new(
+        Call::KvCache {
+            cache_lens: cache_lens.clone(),
+        },
+        options,
+    )?;
+    q.apply_op3_no_bwd(k_cache, v_cache, &op)
+}
+
+/// Attention against a paged KV cache (vLLM's and FlashAttention's layout): `k_pages` and
+/// `v_pages` `[num_pages, page_size, h_kv, d]`, contiguous, `page_size` a power of two from 16
+/// to 256; `block_table` u32 `[b, pages_per_sequence]` names the pages of each sequence;
+/// `cache_lens` u32 `[b]` as in [`flash_attn_kv_cache`]. Q `[b, s_q, h_q, d]`.
+pub fn flash_attn_paged_kv_cache(
+    q: &Tensor,
+    k_pages: &Tensor,
+    v_pages: &Tensor,
+    block_table: &Tensor,
+    cache_lens: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    check_inputs(q, k_pages, v_pages)?;
+    rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
+    rank(
+        k_pages,
+        "k_pages",
+        4,
+        "[num_pages, page_size, heads_kv, head_dim]",
+    )?;
+    rank(
+        v_pages,
+        "v_pages",
+        4,
+        "[num_pages, page_size, heads_kv, head_dim]",
+    )?;
+    check_u32(
+        block_table,
+        "block_table",
+        q,
+        2,
+        "[batch, pages_per_sequence]",
+    )?;
+    check_u32(cache_lens, "cache_lens", q, 1, "[batch]")?;
+    let op = Attention::new(
+        Call::PagedKvCache {
+            block_table: block_table.clone(),
+            cache_lens: cache_lens.clone(),
+        },
+        options,
+    )?;
+    q.apply_op3_no_bwd(k_pages, v_pages, &op)
+}
+
+/// A variable-length batch (FlashAttention's `flash_attn_varlen`): the sequences packed one
+/// after the other, Q `[total_q, h_q, d]`, K and V `[total_kv, h_kv, d]`; sequence `i` has
+/// the query tokens `cu_seqlens_q[i]..cu_seqlens_q[i + 1]` and the keys
+/// `cu_seqlens_kv[i]..cu_seqlens_kv[i + 1]`. The offsets are host slices (flash-attn validates
+/// them in full before the launch, then uploads them on the stream): where they live on the
+/// GPU as a tensor, `tensor.to_vec1::<u32>()` copies them. Output `[total_q, h_q, d]`.
+pub fn flash_attn_varlen(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cu_seqlens_q: &[u32],
+    cu_seqlens_kv: &[u32],
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    check_inputs(q, k, v)?;
+    rank(q, "q", 3, "[total_q, heads_q, head_dim]")?;
+    rank(k, "k", 3, "[total_kv, heads_kv, head_dim]")?;
+    rank(v, "v", 3, "[total_kv, heads_kv, head_dim]")?;
+    let op = Attention::new(
+        Call::Varlen {
+            cu_seqlens_q: cu_seqlens_q.to_vec(),
+            cu_seqlens_kv: cu_seqlens_kv.to_vec(),
+        },
+        options,
+    )?;
+    q.apply_op3_no_bwd(k, v, &op)
+}
+
+/// candle-flash-attn's window arguments as options: `(None, Some(0))` is plain causal masking
+/// (flash-attn's unmodified kernels), anything else a [`SlidingWindow`].
+fn window_options(left: Option<usize>, right: Option<usize>) -> ForwardOptions {
+    let to_i64 = |size: usize| i64::try_from(size).unwrap_or(i64::MAX);
+    match (left, right) {
+        (None, None) => ForwardOptions::default(),
+        (None, Some(0)) => ForwardOptions {
+            causal: true,
+            ..ForwardOptions::default()
+        },
+        (left, right) => ForwardOptions {
+            window: Some(SlidingWindow {
+                left: left.map(to_i64),
+                right: right.map(to_i64),
+            }),
+            ..ForwardOptions::default()
+        },
+    }
+}
+
+/// Which forward pass, and what it reads besides Q, K and V.
+enum Call {
+    Dense,
+    KvCache {
+        cache_lens: Tensor,
+    },
+    PagedKvCache {
+        block_table: Tensor,
+        cache_lens: Tensor,
+    },
+    Varlen {
+        cu_seqlens_q: Vec<u32>,
+        cu_seqlens_kv: Vec<u32>,
+    },
+}
+
+/// The custom op: one call with its options.
+struct Attention {
+    call: Call,
+    options: ForwardOptions,
+}
+
+impl Attention {
+    fn new(call: Call, options: &ForwardOptions) -> Result<Self, Error> {
+        if options.strides.is_some() {
+            return Err(Error::StridesGiven);
+        }
+        Ok(Self {
+            call,
+            options: *options,
+        })
+    }
+}
+
+/// The checks every call makes before candle's op machinery: Q, K and V on one CUDA device,
+/// Q of f16 or bf16 and K and V of Q's dtype (candle's own errors would not name the tensor).
+fn check_inputs(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<(), Error> {
+    check_device(q, "q", q)?;
+    check_device(k, "k", q)?;
+    check_device(v, "v", q)?;
+    if !matches!(q.dtype(), DType::F16 | DType::BF16) {
+        return Err(Error::Dtype {
+            tensor: "q",
+            dtype: q.dtype(),
+            expected: "f16 or bf16",
+        });
+    }
+    for (tensor, name) in [(k, "k"), (v, "v")] {
+        if tensor.dtype() != q.dtype() {
+            return Err(Error::Dtype {
+                tensor: name,
+                dtype: tensor.dtype(),
+                expected: "q's dtype",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// [`Error::NotCuda`] unless `tensor` is on a CUDA device, [`Error::DeviceMismatch`] unless on
+/// `q`'s.
+fn check_device(tensor: &Tensor, name: &'static str, q: &Tensor) -> Result<(), Error> {
+    let device = tensor.device();
+    if !device.is_cuda() {
+        return Err(Error::NotCuda {
+            tensor: name,
+            device: format!("{:?}", device.location()),
+        });
+    }
+    if !device.same_device(q.device()) {
+        return Err(Error::DeviceMismatch {
+            tensor: name,
+            device: format!("{:?}", device.location()),
+            q_device: format!("{:?}", q.device().location()),
+        });
+    }
+    Ok(())
+}
+
+/// [`Error::Rank`] unless `tensor` has `rank` dimensions.
+fn rank(
+    tensor: &Tensor,
+    name: &'static str,
+    rank: usize,
+    expected: &'static str,
+) -> Result<(), Error> {
+    if tensor.rank() != rank {
+        return Err(Error::Rank {
+            tensor: name,
+            dims: tensor.dims().to_vec(),
+            expected,
+        });
+    }
+    Ok(())
+}
+
+/// A u32 index tensor of `rank` dimensions on Q's device.
+fn check_u32(
+    tensor: &Tensor,
+    name: &'static str,
+    q: &Tensor,
+    dims: usize,
+    expected: &'static str,
+) -> Result<(), Error> {
+    check_device(tensor, name, q)?;
+    if tensor.dtype() != DType::U32 {
+        return Err(Error::Dtype {
+            tensor: name,
+            dtype: tensor.dtype(),
+            expected: "u32",
+        });
+    }
+    rank(tensor, name, dims, expected)
+}
+
+/// One flash-attn instance per GPU ordinal, loaded on first use (its kernels, in the device's
+/// primary context, which candle's `CudaDevice` also uses).
+fn instance(device: &CudaDevice) -> Result<Arc<FlashAttention>, Error> {
+    static INSTANCES: Mutex<Vec<(usize, Arc<FlashAttention>)>> = Mutex::new(Vec::new());
+    let stream = device.cuda_stream();
+    let context = stream.context();
+    let ordinal = context.ordinal();
+    let mut instances = INSTANCES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, attention)) = instances.iter().find(|(device, _)| *device == ordinal) {
+        return Ok(attention.clone());
+    }
+    let attention = Arc::new(FlashAttention::for_cudarc_context(context)?);
+    instances.push((ordinal, attention.clone()));
+    Ok(attention)
+}
+
+/// flash-attn's strides of a `[batch, seq, heads, head_dim]` tensor (`[tokens, heads,
+/// head_dim]` for a packed one, batch stride 0) from candle's layout: the head dimension must
+/// have stride 1. flash-attn checks the rest (multiples of 8, the extents against the buffer).
+fn strides(name: &'static str, layout: &Layout) -> Result<TensorStrides, Error> {
+    let stride = layout.stride();
+    let layout_error = || Error::Layout {
+        tensor: name,
+        stride: stride.to_vec(),
+        requirement: "the head dimension (the last) must have stride 1",
+    };
+    let to_u64 = |s: usize| s as u64;
+    match *stride {
+        [batch, seq, head, 1] => Ok(TensorStrides {
+            batch: to_u64(batch),
+            head: to_u64(head),
+            seq: to_u64(seq),
+        }),
+        [seq, head, 1] => Ok(TensorStrides {
+            batch: 0,
+            head: to_u64(head),
+            seq: to_u64(seq),
+        }),
+        _ => Err(layout_error()),
+    }
+}
+
+/// The contiguous strides of the output, of Q's dims.
+fn output_strides(dims: &[usize]) -> TensorStrides {
+    let to_u64 = |s: usize| s as u64;
+    match *dims {
+        [_, seq, heads, head_dim] => TensorStrides {
+            batch: to_u64(seq * heads * head_dim),
+            head: to_u64(head_dim),
+            seq: to_u64(heads * head_dim),
+        },
+        [_, heads, head_dim] => TensorStrides {
+            batch: 0,
+            head: to_u64(head_dim),
+            seq: to_u64(heads * head_dim),
+        },
+        _ => unreachable!("ranks checked before the op"),
+    }
+}
+
+/// A storage's elements from its layout's start, as a view flash-attn reads.
+fn view<'s, T: candle_core::cuda_backend::CudaDType>(
+    storage: &'s CudaStorage,
+    layout: &Layout,
+) -> candle_core::Result<CudaView<'s, T>> {
+    let slice: &CudaSlice<T> = storage.as_cuda_slice::<T>()?;
+    Ok(slice.slice(layout.start_offset()..))
+}
+
+/// A contiguous u32 tensor's storage, read while the returned guard lives.
+fn u32_view<R>(
+    name: &'static str,
+    tensor: &Tensor,
+    body: impl FnOnce(CudaView<'_, u32>) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
+    let (storage, layout) = tensor.storage_and_layout();
+    if !layout.is_contiguous() {
+        return Err(Error::Layout {
+            tensor: name,
+            stride: layout.stride().to_vec(),
+            requirement: "it must be contiguous",
+        }
+        .into());
+    }
+    match &*storage {
+        Storage::Cuda(storage) => body(view::<u32>(storage, layout)?),
+        _ => Err(Error::NotCuda {
+            tensor: name,
+            device: format!("{:?}", tensor.device().location()),
+        }
+        .into()),
+    }
+}
+
+fn dims_mismatch(what: &'static str, dims: &[usize], other: &[usize]) -> candle_core::Error {
+    Error::ShapeMismatch {
+        what,
+        dims: dims.to_vec(),
+        other: other.to_vec(),
+    }
+    .into()
+}
+
+impl Attention {
+    fn forward<T>(
+        &self,
+        (q, q_layout): (&CudaStorage, &Layout),
+        (k, k_layout): (&CudaStorage, &Layout),
+        (v, v_layout): (&CudaStorage, &Layout),
+    ) -> candle_core::Result<(CudaStorage, Shape)>
+    where
+        T: HalfElement + candle_core::cuda_backend::CudaDType + WithDType,
+        T: candle_core::cuda_backend::cudarc::driver::DeviceRepr
+            + candle_core::cuda_backend::cudarc::driver::ValidAsZeroBits,
+    {
+        let device = q.device().clone();
+        let attention = instance(&device)?;
+        let stream = device.cuda_stream();
+        let on_stream = attention.on_cudarc_stream(&stream).map_err(Error::from)?;
+
+        let (q_dims, k_dims, v_dims) = (q_layout.dims(), k_layout.dims(), v_layout.dims());
+        if k_dims != v_dims {
+            return Err(dims_mismatch(
+                "k and v must have the same dims",
+                k_dims,
+                v_dims,
+            ));
+        }
+        let head_dim = q_dims[q_dims.len() - 1];
+        let heads_q = q_dims[q_dims.len() - 2];
+        let heads_kv = k_dims[k_dims.len() - 2];
+        if k_dims[k_dims.len() - 1] != head_dim {
+            return Err(dims_mismatch(
+                "q and k must have the same head_dim",
+                q_dims,
+                k_dims,
+            ));
+        }
+        let mut options = self.options;
+        let strides = ForwardStrides {
+            q: strides("q", q_layout)?,
+            k: strides("k", k_layout)?,
+            v: strides("v", v_layout)?,
+            o: output_strides(q_dims),
+        };
+        options.strides = Some(strides);
+
+        let (q_view, k_view, v_view) = (
+            view::<T>(q, q_layout)?,
+            view::<T>(k, k_layout)?,
+            view::<T>(v, v_layout)?,
+        );
+        let mut output = device.alloc_zeros::<T>(q_layout.shape().elem_count())?;
+        match &self.call {
+            Call::Dense | Call::KvCache { .. } => {
+                let shape = AttentionShape {
+                    batch: q_dims[0],
+                    heads_q,
+                    heads_kv,
+                    seq_len_q: q_dims[1],
+                    seq_len_kv: k_dims[1],
+                    head_dim,
+                };
+                if k_dims[0] != q_dims[0] {
+                    return Err(dims_mismatch(
+                        "q and k must have the same batch",
+                        q_dims,
+                        k_dims,
+                    ));
+                }
+                match &self.call {
+                    Call::KvCache { cache_lens } => u32_view("cache_lens", cache_lens, |lens| {
+                        on_stream
+                            .forward_kv_cache(
+                                &q_view,
+                                &k_view,
+                                &v_view,
+                                &lens,
+                                &mut output,
+                                None,
+                                shape,
+                                &options,
+                            )
+                            .map_err(|error| Error::from(error).into())
+                    })?,
+                    _ => on_stream
+                        .forward(
+                            &q_view,
+                            &k_view,
+                            &v_view,
+                            &mut output,
+                            None,
+                            shape,
+                            &options,
+                        )
+                        .map_err(Error::from)?,
+                }
+            }
+            Call::PagedKvCache {
+                block_table,
+                cache_lens,
+            } => {
+                if !k_layout.is_contiguous() || !v_layout.is_contiguous() {
+                    let layout = if k_layout.is_contiguous() {
+                        ("v_pages", v_layout)
+                    } else {
+                        ("k_pages", k_layout)
+                    };
+                    return Err(Error::Layout {
+                        tensor: layout.0,
+                        stride: layout.1.stride().to_vec(),
+                        requirement: "paged caches must be contiguous",
+                    }
+                    .into());
+                }
+                let table_dims = block_table.dims();
+                let paged = PagedKvCache {
+                    num_pages: k_dims[0],
+                    page_size: k_dims[1],
+                    pages_per_sequence: table_dims[1],
+                };
+                if table_dims[0] != q_dims[0] {
+                    return Err(dims_mismatch(
+                        "block_table's first dim must be q's batch",
+                        table_dims,
+                        q_dims,
+                    ));
+                }
+                let shape = AttentionShape {
+                    batch: q_dims[0],
+                    heads_q,
+                    heads_kv,
+                    seq_len_q: q_dims[1],
+                    seq_len_kv: paged.pages_per_sequence * paged.page_size,
+                    head_dim,
+                };
+                // The pages' strides are flash-attn's own: it takes them from `paged`.
+                options.strides = Some(ForwardStrides {
+                    k: paged.strides(heads_kv, head_dim).unwrap_or(strides.k),
+                    v: paged.strides(heads_kv, head_dim).unwrap_or(strides.v),
+                    ..strides
+                });
+                u32_view("block_table", block_table, |table| {
+                    u32_view("cache_lens", cache_lens, |lens| {
+                        on_stream
+                            .forward_paged_kv_cache(
+                                &q_view,
+                                &k_view,
+                                &v_view,
+                                &table,
+                                &lens,
+                                &mut output,
+                                None,
+                                shape,
+                                &paged,
+                                &options,
+                            )
+                            .map_err(|error| Error::from(error).into())
+                    })
+                })?
+            }
+            Call::Varlen {
+                cu_seqlens_q,
+                cu_seqlens_kv,
+            } => {
+                let shape = VarlenShape {
+                    cu_seqlens_q,
+                    cu_seqlens_kv,
+                    heads_q,
+                    heads_kv,
+                    head_dim,
+                };
+                on_stream
+                    .forward_varlen(
+                        &q_view,
+                        &k_view,
+                        &v_view,
+                        &mut output,
+                        None,
+                        &shape,
+                        &options,
+                    )
+                    .map_err(Error::from)?
+            }
+        }
+        let output = CudaStorage::wrap_cuda_slice(output, device);
+        Ok((output, q_layout.shape().clone()))
+    }
+}
+
+impl CustomOp3 for Attention {
+    fn name(&self) -> &'static str {
+        "flash-attn"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        Err(Error::NotCuda {
+            tensor: "q",
+            device: "the CPU".into(),
+        }
+        .into())
+    }
+
+    fn cuda_fwd(
+        &self,
+        q: &CudaStorage,
+        q_layout: &Layout,
+        k: &CudaStorage,
+        k_layout: &Layout,
+        v: &CudaStorage,
+        v_layout: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let tensors = ((q, q_layout), (k, k_layout), (v, v_layout));
+        match q.dtype() {
+            DType::F16 => self.forward::<f16>(tensors.0, tensors.1, tensors.2),
+            DType::BF16 => self.forward::<bf16>(tensors.0, tensors.1, tensors.2),
+            dtype => Err(Error::Dtype {
+                tensor: "q",
+                dtype,
+                expected: "f16 or bf16",
+            }
+            .into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_arguments_as_candle_flash_attn_reads_them() {
+        assert_eq!(window_options(None, None), ForwardOptions::default());
+        let causal = window_options(None, Some(0));
+        assert!(causal.causal && causal.window.is_none());
+        let window = window_options(Some(128), Some(0));
+        assert!(!window.causal);
+        assert_eq!(
+            window.window,
+            Some(SlidingWindow {
+                left: Some(128),
+                right: Some(0)
+            })
+        );
+        assert_eq!(
+            window_options(Some(4), None).window,
+            Some(SlidingWindow {
+                left: Some(4),
+                right: None
+            })
+        );
+    }
+
+    #[test]
+    fn strides_from_candle_layouts() {
+        // [b, s, h, d] contiguous.
+        let layout = Layout::contiguous((2, 16, 4, 64));
+        let expected = TensorStrides {
+            batch: 16 * 4 * 64,
+            head: 64,
+            seq: 4 * 64,
+        };
+        assert_eq!(strides("q", &layout).unwrap(), expected);
+        assert_eq!(output_strides(&[2, 16, 4, 64]), expected);
+        // [b, h, s, d] transposed to [b, s, h, d]: read in place.
+        let transposed = Layout::contiguous((2, 4, 16, 64)).transpose(1, 2).unwrap();
+        assert_eq!(
+            strides("q", &transposed).unwrap(),
+            TensorStrides {
+                batch: 4 * 16 * 64,
+                head: 16 * 64,
+                seq: 64,
+            }
+        );
+        // Packed [tokens, h, d]: no batch stride.
+        let packed = Layout::contiguous((100, 4, 64));
+        let expected = TensorStrides {
+            batch: 0,
+            head: 64,
+            seq: 4 * 64,
+        };
+        assert_eq!(strides("q", &packed).unwrap(), expected);
+        assert_eq!(output_strides(&[100, 4, 64]), expected);
+        // The head dimension must be the innermost.
+        let head_dim_strided = Layout::contiguous((2, 16, 64, 4)).transpose(2, 3).unwrap();
+        let error = strides("k", &head_dim_strided).unwrap_err();
+        assert!(
+            matches!(error, Error::Layout { tensor: "k", .. }),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+../../build-support/src/dispatch.rs
