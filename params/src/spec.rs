@@ -120,10 +120,10 @@ pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (6
 /// all the shard's entries of 8 key steps share, with a bounds-check panic that ptxas cannot
 /// link (dense entries included).
 ///
-/// The other head dims have one tile each (two at 256, where ptxas decides which spills), their
-/// fallback kernel's or the fastest measured, which also runs the dense problems of the head
-/// dims padded to it.
-pub const MODIFIED_TILES: [TileConfig; 11] = [
+/// The other head dims have one tile each, their fallback kernel's or the fastest measured
+/// (at 96; at 256 the 8-warp tile: the fallback's 4-warp one spilled as a modified kernel),
+/// which also runs the dense problems of the head dims padded to it.
+pub const MODIFIED_TILES: [TileConfig; 10] = [
     TileConfig::new(64, 64, 4, 3, 32, SmemLayout::Padded, QSource::Registers),
     TileConfig::new(128, 64, 4, 2, 96, SmemLayout::Padded, QSource::SharedMemory),
     TileConfig::new(64, 32, 4, 2, 160, SmemLayout::Padded, QSource::Registers),
@@ -137,15 +137,6 @@ pub const MODIFIED_TILES: [TileConfig; 11] = [
         QSource::SharedMemory,
     ),
     TileConfig::new(64, 32, 4, 2, 224, SmemLayout::Padded, QSource::SharedMemory),
-    TileConfig::new(
-        64,
-        32,
-        4,
-        1,
-        256,
-        SmemLayout::Swizzled,
-        QSource::SharedMemory,
-    ),
     TileConfig::new(
         128,
         32,

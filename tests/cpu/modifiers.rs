@@ -856,14 +856,21 @@ fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
         .iter()
         .filter(|kernel| kernel.spec.variant == Variant::Modified)
     {
-        let dense = FORWARD_KERNELS
-            .iter()
-            .find(|dense| {
-                dense.spec.variant == Variant::Dense
-                    && dense.spec.dtype == kernel.spec.dtype
-                    && dense.spec.tile == kernel.spec.tile
-            })
-            .expect("every modified tile is a dense tile of the shipping set");
+        let Some(dense) = FORWARD_KERNELS.iter().find(|dense| {
+            dense.spec.variant == Variant::Dense
+                && dense.spec.dtype == kernel.spec.dtype
+                && dense.spec.tile == kernel.spec.tile
+        }) else {
+            // The modified tiles of head dims 96 and 256 are not their fallbacks' (the fallback
+            // tile spilled as a modified kernel at 256, the modified tile as a dense one at 96):
+            // no dense twin in the shipping set to compare with.
+            assert!(
+                matches!(kernel.spec.tile.head_dim, 96 | 256),
+                "{} has no dense kernel of its tile in the shipping set",
+                kernel.entry
+            );
+            continue;
+        };
         let shape = AttentionShape {
             head_dim: kernel.spec.tile.head_dim,
             ..SHAPE
@@ -873,6 +880,10 @@ fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
             (Layout::Bshd, None),
             (Layout::Bhsd, Some(strided)),
         ] {
+            // The explicit strides hold rows of at most 136 elements.
+            if strides.is_some() && shape.head_dim > 136 {
+                continue;
+            }
             let plain = ForwardOptions {
                 causal: true,
                 layout,
