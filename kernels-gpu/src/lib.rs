@@ -43,20 +43,8 @@ pub mod smem;
 #[doc(hidden)]
 pub use flash_attn_params::{
     pads_head_dim, ForwardParams, ModifiedParams, ModifierParams, QSource, SequenceParams,
-    ServingParams,
+    ServingParams, Variant,
 };
-
-/// The variant of a main loop's `(serving, paged, modified)` switches.
-#[doc(hidden)]
-pub const fn variant_of(serving: bool, paged: bool, modified: bool) -> flash_attn_params::Variant {
-    use flash_attn_params::Variant;
-    match (serving, paged, modified) {
-        (_, true, _) => Variant::Paged,
-        (true, false, _) => Variant::Serving,
-        (false, false, true) => Variant::Modified,
-        (false, false, false) => Variant::Dense,
-    }
-}
 
 /// The shared-memory tile type of a `SmemLayout` variant.
 #[doc(hidden)]
@@ -96,6 +84,7 @@ macro_rules! forward_entry {
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ForwardParams) {
             $crate::main_loop!(
                 $axes,
+                Dense,
                 (false, false, false),
                 &params,
                 &$crate::SequenceParams::DENSE,
@@ -112,6 +101,7 @@ macro_rules! forward_entry {
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
             $crate::main_loop!(
                 $axes,
+                Serving,
                 (true, false, false),
                 &params.forward,
                 &params.sequences,
@@ -129,6 +119,7 @@ macro_rules! forward_entry {
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ServingParams) {
             $crate::main_loop!(
                 $axes,
+                Paged,
                 (true, true, false),
                 &params.forward,
                 &params.sequences,
@@ -146,6 +137,7 @@ macro_rules! forward_entry {
         pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedParams) {
             $crate::main_loop!(
                 $axes,
+                Modified,
                 (false, false, true),
                 &params.forward,
                 &$crate::SequenceParams::DENSE,
@@ -156,12 +148,12 @@ macro_rules! forward_entry {
 }
 
 /// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
-/// for one element type, tile and variant (`($serving, $paged, $modified)`): one arm per family,
-/// so a family without a main loop fails to compile here.
+/// for one element type, tile and variant (`$variant`, and its switches `($serving, $paged,
+/// $modified)`): one arm per family, so a family without a main loop fails to compile here.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
-    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm80::forward::<
             $crate::mma::MmaSync<$crate::element::$dtype>,
             $crate::shared_tile!($layout, $head_dim),
@@ -177,7 +169,7 @@ macro_rules! main_loop {
             $serving,
             $paged,
             $modified,
-            { $crate::pads_head_dim($crate::variant_of($serving, $paged, $modified), $head_dim) },
+            { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
 }

@@ -52,18 +52,21 @@ pub const MAX_HEAD_DIM: usize = 256;
 /// every copy (a kernel zero-fills the chunks past the problem's head dim and never stores them).
 pub const HEAD_DIM_GRANULE: usize = CHUNK_ELEMS;
 
-/// The head dim of the kernels that run a problem of head dim `head_dim`: the smallest of
-/// [`CANDIDATE_HEAD_DIMS`] at least `head_dim`, which the kernel pads to with zeros (as
-/// FlashAttention does). `None` unless `head_dim` is a multiple of [`HEAD_DIM_GRANULE`] in
-/// `8..=MAX_HEAD_DIM`.
+/// The head dim of the kernels that run a problem of head dim `head_dim`: `head_dim` itself if
+/// it is one of [`CANDIDATE_HEAD_DIMS`], else the smallest larger one whose kernels pad
+/// ([`crate::spec::pads_head_dim`]: not 64 or 128), which the kernel pads to (as FlashAttention
+/// does): 8-24 run on 32, 40-88 on 96, 104-152 on 160. `None` unless `head_dim` is a multiple
+/// of [`HEAD_DIM_GRANULE`] in `8..=MAX_HEAD_DIM`.
 pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
     if head_dim == 0 || !head_dim.is_multiple_of(HEAD_DIM_GRANULE) {
         return None;
     }
     let mut index = 0;
     while index < CANDIDATE_HEAD_DIMS.len() {
-        if CANDIDATE_HEAD_DIMS[index] >= head_dim {
-            return Some(CANDIDATE_HEAD_DIMS[index]);
+        let candidate = CANDIDATE_HEAD_DIMS[index];
+        let pads = crate::spec::pads_head_dim(crate::spec::Variant::Modified, candidate);
+        if candidate == head_dim || (candidate > head_dim && pads) {
+            return Some(candidate);
         }
         index += 1;
     }

@@ -160,8 +160,8 @@ fn every_multiple_of_8_up_to_256_runs_on_the_next_kernel_head_dim() {
         };
         assert_eq!(plan.kernel().spec.variant, variant, "head dim {head_dim}");
         assert_eq!(
-            padded_head_dim(head_dim) == Some(head_dim),
-            expected == head_dim,
+            padded_head_dim(head_dim),
+            Some(expected),
             "head dim {head_dim}"
         );
         // The kernel reads and writes the problem's columns only: the params carry its head
