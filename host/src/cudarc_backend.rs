@@ -27,21 +27,22 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError, SyncOnDrop,
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DriverError,
+    SyncOnDrop,
 };
 
 use crate::{
-    check_block_table, check_cache_lens, plan_varlen, plan_varlen_kv_cache, problem,
-    AttentionShape, BufferLengths, Element, Error, FlashAttention, ForwardOptions, HalfElement,
-    LaunchPlan, LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers,
+    check_cache_buffers, plan_alibi, plan_varlen, plan_varlen_kv_cache, problem, AlibiLayout,
+    AlibiSlopes, AttentionShape, BufferLengths, Element, Error, FlashAttention, ForwardOptions,
+    HalfElement, LaunchPlan, LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers,
     VarlenCacheShape, VarlenShape,
 };
 
 /// A [`FlashAttention`] whose calls are enqueued on a caller's cudarc stream, of the instance's
 /// device's primary context: [`FlashAttention::on_cudarc_stream`]. Its calls are
-/// [`FlashAttention::forward`] and its KV-cache and variable-length siblings over cudarc
-/// buffers of half 2's (or half 1.8's) `f16` and `bf16`, validated as those are; they return
-/// once the kernel is enqueued.
+/// [`FlashAttention::forward`], its ALiBi sibling and its KV-cache and variable-length siblings
+/// over cudarc buffers of half 2's (or half 1.8's) `f16` and `bf16`, validated as those are;
+/// they return once the kernel is enqueued.
 ///
 /// ```no_run
 /// use cudarc::driver::CudaContext;
@@ -112,13 +113,44 @@ impl FlashAttention {
 }
 
 /// The tensors of one call, as cudarc buffers (the logsumexp's lifetime is its own: a `&mut`
-/// to a trait object inside an `Option` is not coerced to a shorter one).
+/// to a trait object inside an `Option` is not coerced to a shorter one), and the ALiBi slopes
+/// of an ALiBi call.
 struct Tensors<'b, 'l, T> {
     q: &'b dyn DevicePtr<T>,
     k: &'b dyn DevicePtr<T>,
     v: &'b dyn DevicePtr<T>,
     output: &'b mut dyn DevicePtrMut<T>,
     lse: Option<&'l mut dyn DevicePtrMut<f32>>,
+    alibi: Option<Slopes<'b>>,
+}
+
+impl<'b, 'l, T> Tensors<'b, 'l, T> {
+    /// The tensors of a call without ALiBi.
+    fn new(
+        q: &'b dyn DevicePtr<T>,
+        k: &'b dyn DevicePtr<T>,
+        v: &'b dyn DevicePtr<T>,
+        output: &'b mut dyn DevicePtrMut<T>,
+        lse: Option<&'l mut dyn DevicePtrMut<f32>>,
+    ) -> Self {
+        Self {
+            q,
+            k,
+            v,
+            output,
+            lse,
+            alibi: None,
+        }
+    }
+}
+
+/// The ALiBi slopes of a call, already checked against its plan: host slopes
+/// ([`LaunchPlan::check_alibi_slopes`]), which the call uploads on the caller's stream, or the
+/// caller's slopes on the device ([`LaunchPlan::check_alibi_slopes_len`]).
+#[derive(Clone, Copy)]
+enum Slopes<'b> {
+    Host(&'b [f32]),
+    Device(&'b dyn DevicePtr<f32>),
 }
 
 /// What a serving kernel reads besides the tensors: the caller's cache lengths and block table,
@@ -158,12 +190,87 @@ impl CudarcAttention<'_> {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan(T::Half1::DTYPE, &shape, options, self.attention.sm_count())?;
+        self.launch(plan, Tensors::new(q, k, v, output, lse), None)
+    }
+
+    /// [`FlashAttention::forward_alibi`] on this stream: [`Self::forward`] with ALiBi biases,
+    /// the slopes `alibi` on the host (see [`AlibiSlopes`]), the options' window and softcap
+    /// applying as in `forward`. Validated as `forward_alibi` is: the problem by
+    /// [`plan_alibi`], the slopes in full by [`LaunchPlan::check_alibi_slopes`] (enough of
+    /// them, each finite and its bias over the problem finite in f32), before anything is
+    /// enqueued.
+    ///
+    /// The slopes the plan reads are copied to a device buffer allocated on this stream
+    /// (`CudaStream::clone_htod`: `cuMemcpyHtoDAsync`, ordered before the kernel; from pageable
+    /// memory the driver stages the source before the call returns), which is freed there after
+    /// the kernel (a `CudaSlice` frees on its own stream: `cuMemFreeAsync` where the device has
+    /// memory pools, else once the stream is synchronised), as [`Self::forward_varlen`] uploads
+    /// its offsets. It does not use the instance's slopes buffer, which belongs to the
+    /// instance's own stream: a later cust call could overwrite it there while the kernel on
+    /// this stream still reads it. So each call allocates; for CUDA graph capture, or slopes
+    /// that live on the device already, see [`Self::forward_alibi_device_slopes`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_alibi<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k: &impl DevicePtr<T>,
+        v: &impl DevicePtr<T>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = plan_alibi(
+            T::Half1::DTYPE,
+            &shape,
+            options,
+            alibi.layout,
+            self.attention.sm_count(),
+        )?;
+        plan.check_alibi_slopes(alibi.slopes)?;
         let tensors = Tensors {
-            q,
-            k,
-            v,
-            output,
-            lse,
+            alibi: Some(Slopes::Host(alibi.slopes)),
+            ..Tensors::new(q, k, v, output, lse)
+        };
+        self.launch(plan, tensors, None)
+    }
+
+    /// [`Self::forward_alibi`] with the slopes already on the device: `slopes` at least
+    /// [`AlibiLayout::slopes`] f32 in `layout`, of the instance's context, read by the kernel
+    /// after their last write (cudarc's guard, as for the tensors). Allocates nothing and does
+    /// not synchronise, so it can be captured in a CUDA graph.
+    ///
+    /// Only the slopes' count is checked ([`LaunchPlan::check_alibi_slopes_len`]:
+    /// [`Error::AlibiSlopesTooShort`]), not their values, which stay on the device: a slope
+    /// that [`LaunchPlan::check_alibi_slopes`] would reject (not finite, or its bias over the
+    /// problem not finite in f32) gives NaN or infinite outputs, never an access outside a
+    /// buffer, as for [`FlashAttention::forward_alibi_raw`]. Where the slopes are on the host,
+    /// [`Self::forward_alibi`] checks them in full.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_alibi_device_slopes<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k: &impl DevicePtr<T>,
+        v: &impl DevicePtr<T>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        slopes: &impl DevicePtr<f32>,
+        layout: AlibiLayout,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = plan_alibi(
+            T::Half1::DTYPE,
+            &shape,
+            options,
+            layout,
+            self.attention.sm_count(),
+        )?;
+        plan.check_alibi_slopes_len(slopes.len())?;
+        let tensors = Tensors {
+            alibi: Some(Slopes::Device(slopes)),
+            ..Tensors::new(q, k, v, output, lse)
         };
         self.launch(plan, tensors, None)
     }
@@ -188,19 +295,14 @@ impl CudarcAttention<'_> {
     ) -> Result<(), Error> {
         let plan =
             problem::plan_kv_cache(T::Half1::DTYPE, &shape, options, self.attention.sm_count())?;
-        check_cache_lens(cache_lens.len(), shape.batch)?;
-        let tensors = Tensors {
-            q,
-            k: k_cache,
-            v: v_cache,
-            output,
-            lse,
+        let tensors = Tensors::new(q, k_cache, v_cache, output, lse);
+        let cache = Cache {
+            batch: shape.batch,
+            cache_lens,
+            block_table: None,
+            cu_seqlens_q: None,
         };
-        let sequences = Sequences {
-            cache_lens: Some(cache_lens),
-            ..Sequences::default()
-        };
-        self.launch(plan, tensors, Some(sequences))
+        self.launch_on_cache(plan, tensors, cache)
     }
 
     /// [`FlashAttention::forward_paged_kv_cache`] on this stream: `k_pages` and `v_pages`
@@ -229,21 +331,14 @@ impl CudarcAttention<'_> {
             options,
             self.attention.sm_count(),
         )?;
-        check_cache_lens(cache_lens.len(), shape.batch)?;
-        check_block_table(block_table.len(), &plan)?;
-        let tensors = Tensors {
-            q,
-            k: k_pages,
-            v: v_pages,
-            output,
-            lse,
-        };
-        let sequences = Sequences {
-            cache_lens: Some(cache_lens),
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse);
+        let cache = Cache {
+            batch: shape.batch,
+            cache_lens,
             block_table: Some(block_table),
-            ..Sequences::default()
+            cu_seqlens_q: None,
         };
-        self.launch(plan, tensors, Some(sequences))
+        self.launch_on_cache(plan, tensors, cache)
     }
 
     /// [`FlashAttention::forward_varlen`] on this stream: the sequences of `shape` packed one
@@ -262,18 +357,11 @@ impl CudarcAttention<'_> {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = plan_varlen(T::Half1::DTYPE, &shape.extents()?, options)?;
-        let tensors = Tensors {
-            q,
-            k,
-            v,
-            output,
-            lse,
-        };
         let sequences = Sequences {
             offsets: Some((shape.cu_seqlens_q, shape.cu_seqlens_kv)),
             ..Sequences::default()
         };
-        self.launch(plan, tensors, Some(sequences))
+        self.launch(plan, Tensors::new(q, k, v, output, lse), Some(sequences))
     }
 
     /// [`FlashAttention::forward_varlen_kv_cache`] on this stream: the queries of `shape`
@@ -301,20 +389,14 @@ impl CudarcAttention<'_> {
             options,
             self.attention.sm_count(),
         )?;
-        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
-        let tensors = Tensors {
-            q,
-            k: k_cache,
-            v: v_cache,
-            output,
-            lse,
+        let tensors = Tensors::new(q, k_cache, v_cache, output, lse);
+        let cache = Cache {
+            batch: extents.longest.batch,
+            cache_lens,
+            block_table: None,
+            cu_seqlens_q: Some(shape.cu_seqlens_q),
         };
-        let sequences = Sequences {
-            cache_lens: Some(cache_lens),
-            offsets: Some((shape.cu_seqlens_q, &[])),
-            ..Sequences::default()
-        };
-        self.launch(plan, tensors, Some(sequences))
+        self.launch_on_cache(plan, tensors, cache)
     }
 
     /// [`FlashAttention::forward_varlen_paged_kv_cache`] on this stream: as
@@ -342,30 +424,47 @@ impl CudarcAttention<'_> {
             options,
             self.attention.sm_count(),
         )?;
-        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
-        check_block_table(block_table.len(), &plan)?;
-        let tensors = Tensors {
-            q,
-            k: k_pages,
-            v: v_pages,
-            output,
-            lse,
-        };
-        let sequences = Sequences {
-            cache_lens: Some(cache_lens),
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse);
+        let cache = Cache {
+            batch: extents.longest.batch,
+            cache_lens,
             block_table: Some(block_table),
-            offsets: Some((shape.cu_seqlens_q, &[])),
+            cu_seqlens_q: Some(shape.cu_seqlens_q),
+        };
+        self.launch_on_cache(plan, tensors, cache)
+    }
+
+    /// The KV-cache calls' common end: checks the cache lengths and the block table by their
+    /// lengths (as the cust calls do), then launches with them.
+    fn launch_on_cache<T: HalfElement>(
+        &self,
+        plan: LaunchPlan,
+        tensors: Tensors<'_, '_, T>,
+        cache: Cache<'_>,
+    ) -> Result<(), Error> {
+        check_cache_buffers(
+            &plan,
+            cache.batch,
+            cache.cache_lens.len(),
+            cache.block_table.map(|table| table.len()),
+        )?;
+        let sequences = Sequences {
+            cache_lens: Some(cache.cache_lens),
+            block_table: cache.block_table,
+            offsets: cache
+                .cu_seqlens_q
+                .map(|cu_seqlens_q| (cu_seqlens_q, &[][..])),
         };
         self.launch(plan, tensors, Some(sequences))
     }
 
     /// Checks the buffers' lengths and contexts, allocates what the call owns (the offsets of a
-    /// variable-length batch, the split-KV workspace), takes every address through cudarc's
-    /// guards on this stream and launches `plan` (`sequences` for a serving plan, `None` for a
-    /// dense one).
+    /// variable-length batch, host ALiBi slopes' device copy, the split-KV workspace), takes
+    /// every address through cudarc's guards on this stream and launches `plan` (`sequences`
+    /// for a serving plan, `None` for a dense one).
     fn launch<T: HalfElement>(
         &self,
-        plan: LaunchPlan,
+        mut plan: LaunchPlan,
         tensors: Tensors<'_, '_, T>,
         sequences: Option<Sequences<'_>>,
     ) -> Result<(), Error> {
@@ -388,6 +487,9 @@ impl CudarcAttention<'_> {
         if let Some(lse) = &tensors.lse {
             attention.check_context("lse", lse.stream().context())?;
         }
+        if let Some(Slopes::Device(slopes)) = tensors.alibi {
+            attention.check_context("alibi_slopes", slopes.stream().context())?;
+        }
         let sequences = sequences.unwrap_or_default();
         for (what, buffer) in [
             ("cache_lens", sequences.cache_lens),
@@ -404,11 +506,13 @@ impl CudarcAttention<'_> {
             .offsets
             .map(|(cu_seqlens_q, cu_seqlens_kv)| {
                 // Both lists in one buffer: one upload.
-                stream
-                    .clone_htod(&[cu_seqlens_q, cu_seqlens_kv].concat())
-                    .map_err(driver_error("CudaStream::clone_htod"))
+                upload(stream, &[cu_seqlens_q, cu_seqlens_kv].concat())
             })
             .transpose()?;
+        let uploaded_slopes = match tensors.alibi {
+            Some(Slopes::Host(slopes)) => Some(upload(stream, &slopes[..plan.alibi_slopes_len()])?),
+            _ => None,
+        };
         let workspace = CallWorkspace::allocate(stream, &plan)?;
 
         let (q, _q_read) = tensors.q.device_ptr(stream);
@@ -422,6 +526,15 @@ impl CudarcAttention<'_> {
             }
             None => (None, None),
         };
+        let slopes: Option<&dyn DevicePtr<f32>> = match (tensors.alibi, &uploaded_slopes) {
+            (Some(Slopes::Device(slopes)), _) => Some(slopes),
+            (_, Some(uploaded)) => Some(uploaded),
+            _ => None,
+        };
+        let (alibi_slopes, _slopes_read) = address_of(slopes, stream);
+        if let Some(modifiers) = plan.modifiers.as_mut() {
+            modifiers.alibi_slopes = alibi_slopes;
+        }
         let (seq_used_kv, _cache_lens_read) = address_of(sequences.cache_lens, stream);
         let (block_table, _block_table_read) = address_of(sequences.block_table, stream);
         let offsets_address = offsets.as_ref().map(|offsets| offsets.device_ptr(stream));
@@ -441,15 +554,18 @@ impl CudarcAttention<'_> {
         };
         let serving = plan.sequences().is_some();
         // SAFETY: the stream and every buffer belong to the instance's context (checked above);
-        // each buffer holds every element the plan reaches (`check_buffers`, the cache-length
-        // and block-table checks, the offsets validated by `VarlenShape::extents` against the
-        // token counts the tensors were checked for); `output` and `lse` are borrowed mutably,
-        // so they alias no input, and the plan rejected overlapping output strides. The stream
-        // waits for the buffers' pending writes (and the outputs' pending reads) through
+        // each buffer holds every element the plan reaches (`check_buffers`, the cache-length,
+        // block-table and slope-count checks, the offsets validated by `VarlenShape::extents`
+        // against the token counts the tensors were checked for); `output` and `lse` are
+        // borrowed mutably, so they alias no input, and the plan rejected overlapping output
+        // strides. A slope's value cannot make the kernel reach outside a buffer (host slopes
+        // were checked in full; a device slope out of range gives NaN or infinite outputs). The
+        // stream waits for the buffers' pending writes (and the outputs' pending reads) through
         // cudarc's guards, which record this launch once it is enqueued. A `CudaSlice` frees
         // its memory on its own stream after waiting for its recorded uses, and the buffers
-        // this call allocated (the offsets, uploaded on the stream before the kernel; the
-        // workspace, zeroed there) are dropped after the launch, freed in the stream's order.
+        // this call allocated (the offsets and the slopes, uploaded on the stream before the
+        // kernel; the workspace, zeroed there) are dropped after the launch, freed in the
+        // stream's order.
         unsafe {
             attention.launch(
                 stream.cu_stream().cast(),
@@ -461,9 +577,26 @@ impl CudarcAttention<'_> {
     }
 }
 
-/// The address of an optional u32 input (0: none) and cudarc's guard for its read.
-fn address_of<'b>(
-    buffer: Option<&'b dyn DevicePtr<u32>>,
+/// A KV-cache call's index buffers: `cache_lens` (at least `batch` u32), the block table of a
+/// paged cache, and the query offsets of a variable-length batch (validated).
+struct Cache<'b> {
+    batch: usize,
+    cache_lens: &'b dyn DevicePtr<u32>,
+    block_table: Option<&'b dyn DevicePtr<u32>>,
+    cu_seqlens_q: Option<&'b [u32]>,
+}
+
+/// `data` copied to a new device buffer on `stream` (`CudaStream::clone_htod`), which a
+/// call's kernel reads after the copy and which is freed on `stream` once dropped.
+fn upload<E: DeviceRepr>(stream: &Arc<CudaStream>, data: &[E]) -> Result<CudaSlice<E>, Error> {
+    stream
+        .clone_htod(data)
+        .map_err(driver_error("CudaStream::clone_htod"))
+}
+
+/// The address of an optional input (0: none) and cudarc's guard for its read.
+fn address_of<'b, E>(
+    buffer: Option<&'b dyn DevicePtr<E>>,
     stream: &'b CudaStream,
 ) -> (u64, Option<SyncOnDrop<'b>>) {
     match buffer {

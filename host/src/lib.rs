@@ -153,25 +153,29 @@ struct Workspace {
     counters: Option<DeviceBuffer<u32>>,
 }
 
-/// [`Error::CacheLengthsTooShort`] unless a cache-lengths buffer of `lengths` u32 holds one
-/// length per sequence.
-fn check_cache_lens(lengths: usize, batch: usize) -> Result<(), Error> {
-    if lengths < batch {
-        return Err(Error::CacheLengthsTooShort { lengths, batch });
-    }
-    Ok(())
-}
-
-/// [`Error::BlockTableTooShort`] unless a block table of `length` u32 holds every page index
-/// of the paged `plan`.
-fn check_block_table(length: usize, plan: &LaunchPlan) -> Result<(), Error> {
-    if length < plan.block_table_len() {
-        return Err(Error::BlockTableTooShort {
-            length,
-            required: plan.block_table_len(),
+/// The checks of a KV-cache call's index buffers, by their lengths in u32:
+/// [`Error::CacheLengthsTooShort`] unless `cache_lens` hold one length per sequence (`batch`),
+/// then [`Error::BlockTableTooShort`] unless a paged call's block table (`block_table`, `None`
+/// for a contiguous cache) holds every page index of `plan`.
+fn check_cache_buffers(
+    plan: &LaunchPlan,
+    batch: usize,
+    cache_lens: usize,
+    block_table: Option<usize>,
+) -> Result<(), Error> {
+    if cache_lens < batch {
+        return Err(Error::CacheLengthsTooShort {
+            lengths: cache_lens,
+            batch,
         });
     }
-    Ok(())
+    match block_table {
+        Some(length) if length < plan.block_table_len() => Err(Error::BlockTableTooShort {
+            length,
+            required: plan.block_table_len(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The device buffers a serving kernel reads besides the tensors: the sequence offsets of a
@@ -388,7 +392,7 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_kv_cache(T::DTYPE, &shape, options, self.sm_count())?;
-        check_cache_lens(cache_lens.len(), shape.batch)?;
+        check_cache_buffers(&plan, shape.batch, cache_lens.len(), None)?;
         let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),
@@ -419,8 +423,12 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let plan = problem::plan_paged_kv_cache(T::DTYPE, &shape, paged, options, self.sm_count())?;
-        check_cache_lens(cache_lens.len(), shape.batch)?;
-        check_block_table(block_table.len(), &plan)?;
+        check_cache_buffers(
+            &plan,
+            shape.batch,
+            cache_lens.len(),
+            Some(block_table.len()),
+        )?;
         let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),

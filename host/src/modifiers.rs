@@ -10,8 +10,11 @@
 //!   the call, as the tensors do, through calls of their own: [`FlashAttention::forward_alibi`]
 //!   (host slopes, validated and uploaded on the instance's stream),
 //!   [`FlashAttention::forward_host_alibi`] and [`FlashAttention::forward_alibi_raw`] (a device
-//!   address, [`RawAlibiSlopes`], for callers on other bindings); [`plan_alibi`] plans them
-//!   without a GPU, [`LaunchPlan::check_alibi_slopes`] checks host slopes.
+//!   address, [`RawAlibiSlopes`], for callers on other bindings), and with the `cudarc` feature
+//!   `CudarcAttention::forward_alibi` (host slopes, validated and uploaded on the caller's
+//!   stream) and `CudarcAttention::forward_alibi_device_slopes` (a cudarc buffer); [`plan_alibi`]
+//!   plans them without a GPU, [`LaunchPlan::check_alibi_slopes`] checks host slopes and
+//!   [`LaunchPlan::check_alibi_slopes_len`] the count of slopes on the device.
 //!
 //! A problem whose options bound nothing beyond causal masking runs the dense kernels, which
 //! know none of this: the window `(None, Some(0))` is causal masking, and a window offset that
@@ -415,19 +418,39 @@ impl LaunchPlan {
         self.modifiers.as_ref()
     }
 
+    /// The part of [`Self::check_alibi_slopes`] that needs no values, for slopes already on
+    /// the device: [`Error::AlibiSlopesTooShort`] unless `length` f32 hold
+    /// [`Self::alibi_slopes_len`] slopes.
+    ///
+    /// ```
+    /// use flash_attn::{plan_alibi, AlibiLayout, AttentionShape, Dtype, Error, ForwardOptions};
+    ///
+    /// let shape = AttentionShape::new(2, 8, 512, 64);
+    /// let layout = AlibiLayout::PerBatchAndHead;
+    /// let plan = plan_alibi(Dtype::F16, &shape, &ForwardOptions::default(), layout, 132)?;
+    /// assert_eq!(plan.check_alibi_slopes_len(16), Ok(()));
+    /// assert_eq!(
+    ///     plan.check_alibi_slopes_len(8),
+    ///     Err(Error::AlibiSlopesTooShort { length: 8, required: 16 })
+    /// );
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn check_alibi_slopes_len(&self, length: usize) -> Result<(), Error> {
+        let required = self.alibi_slopes;
+        if length < required {
+            return Err(Error::AlibiSlopesTooShort { length, required });
+        }
+        Ok(())
+    }
+
     /// Whether `slopes` serve this plan of [`plan_alibi`]: at least
     /// [`Self::alibi_slopes_len`] of them ([`Error::AlibiSlopesTooShort`]), each finite and
     /// small enough that its bias over the problem's longest distance (`max(seq_len_q,
     /// seq_len_kv)`) stays finite in f32, in the kernel's units and in log2 units
     /// ([`Error::InvalidAlibiSlope`], naming the first that is not). Extra slopes are not read.
     pub fn check_alibi_slopes(&self, slopes: &[f32]) -> Result<(), Error> {
+        self.check_alibi_slopes_len(slopes.len())?;
         let required = self.alibi_slopes;
-        if slopes.len() < required {
-            return Err(Error::AlibiSlopesTooShort {
-                length: slopes.len(),
-                required,
-            });
-        }
         let slope_scale = self.modifiers.map_or(0.0, |m| m.alibi_slope_scale) as f64;
         let longest = self.params.seq_len_q.max(self.params.seq_len_kv) as f64;
         let log2_scale = self.params.scale_log2 as f64;

@@ -21,8 +21,8 @@ use crate::problem::{
     MAX_GRID_YZ,
 };
 use crate::{
-    check_block_table, check_cache_lens, device_tensors, AttentionShape, BufferLengths, Element,
-    Error, FlashAttention, ForwardOptions, ForwardStrides, LaunchPlan, PagedKvCache, RawStream,
+    check_cache_buffers, device_tensors, AttentionShape, BufferLengths, Element, Error,
+    FlashAttention, ForwardOptions, ForwardStrides, LaunchPlan, PagedKvCache, RawStream,
     RawTensors, RawWorkspace, SequenceBuffers, MAX_TENSOR_BYTES,
 };
 
@@ -640,7 +640,7 @@ impl FlashAttention {
     ) -> Result<(), Error> {
         let extents = shape.extents()?;
         let plan = plan_varlen_kv_cache(T::DTYPE, &extents, None, options, self.sm_count())?;
-        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
+        check_cache_buffers(&plan, extents.longest.batch, cache_lens.len(), None)?;
         let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),
@@ -671,8 +671,12 @@ impl FlashAttention {
     ) -> Result<(), Error> {
         let extents = shape.extents()?;
         let plan = plan_varlen_kv_cache(T::DTYPE, &extents, Some(paged), options, self.sm_count())?;
-        check_cache_lens(cache_lens.len(), extents.longest.batch)?;
-        check_block_table(block_table.len(), &plan)?;
+        check_cache_buffers(
+            &plan,
+            extents.longest.batch,
+            cache_lens.len(),
+            Some(block_table.len()),
+        )?;
         let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
         let buffers = SequenceBuffers {
             seq_used_kv: cache_lens.as_device_ptr().as_raw(),

@@ -519,6 +519,19 @@ fn alibi_slopes_that_are_too_few_or_not_finite_are_rejected() {
             other => panic!("slope {bad}: {other:?}"),
         }
     }
+    // The count alone, for slopes on the device: the same rule, and the same error, as the
+    // full check's first step; a plan without ALiBi needs none.
+    for length in [0, 15, 16, 17] {
+        let full = plan.check_alibi_slopes(&vec![0.25f32; length]);
+        assert_eq!(plan.check_alibi_slopes_len(length), full, "{length} slopes");
+    }
+    let plain = flash_attn::plan(
+        Dtype::F16,
+        &SHAPE,
+        &ForwardOptions::default(),
+        H100_SM_COUNT,
+    );
+    assert_eq!(plain.unwrap().check_alibi_slopes_len(0), Ok(()));
     // Negative and zero slopes are biases like any other.
     let mut slopes = slopes.clone();
     slopes[0] = -0.5;

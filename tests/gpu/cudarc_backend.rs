@@ -1,20 +1,25 @@
 //! The cudarc backend (feature `cudarc`): every call over cudarc buffers of half 2's `f16` and
 //! `bf16`, uploaded on one stream of the primary context and run on another (so that cudarc's
 //! event tracking is on and the calls must order themselves after the uploads), against the
-//! f64 reference and the cust path's bits; the context and buffer checks, which launch
-//! nothing. Outputs and logsumexps are poisoned with NaN before every run.
+//! f64 reference and the cust path's bits (ALiBi with host slopes and with slopes on the
+//! device included); the context, buffer and slope checks, which launch nothing. Outputs and
+//! logsumexps are poisoned with NaN before every run.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use cust::memory::{CopyDestination, DeviceBuffer};
-use flash_attn::reference::{attention, error_stats, random_normal, within_tolerance, Precision};
+use flash_attn::reference::{
+    attention, attention_with, error_stats, random_normal, within_tolerance, Precision, Scoring,
+};
 use flash_attn::{
-    plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, HalfElement,
-    Layout, PagedKvCache, VarlenCacheShape, VarlenShape,
+    plan_kv_cache, AlibiLayout, AlibiSlopes, AttentionShape, Element, Error, FlashAttention,
+    ForwardOptions, HalfElement, Layout, PagedKvCache, SlidingWindow, VarlenCacheShape,
+    VarlenShape,
 };
 use half2::{bf16, f16};
 
+use crate::modifiers::slopes;
 use crate::support::{assert_logsumexps, fresh_seed, gpu};
 
 /// A half 2 element type cudarc can copy.
@@ -527,4 +532,318 @@ pub(crate) fn other_contexts_and_short_buffers_are_rejected() {
         f64s(&output).all(f64::is_nan),
         "a rejected call wrote its output"
     );
+}
+
+/// One ALiBi problem of [`alibi_calls`]: its slopes, options and inputs, and the buffers of
+/// the cudarc runs (host slopes, device slopes) and the cust run.
+struct AlibiRun<T: Half2> {
+    layout: AlibiLayout,
+    options: ForwardOptions,
+    slopes: Vec<f32>,
+    q: Vec<T>,
+    k: Vec<T>,
+    v: Vec<T>,
+    host: (CudaSlice<T>, CudaSlice<f32>),
+    device: (CudaSlice<T>, CudaSlice<f32>),
+    cust: (DeviceBuffer<T::Half1>, DeviceBuffer<f32>),
+}
+
+/// ALiBi through cudarc, per query head and per (batch, query head), alone and with a window
+/// and a softcap, causal or not: `forward_alibi` (host slopes, checked, uploaded on the
+/// caller's stream) and `forward_alibi_device_slopes` (slopes uploaded on the other stream,
+/// read through a view after that write) give the bits of the cust `forward_alibi`, within
+/// the reference tolerance, the logsumexp too. Every case's cudarc calls are enqueued back to
+/// back before anything is waited for, the slopes of one call differing from the next's in
+/// count and values: each call reads its own.
+fn alibi_calls<T: Half2>() {
+    let s = streams();
+    let on_stream = s.gpu.on_cudarc_stream(&s.compute).unwrap();
+    let shape = AttentionShape {
+        batch: 2,
+        heads_q: 8,
+        heads_kv: 2,
+        seq_len_q: 129,
+        seq_len_kv: 300,
+        head_dim: 128,
+    };
+    let (q_len, kv_len) = (shape.q_elements().unwrap(), shape.kv_elements().unwrap());
+    let lse_len = shape.lse_elements().unwrap();
+    let seed = fresh_seed();
+    let context = format!("{shape:?}, seed {seed} (FLASH_ATTN_SEED={seed})");
+    let cases = [
+        (AlibiLayout::PerHead, false, None, None),
+        (AlibiLayout::PerBatchAndHead, true, None, None),
+        (
+            AlibiLayout::PerBatchAndHead,
+            false,
+            Some(SlidingWindow {
+                left: Some(90),
+                right: Some(7),
+            }),
+            Some(3.0),
+        ),
+        (AlibiLayout::PerHead, true, None, Some(5.0)),
+    ];
+    let poisoned = || {
+        (
+            s.uploads.clone_htod(&nan::<T>(q_len)).unwrap(),
+            s.uploads.clone_htod(&vec![f32::NAN; lse_len]).unwrap(),
+        )
+    };
+    let mut runs = Vec::new();
+    for (case, (layout, causal, window, softcap)) in cases.into_iter().enumerate() {
+        let case_seed = seed ^ ((case as u64) << 8);
+        let options = ForwardOptions {
+            causal,
+            window,
+            softcap,
+            layout: Layout::Bshd,
+            ..ForwardOptions::default()
+        };
+        let run = AlibiRun {
+            layout,
+            options,
+            slopes: slopes(&shape, layout),
+            q: random_normal(q_len, 0.5, 1.0, case_seed),
+            k: random_normal(kv_len, 0.5, 1.0, case_seed ^ 1),
+            v: random_normal(kv_len, 0.5, 1.0, case_seed ^ 2),
+            host: poisoned(),
+            device: poisoned(),
+            cust: (
+                DeviceBuffer::from_slice(half1(&nan::<T>(q_len))).unwrap(),
+                DeviceBuffer::from_slice(&vec![f32::NAN; lse_len]).unwrap(),
+            ),
+        };
+        runs.push(run);
+    }
+    let inputs: Vec<_> = runs
+        .iter()
+        .map(|run| (both(&s, &run.q), both(&s, &run.k), both(&s, &run.v)))
+        .collect();
+    // The device slopes a little into a larger buffer: read through a `CudaView`.
+    let device_slopes: Vec<CudaSlice<f32>> = runs
+        .iter()
+        .map(|run| {
+            let padded = [vec![f32::NAN; 3], run.slopes.clone()].concat();
+            s.uploads.clone_htod(&padded).unwrap()
+        })
+        .collect();
+    for (run, ((q, _), (k, _), (v, _))) in runs.iter_mut().zip(&inputs) {
+        let alibi = AlibiSlopes {
+            slopes: &run.slopes,
+            layout: run.layout,
+        };
+        let (output, lse) = &mut run.host;
+        on_stream
+            .forward_alibi(q, k, v, output, Some(lse), alibi, shape, &run.options)
+            .unwrap_or_else(|error| panic!("forward_alibi, {:?}: {error}", run.options));
+    }
+    for ((run, ((q, _), (k, _), (v, _))), slopes) in
+        runs.iter_mut().zip(&inputs).zip(&device_slopes)
+    {
+        let (output, lse) = &mut run.device;
+        on_stream
+            .forward_alibi_device_slopes(
+                q,
+                k,
+                v,
+                output,
+                Some(lse),
+                &slopes.slice(3..),
+                run.layout,
+                shape,
+                &run.options,
+            )
+            .unwrap_or_else(|error| {
+                panic!("forward_alibi_device_slopes, {:?}: {error}", run.options)
+            });
+    }
+    for (run, ((_, q), (_, k), (_, v))) in runs.iter_mut().zip(&inputs) {
+        let alibi = AlibiSlopes {
+            slopes: &run.slopes,
+            layout: run.layout,
+        };
+        let (output, lse) = &mut run.cust;
+        s.gpu
+            .forward_alibi(q, k, v, output, Some(lse), alibi, shape, &run.options)
+            .unwrap();
+    }
+    for run in &runs {
+        let what = format!("{:?} {:?}: {context}", run.layout, run.options);
+        let cust = (&run.cust.0, &run.cust.1);
+        let host_what = format!("forward_alibi, {what}");
+        assert_same_bits(&s, &host_what, (&run.host.0, &run.host.1), cust);
+        let device_what = format!("forward_alibi_device_slopes, {what}");
+        assert_same_bits(&s, &device_what, (&run.device.0, &run.device.1), cust);
+
+        // Within the tolerance of the reference, which works in [batch, heads, seq, dim].
+        let to_bhsd = |values: &[T], heads, seq_len| {
+            let dims = (shape.batch, heads, seq_len, shape.head_dim);
+            flash_attn::reference::relayout(values, dims, Layout::Bshd, Layout::Bhsd)
+        };
+        let (q, k, v) = (
+            to_bhsd(&run.q, shape.heads_q, shape.seq_len_q),
+            to_bhsd(&run.k, shape.heads_kv, shape.seq_len_kv),
+            to_bhsd(&run.v, shape.heads_kv, shape.seq_len_kv),
+        );
+        let scoring = Scoring {
+            softmax_scale: shape.default_softmax_scale() as f64,
+            causal: run.options.causal,
+            window: run.options.window,
+            softcap: run.options.softcap.map(f64::from),
+            alibi: Some(AlibiSlopes {
+                slopes: &run.slopes,
+                layout: run.layout,
+            }),
+        };
+        let exact = attention_with(&q, &k, &v, shape, &scoring, Precision::F64);
+        let plain_precision = Precision::Plain(T::Half1::DTYPE);
+        let plain = attention_with(&q, &k, &v, shape, &scoring, plain_precision);
+        let plain = error_stats(plain.output, &exact.output);
+        let output = s.compute.clone_dtoh(&run.host.0).unwrap();
+        let output = to_bhsd(&output, shape.heads_q, shape.seq_len_q);
+        let ours = error_stats(f64s(&output), &exact.output);
+        assert!(
+            within_tolerance(&ours, &plain),
+            "{what}: error beyond tolerance: ours {ours:?}, plain {plain:?}"
+        );
+        let lse = s.compute.clone_dtoh(&run.host.1).unwrap();
+        assert_logsumexps(lse.iter().map(|&x| x as f64), &exact.logsumexp, &what);
+    }
+}
+
+pub(crate) fn alibi_calls_give_the_cust_bits_fp16() {
+    alibi_calls::<f16>();
+}
+
+pub(crate) fn alibi_calls_give_the_cust_bits_bf16() {
+    alibi_calls::<bf16>();
+}
+
+/// The ALiBi calls' errors come before anything is enqueued, as the cust call's: too few
+/// slopes (on the host or the device), a slope that is not finite or whose bias would overflow
+/// (host slopes, checked in full), device slopes of another context. The poisoned output
+/// stays NaN.
+pub(crate) fn alibi_errors_come_before_any_launch() {
+    let s = streams();
+    let on_stream = s.gpu.on_cudarc_stream(&s.compute).unwrap();
+    let shape = AttentionShape::new(1, 2, 100, 64);
+    let len = shape.q_elements().unwrap();
+    let q = s
+        .uploads
+        .clone_htod(&random_normal::<f16>(len, 0.5, 1.0, 3))
+        .unwrap();
+    let mut output = s.uploads.clone_htod(&nan::<f16>(len)).unwrap();
+    let options = ForwardOptions::default();
+    let per_head = |slopes| AlibiSlopes {
+        slopes,
+        layout: AlibiLayout::PerHead,
+    };
+    let host_cases: [(&[f32], Error); 4] = [
+        (
+            &[0.5],
+            Error::AlibiSlopesTooShort {
+                length: 1,
+                required: 2,
+            },
+        ),
+        (
+            &[0.5, f32::NAN],
+            Error::InvalidAlibiSlope {
+                index: 1,
+                slope: f32::NAN,
+            },
+        ),
+        (
+            &[f32::NEG_INFINITY, 0.5],
+            Error::InvalidAlibiSlope {
+                index: 0,
+                slope: f32::NEG_INFINITY,
+            },
+        ),
+        (
+            &[0.5, f32::MAX],
+            Error::InvalidAlibiSlope {
+                index: 1,
+                slope: f32::MAX,
+            },
+        ),
+    ];
+    for (slopes, expected) in host_cases {
+        let result = on_stream.forward_alibi(
+            &q,
+            &q,
+            &q,
+            &mut output,
+            None,
+            per_head(slopes),
+            shape,
+            &options,
+        );
+        // NaN slopes compare by their bits.
+        assert_eq!(
+            format!("{:?}", result.unwrap_err()),
+            format!("{expected:?}"),
+            "host slopes {slopes:?}"
+        );
+    }
+    // Device slopes: too few for either layout, then enough but of another context.
+    let short = s.uploads.clone_htod(&[0.5f32, 0.25]).unwrap();
+    let batched = AttentionShape { batch: 2, ..shape };
+    let batched_q = s.uploads.clone_htod(&nan::<f16>(2 * len)).unwrap();
+    let mut batched_output = s.uploads.clone_htod(&nan::<f16>(2 * len)).unwrap();
+    for (layout, slopes, expected) in [
+        (AlibiLayout::PerHead, 1, 2),
+        (AlibiLayout::PerBatchAndHead, 2, 4),
+    ] {
+        assert_eq!(
+            on_stream.forward_alibi_device_slopes(
+                &batched_q,
+                &batched_q,
+                &batched_q,
+                &mut batched_output,
+                None,
+                &short.slice(..slopes),
+                layout,
+                batched,
+                &options,
+            ),
+            Err(Error::AlibiSlopesTooShort {
+                length: slopes,
+                required: expected,
+            })
+        );
+    }
+    let other = CudaContext::new_non_primary(0, 0).expect("a non-primary context");
+    let foreign = other
+        .new_stream()
+        .unwrap()
+        .clone_htod(&[0.5f32, 0.25])
+        .unwrap();
+    assert_eq!(
+        on_stream.forward_alibi_device_slopes(
+            &q,
+            &q,
+            &q,
+            &mut output,
+            None,
+            &foreign,
+            AlibiLayout::PerHead,
+            shape,
+            &options,
+        ),
+        Err(Error::ContextMismatch {
+            what: "alibi_slopes",
+            device: 0,
+            primary: false,
+            instance_device: 0,
+        })
+    );
+    for output in [&output, &batched_output] {
+        let output = s.compute.clone_dtoh(output).unwrap();
+        assert!(
+            f64s(&output).all(f64::is_nan),
+            "a rejected ALiBi call wrote its output"
+        );
+    }
 }

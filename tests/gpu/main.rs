@@ -119,6 +119,9 @@ fn cudarc_trials() -> Vec<Trial> {
         cudarc_backend::serving_calls_give_the_cust_bits_fp16,
         cudarc_backend::serving_calls_give_the_cust_bits_bf16,
         cudarc_backend::other_contexts_and_short_buffers_are_rejected,
+        cudarc_backend::alibi_calls_give_the_cust_bits_fp16,
+        cudarc_backend::alibi_calls_give_the_cust_bits_bf16,
+        cudarc_backend::alibi_errors_come_before_any_launch,
     ]
 }
 

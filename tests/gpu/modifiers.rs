@@ -83,7 +83,7 @@ const COMBINATIONS: [Modifiers; 9] = [
 
 /// ALiBi slopes as BLOOM's: `2^(-8 (h + 1) / heads_q)` per head, each batch's scaled a little
 /// differently (so that a per-batch layout read per head fails).
-fn slopes(shape: &AttentionShape, layout: AlibiLayout) -> Vec<f32> {
+pub(crate) fn slopes(shape: &AttentionShape, layout: AlibiLayout) -> Vec<f32> {
     let per_head = |h: usize| 2f32.powf(-8.0 * (h + 1) as f32 / shape.heads_q as f32);
     match layout {
         AlibiLayout::PerHead => (0..shape.heads_q).map(per_head).collect(),
