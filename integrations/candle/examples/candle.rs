@@ -1,8 +1,9 @@
 //! flash-attn on candle CUDA tensors: `flash_attn(&q, &k, &v, scale, causal)` once, its error
 //! against flash-attn's f64 CPU reference and against attention computed by candle's own ops
 //! (f32 matmuls and softmax on the GPU), then the time per call beside candle's; then the
-//! variants (a strided view, a sliding window, a KV cache) against candle's attention, and the
-//! errors for a CPU tensor and an f32 one.
+//! variants (a strided view, a sliding window, a KV cache) against candle's attention, ALiBi
+//! (slopes per head, and per sequence and head with a window) against the f64 CPU reference,
+//! and the errors for a CPU tensor, an f32 one and f16 slopes.
 //!
 //! ```sh
 //! cd integrations/candle && source env.sh && cargo run --release --example candle
@@ -14,9 +15,14 @@
 use std::time::Instant;
 
 use candle_core::{DType, Device, IndexOp, Tensor, D};
-use flash_attn::reference::{self, error_stats, random_normal, within_tolerance, Precision};
-use flash_attn::{AttentionShape, Dtype, Layout};
-use flash_attn_candle::{flash_attn, flash_attn_kv_cache, flash_attn_windowed, ForwardOptions};
+use flash_attn::reference::{
+    self, error_stats, random_normal, within_tolerance, Precision, Scoring,
+};
+use flash_attn::{AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Layout};
+use flash_attn_candle::{
+    flash_attn, flash_attn_alibi, flash_attn_alibi_windowed, flash_attn_kv_cache,
+    flash_attn_windowed, ForwardOptions, SlidingWindow,
+};
 use half::bf16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -85,39 +91,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         to_bhsd(&k_host, shape.heads_kv, shape.seq_len_kv),
         to_bhsd(&v_host, shape.heads_kv, shape.seq_len_kv),
     );
-    let exact = reference::attention(
-        &q_ref,
-        &k_ref,
-        &v_ref,
-        shape,
-        scale as f64,
-        true,
-        Precision::F64,
-    );
-    let plain = reference::attention(
-        &q_ref,
-        &k_ref,
-        &v_ref,
-        shape,
-        scale as f64,
-        true,
-        Precision::Plain(Dtype::Bf16),
-    );
-    let output_host: Vec<bf16> = output.flatten_all()?.to_vec1()?;
-    let output_bhsd = to_bhsd(&output_host, shape.heads_q, shape.seq_len_q);
-    let ours = error_stats(output_bhsd.iter().map(|x| x.to_f64()), &exact.output);
-    let plain_stats = error_stats(plain.output.iter().copied(), &exact.output);
-    let within = within_tolerance(&ours, &plain_stats);
-    println!(
-        "error against the f64 CPU reference: max {:.2e}, mean {:.2e} (a plain bf16 \
-         implementation: max {:.2e}, mean {:.2e}): {}",
-        ours.max_abs,
-        ours.mean_abs,
-        plain_stats.max_abs,
-        plain_stats.mean_abs,
-        verdict(within)
-    );
-    ok &= within;
+    let reference_check = |what: &str, output: &Tensor, scoring: &Scoring| {
+        check_against_reference(what, output, scoring, shape, (&q_ref, &k_ref, &v_ref))
+    };
+    ok &= reference_check(
+        "error against the f64 CPU reference",
+        &output,
+        &Scoring::plain(scale as f64, true),
+    )?;
 
     // Against candle's own attention (f32 on the GPU).
     let candle_output = candle_attention(&q, &k, &v, scale, Mask::Causal)?;
@@ -194,7 +175,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ok &= compare(&what, &decoded.i(sequence..sequence + 1)?, &expected, 2e-2)?;
     }
 
-    // The errors: a CPU tensor, an f32 tensor.
+    // ALiBi with BLOOM's slopes, one per query head, causal; then one per sequence and head
+    // (each sequence's a little steeper), within a window of 128 keys before each query: each
+    // against the f64 reference with the same slopes, by the rule of the first call.
+    let per_head: Vec<f32> = (0..shape.heads_q)
+        .map(|h| 2f32.powf(-8.0 * (h + 1) as f32 / shape.heads_q as f32))
+        .collect();
+    let per_sequence: Vec<f32> = (0..shape.batch * shape.heads_q)
+        .map(|i| per_head[i % shape.heads_q] * (1.0 + 0.25 * (i / shape.heads_q) as f32))
+        .collect();
+    let alibi = |slopes, layout| AlibiSlopes { slopes, layout };
+    let slopes = Tensor::from_slice(&per_head, shape.heads_q, &device)?;
+    let alibi_output = flash_attn_alibi(&q, &k, &v, &slopes, scale, true)?;
+    let scoring = Scoring {
+        alibi: Some(alibi(&per_head, AlibiLayout::PerHead)),
+        ..Scoring::plain(scale as f64, true)
+    };
+    ok &= reference_check(
+        "flash_attn_alibi, slopes [heads_q], causal",
+        &alibi_output,
+        &scoring,
+    )?;
+    let slopes_2d = Tensor::from_slice(&per_sequence, (shape.batch, shape.heads_q), &device)?;
+    let alibi_output =
+        flash_attn_alibi_windowed(&q, &k, &v, &slopes_2d, scale, Some(128), Some(0))?;
+    let scoring = Scoring {
+        window: Some(SlidingWindow {
+            left: Some(128),
+            right: Some(0),
+        }),
+        alibi: Some(alibi(&per_sequence, AlibiLayout::PerBatchAndHead)),
+        ..Scoring::plain(scale as f64, false)
+    };
+    ok &= reference_check(
+        "flash_attn_alibi_windowed(128, 0), slopes [batch, heads_q]",
+        &alibi_output,
+        &scoring,
+    )?;
+
+    // The errors: a CPU tensor, an f32 tensor, f16 slopes.
     let on_cpu = q.to_device(&Device::Cpu)?;
     match flash_attn(&on_cpu, &k, &v, scale, true) {
         Err(error) => println!("a CPU q: {}", first_line(&error)),
@@ -211,11 +230,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    match flash_attn_alibi(&q, &k, &v, &slopes.to_dtype(DType::F16)?, scale, true) {
+        Err(error) => println!("f16 ALiBi slopes: {}", first_line(&error)),
+        Ok(_) => {
+            println!("f16 ALiBi slopes were accepted: WRONG");
+            ok = false;
+        }
+    }
+
     if !ok {
         std::process::exit(1);
     }
     println!("all results within tolerance");
     Ok(())
+}
+
+/// Prints the error of `output` (`[batch, seq_q, heads_q, head_dim]` bf16) against flash-attn's
+/// f64 CPU reference under `scoring`, beside that of a plain bf16 implementation, and whether
+/// it is within tolerance ([`within_tolerance`]). The reference's inputs are `[batch, heads,
+/// seq, head_dim]`.
+fn check_against_reference(
+    what: &str,
+    output: &Tensor,
+    scoring: &Scoring,
+    shape: AttentionShape,
+    (q, k, v): (&[bf16], &[bf16], &[bf16]),
+) -> candle_core::Result<bool> {
+    let exact = reference::attention_with(q, k, v, shape, scoring, Precision::F64);
+    let plain = reference::attention_with(q, k, v, shape, scoring, Precision::Plain(Dtype::Bf16));
+    let output: Vec<bf16> = output.flatten_all()?.to_vec1()?;
+    let dims = (shape.batch, shape.heads_q, shape.seq_len_q, shape.head_dim);
+    let output = reference::relayout(&output, dims, Layout::Bshd, Layout::Bhsd);
+    let ours = error_stats(output.iter().map(|x| x.to_f64()), &exact.output);
+    let plain = error_stats(plain.output.iter().copied(), &exact.output);
+    let within = within_tolerance(&ours, &plain);
+    println!(
+        "{what}: max {:.2e}, mean {:.2e} (a plain bf16 implementation: max {:.2e}, mean \
+         {:.2e}): {}",
+        ours.max_abs,
+        ours.mean_abs,
+        plain.max_abs,
+        plain.mean_abs,
+        verdict(within)
+    );
+    Ok(within)
 }
 
 /// A candle error's message without the backtrace candle appends where `RUST_BACKTRACE` is set.

@@ -24,7 +24,8 @@
 //! `.contiguous()` first). Paged caches must be contiguous.
 //!
 //! **Element types.** f16 and bf16 (candle's `half` 2 types); Q, K and V of one type.
-//! K and V may have fewer heads than Q (GQA/MQA: `heads_q` a multiple of `heads_kv`).
+//! K and V may have fewer heads than Q (GQA/MQA: `heads_q` a multiple of `heads_kv`). ALiBi
+//! slopes are an f32 tensor on Q's GPU ([`flash_attn_alibi`]).
 //!
 //! **Errors.** A candle [`candle_core::Error`] wrapping this crate's [`Error`] (whose message
 //! says what is wrong: a CPU tensor, a wrong dtype, a layout flash-attn cannot read, or
@@ -48,11 +49,11 @@ use candle_core::{
 };
 use half::{bf16, f16};
 
+pub use flash_attn::{AlibiLayout, Error as FlashAttnError, ForwardOptions, SlidingWindow};
 use flash_attn::{
     AttentionShape, FlashAttention, ForwardStrides, HalfElement, PagedKvCache, TensorStrides,
     VarlenShape,
 };
-pub use flash_attn::{Error as FlashAttnError, ForwardOptions, SlidingWindow};
 
 /// What went wrong in a call of this crate: wrapped in a [`candle_core::Error`] by every
 /// function here.
@@ -70,7 +71,7 @@ pub enum Error {
         q_device: String,
     },
     /// Q's dtype is not f16 or bf16, or another tensor's is not the one it must have (Q's for
-    /// K and V, u32 for cache lengths, block tables).
+    /// K and V, u32 for cache lengths and block tables, f32 for ALiBi slopes).
     Dtype {
         tensor: &'static str,
         dtype: DType,
@@ -216,7 +217,8 @@ pub fn flash_attn_windowed(
 
 /// [`flash_attn_windowed`] with the scores capped at `±softcap` (`softcap * tanh(score /
 /// softcap)`, Gemma 2's logit softcapping) before the softmax. candle-flash-attn's
-/// `flash_attn_alibi_windowed_softcap` without ALiBi (not on the cudarc path yet).
+/// `flash_attn_alibi_windowed_softcap` without ALiBi ([`flash_attn_alibi_windowed_softcap`]
+/// takes the slopes too).
 pub fn flash_attn_windowed_softcap(
     q: &Tensor,
     k: &Tensor,
@@ -249,6 +251,140 @@ pub fn flash_attn_with_options(
     rank(k, "k", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
     rank(v, "v", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
     q.apply_op3_no_bwd(k, v, &op)
+}
+
+/// candle-flash-attn's `flash_attn_alibi`: [`flash_attn`] with ALiBi biases. Query head `h`
+/// of batch `b` adds `-slope * |i + seq_len_kv - seq_len_q - j|` to the scaled score of query
+/// `i` and key `j` (FlashAttention's bias), `slope` from `alibi_slopes`: an f32 tensor on Q's
+/// GPU, contiguous, of shape `[heads_q]` (one slope per query head, [`AlibiLayout::PerHead`])
+/// or `[batch, heads_q]` (one per sequence and query head, [`AlibiLayout::PerBatchAndHead`]).
+///
+/// The slopes stay on the GPU: the kernel reads them on the tensors' stream, after their last
+/// write (flash-attn's `CudarcAttention::forward_alibi_device_slopes`), with no
+/// synchronisation. Their dtype, shape, layout and device are checked ([`Error::Dtype`],
+/// [`Error::Rank`], [`Error::ShapeMismatch`], [`Error::Layout`], [`Error::NotCuda`],
+/// [`Error::DeviceMismatch`]); their values cannot be without a copy to the host: a slope that
+/// is not finite, or whose bias over the problem is not finite in f32, gives NaN or infinite
+/// outputs (never a read or write outside a buffer), as in candle-flash-attn. Under causal
+/// masking FlashAttention adds `slope * j` instead, which differs by a constant per row: the
+/// same outputs.
+pub fn flash_attn_alibi(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    alibi_slopes: &Tensor,
+    softmax_scale: f32,
+    causal: bool,
+) -> candle_core::Result<Tensor> {
+    let options = ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        causal,
+        ..ForwardOptions::default()
+    };
+    flash_attn_alibi_with_options(q, k, v, alibi_slopes, &options)
+}
+
+/// candle-flash-attn's `flash_attn_alibi_windowed`: [`flash_attn_alibi`] within a sliding
+/// window, the window arguments as [`flash_attn_windowed`] takes them.
+pub fn flash_attn_alibi_windowed(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    alibi_slopes: &Tensor,
+    softmax_scale: f32,
+    window_size_left: Option<usize>,
+    window_size_right: Option<usize>,
+) -> candle_core::Result<Tensor> {
+    let options = ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        ..window_options(window_size_left, window_size_right)
+    };
+    flash_attn_alibi_with_options(q, k, v, alibi_slopes, &options)
+}
+
+/// candle-flash-attn's `flash_attn_alibi_windowed_softcap`: [`flash_attn_windowed_softcap`]
+/// with ALiBi biases where `alibi_slopes` is given ([`flash_attn_alibi`]); the biases are
+/// added to the capped scores.
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attn_alibi_windowed_softcap(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    alibi_slopes: Option<&Tensor>,
+    softmax_scale: f32,
+    window_size_left: Option<usize>,
+    window_size_right: Option<usize>,
+    softcap: f32,
+) -> candle_core::Result<Tensor> {
+    let options = ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        softcap: Some(softcap),
+        ..window_options(window_size_left, window_size_right)
+    };
+    match alibi_slopes {
+        Some(alibi_slopes) => flash_attn_alibi_with_options(q, k, v, alibi_slopes, &options),
+        None => flash_attn_with_options(q, k, v, &options),
+    }
+}
+
+/// [`flash_attn_alibi`] with any of flash-attn's [`ForwardOptions`], as
+/// [`flash_attn_with_options`] takes them. The arguments' ranks and the slopes' dtype and shape
+/// are checked first, then the devices and the other dtypes.
+pub fn flash_attn_alibi_with_options(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    alibi_slopes: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
+    rank(k, "k", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
+    rank(v, "v", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
+    let layout = alibi_layout(alibi_slopes, q.dims())?;
+    let op = Attention::new(
+        Call::Alibi {
+            slopes: alibi_slopes.clone(),
+            layout,
+        },
+        options,
+    )?;
+    check_inputs(q, k, v)?;
+    check_device(alibi_slopes, "alibi_slopes", q)?;
+    q.apply_op3_no_bwd(k, v, &op)
+}
+
+/// The ALiBi layout of `slopes` for a Q of `q_dims` (`[batch, seq_len_q, heads_q, head_dim]`):
+/// an f32 tensor `[heads_q]` or `[batch, heads_q]` ([`Error::Dtype`], [`Error::Rank`],
+/// [`Error::ShapeMismatch`] otherwise). Needs no GPU: the device is checked apart.
+fn alibi_layout(slopes: &Tensor, q_dims: &[usize]) -> Result<AlibiLayout, Error> {
+    const EXPECTED: &str = "[heads_q] or [batch, heads_q]";
+    if slopes.dtype() != DType::F32 {
+        return Err(Error::Dtype {
+            tensor: "alibi_slopes",
+            dtype: slopes.dtype(),
+            expected: "f32",
+        });
+    }
+    let (batch, heads_q) = (q_dims[0], q_dims[2]);
+    let layout = match *slopes.dims() {
+        [heads] if heads == heads_q => AlibiLayout::PerHead,
+        [b, heads] if b == batch && heads == heads_q => AlibiLayout::PerBatchAndHead,
+        [_] | [_, _] => {
+            return Err(Error::ShapeMismatch {
+                what: "alibi_slopes must be [heads_q] or [batch, heads_q] of q",
+                dims: slopes.dims().to_vec(),
+                other: q_dims.to_vec(),
+            })
+        }
+        _ => {
+            return Err(Error::Rank {
+                tensor: "alibi_slopes",
+                dims: slopes.dims().to_vec(),
+                expected: EXPECTED,
+            })
+        }
+    };
+    Ok(layout)
 }
 
 /// Attention against a KV cache (decoding): Q `[b, s_q, h_q, d]` (the new tokens), the caches
@@ -382,6 +518,10 @@ fn window_options(left: Option<usize>, right: Option<usize>) -> ForwardOptions {
 /// Which forward pass, and what it reads besides Q, K and V.
 enum Call {
     Dense,
+    Alibi {
+        slopes: Tensor,
+        layout: AlibiLayout,
+    },
     KvCache {
         cache_lens: Tensor,
     },
@@ -565,11 +705,12 @@ fn view<'s, T: candle_core::cuda_backend::CudaDType>(
     Ok(slice.slice(layout.start_offset()..))
 }
 
-/// A contiguous u32 tensor's storage, read while the returned guard lives.
-fn u32_view<R>(
+/// A contiguous tensor's storage (cache lengths, block tables, ALiBi slopes: of the dtype
+/// checked before the op), read by `body` while candle's lock on it is held.
+fn contiguous_view<E: candle_core::cuda_backend::CudaDType, R>(
     name: &'static str,
     tensor: &Tensor,
-    body: impl FnOnce(CudaView<'_, u32>) -> candle_core::Result<R>,
+    body: impl FnOnce(CudaView<'_, E>) -> candle_core::Result<R>,
 ) -> candle_core::Result<R> {
     let (storage, layout) = tensor.storage_and_layout();
     if !layout.is_contiguous() {
@@ -581,7 +722,7 @@ fn u32_view<R>(
         .into());
     }
     match &*storage {
-        Storage::Cuda(storage) => body(view::<u32>(storage, layout)?),
+        Storage::Cuda(storage) => body(view::<E>(storage, layout)?),
         _ => Err(Error::NotCuda {
             tensor: name,
             device: format!("{:?}", tensor.device().location()),
@@ -650,7 +791,7 @@ impl Attention {
         );
         let mut output = device.alloc_zeros::<T>(q_layout.shape().elem_count())?;
         match &self.call {
-            Call::Dense | Call::KvCache { .. } => {
+            Call::Dense | Call::Alibi { .. } | Call::KvCache { .. } => {
                 let shape = AttentionShape {
                     batch: q_dims[0],
                     heads_q,
@@ -667,20 +808,39 @@ impl Attention {
                     ));
                 }
                 match &self.call {
-                    Call::KvCache { cache_lens } => u32_view("cache_lens", cache_lens, |lens| {
-                        on_stream
-                            .forward_kv_cache(
-                                &q_view,
-                                &k_view,
-                                &v_view,
-                                &lens,
-                                &mut output,
-                                None,
-                                shape,
-                                &options,
-                            )
-                            .map_err(|error| Error::from(error).into())
-                    })?,
+                    Call::Alibi { slopes, layout } => {
+                        contiguous_view::<f32, _>("alibi_slopes", slopes, |slopes| {
+                            on_stream
+                                .forward_alibi_device_slopes(
+                                    &q_view,
+                                    &k_view,
+                                    &v_view,
+                                    &mut output,
+                                    None,
+                                    &slopes,
+                                    *layout,
+                                    shape,
+                                    &options,
+                                )
+                                .map_err(|error| Error::from(error).into())
+                        })?
+                    }
+                    Call::KvCache { cache_lens } => {
+                        contiguous_view::<u32, _>("cache_lens", cache_lens, |lens| {
+                            on_stream
+                                .forward_kv_cache(
+                                    &q_view,
+                                    &k_view,
+                                    &v_view,
+                                    &lens,
+                                    &mut output,
+                                    None,
+                                    shape,
+                                    &options,
+                                )
+                                .map_err(|error| Error::from(error).into())
+                        })?
+                    }
                     _ => on_stream
                         .forward(
                             &q_view,
@@ -738,8 +898,8 @@ impl Attention {
                     v: paged.strides(heads_kv, head_dim).unwrap_or(strides.v),
                     ..strides
                 });
-                u32_view("block_table", block_table, |table| {
-                    u32_view("cache_lens", cache_lens, |lens| {
+                contiguous_view::<u32, _>("block_table", block_table, |table| {
+                    contiguous_view::<u32, _>("cache_lens", cache_lens, |lens| {
                         on_stream
                             .forward_paged_kv_cache(
                                 &q_view,
@@ -833,6 +993,7 @@ impl CustomOp3 for Attention {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
 
     #[test]
     fn window_arguments_as_candle_flash_attn_reads_them() {
@@ -855,6 +1016,50 @@ mod tests {
                 right: None
             })
         );
+    }
+
+    #[test]
+    fn alibi_slopes_per_head_or_per_sequence_and_head() {
+        let q_dims = [2, 16, 8, 64];
+        let slopes = |dims: &[usize], dtype| Tensor::zeros(dims, dtype, &Device::Cpu).unwrap();
+        assert_eq!(
+            alibi_layout(&slopes(&[8], DType::F32), &q_dims).unwrap(),
+            AlibiLayout::PerHead
+        );
+        assert_eq!(
+            alibi_layout(&slopes(&[2, 8], DType::F32), &q_dims).unwrap(),
+            AlibiLayout::PerBatchAndHead
+        );
+        let error = alibi_layout(&slopes(&[8], DType::BF16), &q_dims).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Dtype {
+                    tensor: "alibi_slopes",
+                    dtype: DType::BF16,
+                    expected: "f32"
+                }
+            ),
+            "{error}"
+        );
+        // Heads of K and V, the batch and heads swapped, another batch.
+        for dims in [&[2][..], &[8, 2], &[3, 8]] {
+            let error = alibi_layout(&slopes(dims, DType::F32), &q_dims).unwrap_err();
+            assert!(matches!(error, Error::ShapeMismatch { .. }), "{error}");
+        }
+        for dims in [&[][..], &[2, 8, 1]] {
+            let error = alibi_layout(&slopes(dims, DType::F32), &q_dims).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    Error::Rank {
+                        tensor: "alibi_slopes",
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+        }
     }
 
     #[test]
