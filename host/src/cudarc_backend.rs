@@ -209,6 +209,28 @@ impl CudarcAttention<'_> {
     /// instance's own stream: a later cust call could overwrite it there while the kernel on
     /// this stream still reads it. So each call allocates; for CUDA graph capture, or slopes
     /// that live on the device already, see [`Self::forward_alibi_device_slopes`].
+    ///
+    /// ```no_run
+    /// use cudarc::driver::CudaContext;
+    /// use flash_attn::{AlibiLayout, AlibiSlopes, AttentionShape, FlashAttention, ForwardOptions};
+    /// use half2::bf16;
+    ///
+    /// let context = CudaContext::new(0)?;
+    /// let stream = context.default_stream();
+    /// let attention = FlashAttention::for_cudarc_context(&context)?;
+    /// let shape = AttentionShape::new(2, 8, 256, 64);
+    /// let q = stream.clone_htod(&vec![bf16::from_f32(0.5); shape.q_elements()?])?;
+    /// let (k, v) = (q.clone(), q.clone());
+    /// let mut output = stream.alloc_zeros::<bf16>(shape.q_elements()?)?;
+    /// // BLOOM's slopes, one per query head.
+    /// let slopes: Vec<f32> = (1..=8).map(|h| 2f32.powi(-h)).collect();
+    /// let alibi = AlibiSlopes { slopes: &slopes, layout: AlibiLayout::PerHead };
+    /// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
+    /// attention
+    ///     .on_cudarc_stream(&stream)?
+    ///     .forward_alibi(&q, &k, &v, &mut output, None, alibi, shape, &options)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn forward_alibi<T: HalfElement>(
         &self,
