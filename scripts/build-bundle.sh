@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the GPU bundle, with every kernel of the search space (FLASH_ATTN_KERNELS=all): the GPU
 # test and benchmark executables, the examples (example-*), the timing, load-time, tuning and
-# regression tools, the peer-comparison script and the runner, in the git-ignored folder bundle/. The GPU machine has
+# regression tools, the peer-comparison scripts (peer_compare.py, decode_peers.py,
+# varlen_peers.py) and the runner, in the git-ignored folder bundle/. The GPU machine has
 # no Rust; carry bundle/ there and run `bash bundle/run.sh` (see README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +58,7 @@ cp "$tune" "$bundle/flash-attn-tune"
 cp "$regression" "$bundle/flash-attn-regression"
 cp "$decode_timing" "$bundle/flash-attn-decode-timing"
 cp "$modifier_timing" "$bundle/flash-attn-modifier-timing"
-cp scripts/decode_peers.py "$bundle/"
+cp scripts/decode_peers.py scripts/varlen_peers.py "$bundle/"
 for i in "${!examples[@]}"; do
     cp "${example_paths[$i]}" "$bundle/example-${examples[$i]}"
     strip "$bundle/example-${examples[$i]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the GPU bundle on a machine with an NVIDIA GPU (no Rust needed): GPU tests,
 # compute-sanitizer (memcheck, racecheck, synccheck, initcheck), the criterion benchmark, the
-# timing of our kernels and the PyTorch SDPA peer comparison. Results go to $OUT (default
+# timing of our kernels and the PyTorch peer comparisons. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
 # Usage: run.sh [load] [tune] [tests] [examples] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [modifiers] [noise]
@@ -19,7 +19,9 @@
 #   peers: our timings, the PyTorch SDPA comparison, and the regression check against the
 #          committed baseline (results/baseline.json, carried as baseline.json);
 #   decode: KV-cache decode timings (flash-attn-decode-timing), the SDPA peers at the same
-#          shapes and the copy bandwidth (decode_peers.py);
+#          shapes and the copy bandwidth (decode_peers.py); then the varlen prefill peers
+#          (varlen_peers.py: PyTorch's varlen_attn and SDPA over nested jagged tensors on the
+#          batch the tool timed, read from its --varlen-json file) beside ours;
 #   modifiers: the score modifiers' timings against the plain kernels
 #          (flash-attn-modifier-timing: softcap and ALiBi at the anchor shapes, the sliding window
 #          at S=8192) and the SDPA peer of the window (peer_compare.py --window);
@@ -223,9 +225,15 @@ if wants peers; then
 fi
 
 # 4b. Decode against a KV cache: ours, then the SDPA peers and the copy bandwidth, in the same
-#     call.
+#     call; then the varlen prefill peers on the batch the tool wrote (varlen-ours.json stays
+#     here: at most 8 files come back from $OUT).
 if wants decode; then
-    { ./flash-attn-decode-timing; python3 decode_peers.py; } > "$out/decode.log" 2>&1
+    rm -f varlen-ours.json
+    {
+        ./flash-attn-decode-timing --varlen-json varlen-ours.json
+        python3 decode_peers.py
+        python3 varlen_peers.py --ours varlen-ours.json
+    } > "$out/decode.log" 2>&1
     note "$(cat "$out/decode.log")"
 fi
 

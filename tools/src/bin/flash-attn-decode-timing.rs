@@ -7,11 +7,13 @@
 //! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
 //! kernel (`forward`) on a batch of 16 sequences of the mean length.
 //!
-//! `flash-attn-decode-timing [--splits N,N,...]`: one line per case: median, p10-p90, K+V read
-//! rate, splits; for the prefill, median, p10-p90 and TFLOP/s counting real work only (each
-//! sequence's `4 · H · Sq · Sk · D`, halved for causal). With `--splits`, each fp16 decode
-//! shape again at each of those split counts (`ForwardOptions::num_splits`), contiguous and in
-//! pages of 16: the data behind the split heuristic.
+//! `flash-attn-decode-timing [--splits N,N,...] [--varlen-json PATH]`: one line per case:
+//! median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and TFLOP/s counting
+//! real work only (each sequence's `4 · H · Sq · Sk · D`, halved for causal). With `--splits`,
+//! each fp16 decode shape again at each of those split counts (`ForwardOptions::num_splits`),
+//! contiguous and in pages of 16: the data behind the split heuristic. With `--varlen-json`,
+//! the prefill batch (its offsets and lengths) and its timings also go to PATH as JSON, for
+//! `scripts/varlen_peers.py`, which times PyTorch's varlen peers on the same batch.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -20,9 +22,11 @@ use flash_attn::{
     ForwardOptions, Layout, VarlenShape,
 };
 use flash_attn_tools::timing::{
-    decode_shape, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_SHAPES, PAGE_SIZES,
+    decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_SHAPES,
+    PAGE_SIZES,
 };
 use half::{bf16, f16};
+use serde_json::{json, Value};
 
 /// Times decode at every shape of [`DECODE_SHAPES`], with `num_splits` (`None`: the planner's
 /// count) and each page size; `against` holds the contiguous medians of an earlier call with
@@ -105,6 +109,7 @@ fn time<T: Element>(
 }
 
 fn main() -> Result<(), Error> {
+    let args = arguments();
     let gpu = FlashAttention::new()?;
     println!(
         "decode timing on {} ({} SMs)",
@@ -114,36 +119,65 @@ fn main() -> Result<(), Error> {
     let mut f16_medians = Vec::new();
     time::<f16>(&gpu, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
     time::<bf16>(&gpu, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
-    time_varlen_prefill(&gpu)?;
-    for splits in split_sweep() {
+    let varlen = time_varlen_prefill(&gpu)?;
+    if let Some(path) = &args.varlen_json {
+        let text = serde_json::to_string_pretty(&varlen).expect("plain data serialises");
+        std::fs::write(path, text + "\n").expect("writing the varlen JSON");
+        println!("wrote {path}");
+    }
+    for splits in args.splits {
         let name = format!("f16 num_splits={splits}");
         time::<f16>(&gpu, &name, Some(splits), &[16], &mut f16_medians)?;
     }
     Ok(())
 }
 
-/// The split counts of `--splits N,N,...` (none without it); exits with a usage line on any
-/// other argument.
-fn split_sweep() -> Vec<usize> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let counts = match &args[..] {
-        [] => return Vec::new(),
-        [flag, counts] if flag == "--splits" => counts
-            .split(',')
-            .map(|count| count.parse::<usize>().ok())
-            .collect::<Option<Vec<_>>>(),
-        _ => None,
-    };
-    counts.unwrap_or_else(|| {
-        eprintln!("usage: flash-attn-decode-timing [--splits N,N,...]");
-        std::process::exit(2)
-    })
+/// The command line: the split counts of `--splits N,N,...` (none without it) and the path of
+/// `--varlen-json`.
+struct Arguments {
+    splits: Vec<usize>,
+    varlen_json: Option<String>,
 }
 
+/// Parses the command line; exits with a usage line on anything it does not know.
+fn arguments() -> Arguments {
+    let usage = || -> ! {
+        eprintln!("usage: flash-attn-decode-timing [--splits N,N,...] [--varlen-json PATH]");
+        std::process::exit(2)
+    };
+    let mut parsed = Arguments {
+        splits: Vec::new(),
+        varlen_json: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--splits" => {
+                parsed.splits = value
+                    .split(',')
+                    .map(|count| count.parse::<usize>().ok())
+                    .collect::<Option<Vec<_>>>()
+                    .unwrap_or_else(|| usage())
+            }
+            "--varlen-json" => parsed.varlen_json = Some(value),
+            _ => usage(),
+        }
+    }
+    parsed
+}
+
+/// Warm-up launches, repeats and launches per repeat of the prefill timings (a launch takes
+/// 3-6 ms on an H100); `scripts/varlen_peers.py` reads them from the JSON and times the peers
+/// the same way.
+const PREFILL_TIMING: (usize, usize, usize) = (3, 10, 5);
+
 /// Times `forward_varlen` on the ragged prefill (queries and keys of the same length per
-/// sequence) and `forward` on the dense batch of the mean length, fp16, D=128, GQA 32/8.
-fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
+/// sequence) and `forward` on the dense batch of the mean length, fp16, D=128, GQA 32/8; returns
+/// the batch and the timings as the JSON of `--varlen-json`.
+fn time_varlen_prefill(gpu: &FlashAttention) -> Result<Value, Error> {
     let (heads_q, heads_kv, head_dim) = (32, 8, 128);
+    let (warmup, repeats, launches) = PREFILL_TIMING;
     let cu_seqlens = varlen_prefill_offsets();
     let sequences = cu_seqlens.len() - 1;
     let lengths: Vec<u32> = cu_seqlens
@@ -175,6 +209,7 @@ fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
     let k = DeviceBuffer::from_slice(&random_normal::<f16>(kv_elements, 0.5, 1.0, 2))?;
     let v = DeviceBuffer::from_slice(&random_normal::<f16>(kv_elements, 0.5, 1.0, 3))?;
     let mut output = DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); q_elements])?;
+    let mut results = Vec::new();
     for causal in [false, true] {
         let options = ForwardOptions {
             causal,
@@ -182,38 +217,79 @@ fn time_varlen_prefill(gpu: &FlashAttention) -> Result<(), Error> {
             ..ForwardOptions::default()
         };
         let varlen_plan = plan_varlen(f16::DTYPE, &shape.extents()?, &options)?;
-        let varlen = time_launches(gpu.stream(), 3, 10, 5, || {
+        let varlen = time_launches(gpu.stream(), warmup, repeats, launches, || {
             gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
         })?;
-        report(
+        let mut case = report(
             &format!("varlen causal={causal}"),
             &varlen,
             shape.flops(causal),
             varlen_plan.kernel().entry,
         );
+        case["problem"] = json!("varlen");
+        case["causal"] = json!(causal);
+        results.push(case);
         let dense_plan = plan(f16::DTYPE, &dense, &options, gpu.sm_count())?;
-        let dense_times = time_launches(gpu.stream(), 3, 10, 5, || {
+        let dense_times = time_launches(gpu.stream(), warmup, repeats, launches, || {
             gpu.forward(&q, &k, &v, &mut output, None, dense, &options)
         })?;
-        report(
+        let mut case = report(
             &format!("dense B={sequences} S={mean} causal={causal}"),
             &dense_times,
             dense.flops(causal),
             dense_plan.kernel().entry,
         );
+        case["problem"] = json!("dense");
+        case["causal"] = json!(causal);
+        case["batch"] = json!(sequences);
+        case["seq_len"] = json!(mean);
+        results.push(case);
     }
-    Ok(())
+    Ok(json!({
+        "device": gpu.device_name(),
+        "dtype": f16::DTYPE.name(),
+        "layout": "bshd",
+        "heads_q": heads_q,
+        "heads_kv": heads_kv,
+        "head_dim": head_dim,
+        "cu_seqlens": cu_seqlens,
+        "lengths": lengths,
+        "tokens": tokens,
+        "mean_length": mean,
+        "flop_count": "4 * heads_q * sum(len_q * len_kv) * head_dim, halved when causal",
+        "warmup": warmup,
+        "repeats": repeats,
+        "launches_per_repeat": launches,
+        "results": results,
+    }))
 }
 
-/// One prefill line: median, spread, TFLOP/s of `flops` at the median, the kernel.
-fn report(name: &str, times: &flash_attn_tools::timing::LaunchTimes, flops: f64, kernel: &str) {
+/// One prefill line: median, spread, TFLOP/s of `flops` at the median, the kernel; returns the
+/// same figures as JSON.
+fn report(
+    name: &str,
+    times: &flash_attn_tools::timing::LaunchTimes,
+    flops: f64,
+    kernel: &str,
+) -> Value {
     let median = times.median();
+    let tflops = flops / (median * 1e-6) / 1e12;
     println!(
-        "f16 D=128 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {:.1} TFLOP/s, \
+        "f16 D=128 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
          {kernel}, host {:.1} us/launch",
         times.quantile(0.1),
         times.quantile(0.9),
-        flops / (median * 1e-6) / 1e12,
         times.host_us_per_launch
     );
+    let microseconds = |value: f64| rounded(value, 3);
+    json!({
+        "median_us": microseconds(median),
+        "p10_us": microseconds(times.quantile(0.1)),
+        "p90_us": microseconds(times.quantile(0.9)),
+        "samples_us": times.per_launch_us.iter().map(|&t| microseconds(t)).collect::<Vec<_>>(),
+        "host_us_per_launch": microseconds(times.host_us_per_launch),
+        "flops": flops,
+        "tflops": rounded(tflops, 1),
+        "kernel": kernel,
+    })
 }
