@@ -404,7 +404,7 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedHeadDim { head_dim, variant, largest } => write!(
                 f,
-                "head dim {head_dim} has no {variant:?} kernel (they run head dims up to {largest}; the serving kernels only their own, 64 and 128)"
+                "head dim {head_dim} has no {variant:?} kernel in this build, of its own or padded (the variant's largest kernel head dim is {largest}; 0: none is exposed)"
             ),
             Error::ZeroSizedDimension { dimension } => write!(f, "{dimension} is zero"),
             Error::InvalidGqaRatio { heads_q, heads_kv } => write!(

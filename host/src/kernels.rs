@@ -229,8 +229,9 @@ const FALLBACK_KERNELS: &[&ForwardKernel] =
 /// The head dim of the kernels of `variant` and `dtype` that run a problem of head dim
 /// `head_dim`: `head_dim` itself where the variant has kernels of it, else the smallest head
 /// dim above it of the variant's kernels that pad ([`flash_attn_params::pads_head_dim`]: the
-/// modified ones but at 64 and 128), whose columns past `head_dim` the kernel pads and never
-/// stores (as FlashAttention pads).
+/// modified, serving and paged ones but at 64 and 128), whose columns past `head_dim` the
+/// kernel pads and never stores (as FlashAttention pads). The dense kernels run their own head
+/// dim only.
 ///
 /// [`Error::InvalidHeadDim`] unless `head_dim` is a multiple of 8 from 8 to 256;
 /// [`Error::UnsupportedHeadDim`] where the variant has no such kernel.

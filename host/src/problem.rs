@@ -17,7 +17,8 @@ use crate::{kernel_head_dim, Error, ForwardKernel, SlidingWindow, FORWARD_KERNEL
 ///
 /// Every dimension must be nonzero ([`Error::ZeroSizedDimension`]); `batch` and `heads_q` at
 /// most 65,535 and the sequence lengths at most [`MAX_SEQ_LEN`] ([`Error::ProblemTooLarge`]);
-/// `head_dim` one of [`crate::SUPPORTED_HEAD_DIMS`] ([`Error::UnsupportedHeadDim`]).
+/// `head_dim` a multiple of 8 from 8 to 256 ([`Error::InvalidHeadDim`]), which runs on the
+/// kernels of [`crate::SUPPORTED_HEAD_DIMS`] (padded where it is not one of them).
 ///
 /// ```
 /// use flash_attn::AttentionShape;
@@ -666,27 +667,35 @@ pub(crate) fn check_problem(
 }
 
 /// The kernel of `variant` ([`Variant::Serving`] or [`Variant::Paged`]) for `dtype` and a
-/// problem of head dim `head_dim` (64 or 128: the serving kernels do not pad, see
-/// [`kernel_head_dim`]), the m64 n64 4-warp tile, 3 stages where it is
-/// exposed (head dim 64), else 2 (head dim 128: 3 stages exceed the shared memory of one block).
+/// problem of head dim `head_dim` (any multiple of 8 from 8 to 256): of the variant's kernels
+/// at the head dim the problem runs on ([`kernel_head_dim`]: its own where it is a kernel head
+/// dim, else the next one whose kernels pad, e.g. 80 on 96 and 200 on 224), the one with the
+/// most K/V stages. Their tiles are [`crate::SERVING_TILES`]: m64 n64 with 3 stages at head
+/// dims 32, 64 and 96 and 2 at 128, then Q in shared memory, m64 n32 at 160 and 224, m64 n16 at
+/// 192 and 256 (the paged D=256 kernel with one stage).
+///
+/// ```
+/// use flash_attn::{serving_kernel, Dtype, Variant};
+///
+/// let decode = serving_kernel(Dtype::Bf16, 80, Variant::Paged)?;
+/// assert_eq!(decode.spec.tile.head_dim, 96);
+/// assert!(decode.spec.pads_head_dim());
+/// assert!(!serving_kernel(Dtype::F16, 128, Variant::Serving)?.spec.pads_head_dim());
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
 pub fn serving_kernel(
     dtype: Dtype,
     head_dim: usize,
     variant: Variant,
 ) -> Result<&'static ForwardKernel, Error> {
     let kernel_head_dim = kernel_head_dim(dtype, variant, head_dim)?;
-    let serving = |stages| {
-        FORWARD_KERNELS.iter().find(|kernel| {
-            let (spec, tile) = (kernel.spec, kernel.spec.tile);
-            spec.variant == variant
-                && spec.dtype == dtype
-                && tile.head_dim == kernel_head_dim
-                && tile.block_m == 64
-                && tile.stages == stages
+    FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| {
+            let spec = kernel.spec;
+            spec.variant == variant && spec.dtype == dtype && spec.tile.head_dim == kernel_head_dim
         })
-    };
-    serving(3)
-        .or_else(|| serving(2))
+        .max_by_key(|kernel| kernel.spec.tile.stages)
         .ok_or(Error::UnsupportedHeadDim {
             head_dim,
             variant,

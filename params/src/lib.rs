@@ -159,8 +159,10 @@ pub struct SequenceParams {
     pub splits: u32,
     /// A multiple of the kernel's `block_n`.
     pub keys_per_split: u32,
-    /// With `splits > 1`: f32 `[splits, heads_q, partial_rows, head_dim]` (normalised partial
-    /// outputs), then f32 `[splits, heads_q, partial_rows]` (their logsumexps).
+    /// With `splits > 1`: f32 `[splits, heads_q, partial_rows, kernel head dim]` (normalised
+    /// partial outputs, as wide as the kernel's tile: a padded problem's padding columns
+    /// included, never combined into the output), then f32 `[splits, heads_q, partial_rows]`
+    /// (their logsumexps).
     pub workspace: u64,
     /// With `splits > 1`: u32 `[batch, heads_q, query blocks]` arrival counters that start at 0
     /// and that the last block of each split group resets to 0. A buffer of its own, so that

@@ -52,13 +52,13 @@ pub enum Variant {
     /// and add, as run-time switches that the dense kernels never pay for, variable-length
     /// batches (sequence offsets), a key length per sequence (a KV cache), and split-KV (the
     /// key range over several blocks, combined by the last of them). Entry names end in
-    /// `_serving`; its tiles are [`SERVING_TILES`].
+    /// `_serving`; its tiles are its entries of [`SERVING_TILES`], one or two per head dim.
     Serving,
     /// [`Variant::Serving`] over a paged K/V cache (a block table of pages; see
     /// [`SequenceParams::block_table`](crate::SequenceParams::block_table)), a variant of its own
     /// so that neither pays for the other's addressing: with both copy paths in one kernel the
     /// D=128 entries spilled (144-byte stack frame, sm_89). Entry names end in `_paged`; its
-    /// tiles are [`SERVING_TILES`].
+    /// tiles are its entries of [`SERVING_TILES`], one or two per head dim.
     Paged,
     /// [`Variant::Dense`] with the score modifiers: a sliding window (both ends of each query's
     /// key range, the key blocks wholly outside it skipped), a softcap and ALiBi biases. Its
@@ -95,16 +95,67 @@ impl Variant {
     }
 }
 
-/// The tiles of the [`Variant::Serving`] and [`Variant::Paged`] kernels (head dim aside), as
-/// `(block_m, block_n, warps, stages)`, swizzled: the dense fallbacks' (m64 n64, 4 warps, 2 or 3
-/// stages), which serve short queries and decode. The m128 tiles that the dense dispatch picks
-/// for long prefills spill in the serving variant (d64: 8-12 bytes; d128: 1.7 KB, sm_89), so the
-/// space stays this small and ships whole. Serving kernels hold Q in registers; paged ones
-/// re-read it from shared memory: with Q in registers, their per-row page lookups grew the
-/// D=128 dim-step loop past LLVM's unroll threshold and the Q fragments went to local memory (a
-/// 136-byte stack frame, sm_89), and with the prefetch moved out of that loop they spilled 28
-/// bytes at 255 registers.
-pub const SERVING_TILES: [(usize, usize, usize, usize); 2] = [(64, 64, 4, 2), (64, 64, 4, 3)];
+/// The tiles of the [`Variant::Serving`] and [`Variant::Paged`] kernels, the one rule for every
+/// head dim: each entry is a variant and one of its tiles (head dim included), in entry order
+/// (head dim, then `block_m`, `block_n`, warps, stages, layout, Q source). The shipping set
+/// holds them all, so the list stays short: one tile per variant and head dim (two at D=64),
+/// each one that ptxas assembles without a spill or a stack frame on sm_80, sm_89 and sm_90 at
+/// both element types (BENCHMARKS.md log 32). Of a variant's tiles at the kernel head dim a
+/// problem runs on, the host runs the one with the most stages (`flash_attn::serving_kernel`).
+///
+/// - D=64 and D=128: the dense fallbacks' tiles (m64 n64, 4 warps, 2 or 3 stages, swizzled),
+///   which serve short queries and decode. The m128 tiles that the dense dispatch picks for
+///   long prefills spill in the serving variant (d64: 8-12 bytes; d128: 1.7 KB, sm_89); 3 stages
+///   at D=128 need 112 KiB. Serving kernels hold Q in registers; paged ones re-read it from
+///   shared memory: with Q in registers, their per-row page lookups grew the D=128 dim-step
+///   loop past LLVM's unroll threshold and the Q fragments went to local memory (a 136-byte
+///   stack frame, sm_89), and with the prefetch moved out of that loop they spilled 28 bytes at
+///   255 registers. These kernels do not pad ([`pads_head_dim`]).
+/// - The other head dims pad, as the modified kernels do (a problem of a head dim without
+///   kernels of its own runs on the next kernel head dim's): the padded layout where rows are
+///   not whole 128-byte swizzle groups (32, 96, 160, 224), 16 rows per warp (4 warps, m64), and
+///   the most K/V stages that fit 99 KiB and pass ptxas. Q stays in registers at D=32 and D=96
+///   only: from D=160 on the serving kernels re-read it from shared memory as the paged ones do
+///   (at D=160 Q in registers took 252-255 registers, at D=192 and above it spilled 8-416
+///   bytes). At D=192 and D=256 the key blocks are 16 keys (a `block_n` outside the dense
+///   grid): with 32 keys every serving and paged tile of D=256 spilled (8-416 bytes), and 16
+///   keys leave the shared memory for three stages, which decode (bound by the latency of its
+///   copies) wants more than long key blocks. D=160 and D=224 cannot take 16-key blocks (their
+///   rows of 20 and 28 chunks split into copies of 32 rows per pass). The paged D=256 kernel
+///   has one stage: with two or three it spilled 8 bytes on sm_80.
+pub const SERVING_TILES: [(Variant, TileConfig); 18] = {
+    use QSource::{Registers, SharedMemory};
+    use SmemLayout::{Padded, Swizzled};
+    use Variant::{Paged, Serving};
+    const fn tile(
+        (block_m, block_n, warps, stages): (usize, usize, usize, usize),
+        head_dim: usize,
+        layout: SmemLayout,
+        q_source: QSource,
+    ) -> TileConfig {
+        TileConfig::new(block_m, block_n, warps, stages, head_dim, layout, q_source)
+    }
+    [
+        (Serving, tile((64, 64, 4, 3), 32, Padded, Registers)),
+        (Paged, tile((64, 64, 4, 3), 32, Padded, SharedMemory)),
+        (Serving, tile((64, 64, 4, 2), 64, Swizzled, Registers)),
+        (Serving, tile((64, 64, 4, 3), 64, Swizzled, Registers)),
+        (Paged, tile((64, 64, 4, 2), 64, Swizzled, SharedMemory)),
+        (Paged, tile((64, 64, 4, 3), 64, Swizzled, SharedMemory)),
+        (Serving, tile((64, 64, 4, 3), 96, Padded, Registers)),
+        (Paged, tile((64, 64, 4, 3), 96, Padded, SharedMemory)),
+        (Serving, tile((64, 64, 4, 2), 128, Swizzled, Registers)),
+        (Paged, tile((64, 64, 4, 2), 128, Swizzled, SharedMemory)),
+        (Serving, tile((64, 32, 4, 3), 160, Padded, SharedMemory)),
+        (Paged, tile((64, 32, 4, 3), 160, Padded, SharedMemory)),
+        (Serving, tile((64, 16, 4, 3), 192, Swizzled, SharedMemory)),
+        (Paged, tile((64, 16, 4, 3), 192, Swizzled, SharedMemory)),
+        (Serving, tile((64, 32, 4, 2), 224, Padded, SharedMemory)),
+        (Paged, tile((64, 32, 4, 2), 224, Padded, SharedMemory)),
+        (Serving, tile((64, 16, 4, 3), 256, Swizzled, SharedMemory)),
+        (Paged, tile((64, 16, 4, 1), 256, Swizzled, SharedMemory)),
+    ]
+};
 
 /// The tiles of the [`Variant::Modified`] kernels: those that the dense dispatch table
 /// (`host/dispatch-table.tsv`) picks at the anchor shapes on the H100, where the timing
@@ -161,14 +212,16 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 ];
 
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
-/// own, padded (see [`crate::padded_head_dim`]): the modified kernels but those of head dims 64
-/// and 128; the host runs them for a dense problem of a head dim without kernels of its own.
-/// The others run their own head dim only, so that they pay nothing for the padding: its
-/// arithmetic spilled the serving D=128 entries on sm_80, cost the dense anchors up to 3.6%,
-/// and spilled the modified D=64 and D=128 tiles (BENCHMARKS.md log 31). A problem of a head
-/// dim below 64 or between 64 and 128 so pads to 96 or 160.
+/// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but
+/// those of head dims 64 and 128. The host runs a dense problem of a head dim without kernels
+/// of its own on a modified kernel, and a serving problem (a KV cache, a paged cache, a
+/// variable-length batch) of such a head dim on the serving or paged kernel of the head dim it
+/// pads to. The others run their own head dim only, so that they pay nothing for the padding:
+/// its arithmetic spilled the serving D=128 entries on sm_80, cost the dense anchors up to
+/// 3.6%, and spilled the modified D=64 and D=128 tiles (BENCHMARKS.md log 31). A problem of a
+/// head dim below 64 or between 64 and 128 so pads to 96 or 160, whatever the variant.
 pub const fn pads_head_dim(variant: Variant, head_dim: usize) -> bool {
-    matches!(variant, Variant::Modified) && head_dim != 64 && head_dim != 128
+    !matches!(variant, Variant::Dense) && head_dim != 64 && head_dim != 128
 }
 
 /// `a == b` in a `const fn` (where `==` on structs is not).
@@ -183,8 +236,8 @@ const fn same_tile(a: &TileConfig, b: &TileConfig) -> bool {
 }
 
 /// Whether `tile` is one of `variant`'s candidate tiles: every tile for [`Variant::Dense`],
-/// [`SERVING_TILES`] for [`Variant::Serving`] (Q in registers) and [`Variant::Paged`] (Q in
-/// shared memory), [`MODIFIED_TILES`] for [`Variant::Modified`].
+/// the variant's own entries of [`SERVING_TILES`] for [`Variant::Serving`] and
+/// [`Variant::Paged`], [`MODIFIED_TILES`] for [`Variant::Modified`].
 const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
     match variant {
         Variant::Dense => true,
@@ -199,23 +252,10 @@ const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
             false
         }
         Variant::Serving | Variant::Paged => {
-            let q_source = if matches!(variant, Variant::Paged) {
-                QSource::SharedMemory
-            } else {
-                QSource::Registers
-            };
-            if !matches!(tile.layout, SmemLayout::Swizzled) || tile.q_source as u8 != q_source as u8
-            {
-                return false;
-            }
             let mut index = 0;
             while index < SERVING_TILES.len() {
-                let (block_m, block_n, warps, stages) = SERVING_TILES[index];
-                if tile.block_m == block_m
-                    && tile.block_n == block_n
-                    && tile.warps == warps
-                    && tile.stages == stages
-                {
+                let (tile_variant, serving_tile) = &SERVING_TILES[index];
+                if *tile_variant as u8 == variant as u8 && same_tile(serving_tile, tile) {
                     return true;
                 }
                 index += 1;
@@ -291,10 +331,10 @@ impl fmt::Display for KernelSpec {
 }
 
 /// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
-/// is a candidate spec (a variant only with its own tiles, [`SERVING_TILES`] for
-/// [`Variant::Serving`] and [`Variant::Paged`], [`MODIFIED_TILES`] for [`Variant::Modified`]);
-/// each one that passes [`TileConfig::check`] can become one PTX entry
-/// (see [`for_each_gated_config`]).
+/// is a candidate spec (a variant only with its own tiles: [`SERVING_TILES`]' for
+/// [`Variant::Serving`] and [`Variant::Paged`], which need not be in the dense grid, and
+/// [`MODIFIED_TILES`] for [`Variant::Modified`]); each one that passes [`TileConfig::check`] can
+/// become one PTX entry (see [`for_each_gated_config`]).
 pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
 /// The candidate element types (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
@@ -314,17 +354,26 @@ pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &
     for family in CANDIDATE_FAMILIES {
         for dtype in CANDIDATE_DTYPES {
             for variant in CANDIDATE_VARIANTS {
-                for_each_tile_candidate(|tile, verdict| {
-                    if !variant_has_tile(variant, &tile) {
-                        return;
+                let spec = |tile| KernelSpec {
+                    family,
+                    dtype,
+                    variant,
+                    tile,
+                };
+                if variant.is_serving() {
+                    // Their own tiles, outside the dense grid (16-key blocks), each checked
+                    // when the list was built.
+                    for (tile_variant, tile) in SERVING_TILES {
+                        if tile_variant == variant {
+                            visit(spec(tile), Ok(spec(tile)));
+                        }
                     }
-                    let spec = |tile| KernelSpec {
-                        family,
-                        dtype,
-                        variant,
-                        tile,
-                    };
-                    visit(spec(tile), verdict.map(spec));
+                    continue;
+                }
+                for_each_tile_candidate(|tile, verdict| {
+                    if variant_has_tile(variant, &tile) {
+                        visit(spec(tile), verdict.map(spec));
+                    }
                 });
             }
         }

@@ -22,6 +22,7 @@ mod readme;
 mod reference;
 mod regression;
 mod safety;
+mod serving_head_dims;
 mod tuning;
 mod varlen;
 mod varlen_cache;

@@ -423,21 +423,51 @@ fn a_named_serving_kernel_runs_and_others_are_rejected() {
         ),
         Err(Error::KernelHeadDimMismatch { .. })
     ));
-    // The serving kernels run their own head dims only: no padding, and none above 128.
-    for head_dim in [96, 160] {
+    // Every multiple of 8 up to 256 runs: a kernel head dim on its own kernel (unpadded at 64
+    // and 128 only), another padded on the next kernel head dim whose kernels pad; the head
+    // dims that are not multiples of 8 are invalid, not unsupported.
+    for (head_dim, kernel_head_dim) in [(96, 96), (160, 160), (80, 96), (200, 224), (8, 32)] {
+        let extents = VarlenExtents {
+            head_dim,
+            ..raw_extents()
+        };
+        let kernel = plan_varlen(Dtype::F16, &extents, &bshd()).unwrap().kernel();
+        assert_eq!(kernel.spec.variant, Variant::Serving);
+        assert_eq!(kernel.spec.tile.head_dim, kernel_head_dim);
+        assert!(kernel.spec.pads_head_dim());
+    }
+    for head_dim in [12, 264] {
         let extents = VarlenExtents {
             head_dim,
             ..raw_extents()
         };
         assert_eq!(
             plan_varlen(Dtype::F16, &extents, &bshd()).err(),
-            Some(Error::UnsupportedHeadDim {
-                head_dim,
-                variant: Variant::Serving,
-                largest: 128
-            })
+            Some(Error::InvalidHeadDim { head_dim })
         );
     }
+    // A named serving kernel of a smaller head dim cannot hold the rows; one of a larger head
+    // dim that pads runs them padded.
+    let padded = VarlenExtents {
+        head_dim: 72,
+        ..raw_extents()
+    };
+    assert!(matches!(
+        plan_varlen(
+            Dtype::F16,
+            &padded,
+            &with("flash_fwd_f16_d64_m64_n64_w4_s3_serving")
+        ),
+        Err(Error::KernelHeadDimMismatch { .. })
+    ));
+    let d96 = "flash_fwd_f16_d96_m64_n64_w4_s3_pad_serving";
+    assert_eq!(
+        plan_varlen(Dtype::F16, &padded, &with(d96))
+            .unwrap()
+            .kernel()
+            .entry,
+        d96
+    );
 }
 
 #[test]

@@ -3,14 +3,16 @@
 
 use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{
-    attention_kv_cache, error_stats, random_normal, relayout, within_tolerance, Precision,
+    attention_kv_cache, attention_paged_kv_cache, error_stats, random_normal, relayout,
+    within_tolerance, Precision,
 };
 use flash_attn::{
-    plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout,
+    plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, ForwardStrides,
+    Layout, TensorStrides,
 };
 use half::{bf16, f16};
 
-use crate::support::{assert_logsumexps, fresh_seed, gpu};
+use crate::support::{assert_logsumexps, fresh_seed, gpu, SERVING_HEAD_DIMS};
 
 /// One KV-cache problem: random inputs (mean 0.5), cache lengths, and the check of one run.
 struct CacheProblem<T: Element> {
@@ -314,6 +316,209 @@ pub(crate) fn every_serving_kernel_on_a_small_cache() {
                         CacheProblem::<bf16>::new(shape, &lens, causal).check_with(&gpu, &options)
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The KV-cache call at every kernel head dim and at head dims padded to one: decode with GQA
+/// 4:1 (packed rows) over odd cache lengths (one of a single key), the key range split in three
+/// and not, and a causal chunk of 7 queries; fp16 and bf16, the layouts alternating by head
+/// dim.
+pub(crate) fn decode_and_chunks_at_every_head_dim() {
+    let gpu = gpu();
+    for (index, &head_dim) in SERVING_HEAD_DIMS.iter().enumerate() {
+        let layout = [Layout::Bshd, Layout::Bhsd][index % 2];
+        let cases = [
+            (shape(3, 8, 2, 1, 1000, head_dim), vec![1, 999, 517], false),
+            (shape(2, 4, 2, 7, 300, head_dim), vec![7, 299], true),
+        ];
+        for num_splits in [Some(1), Some(3)] {
+            for (shape, lens, causal) in &cases {
+                fn check<T: Element>(
+                    gpu: &FlashAttention,
+                    shape: AttentionShape,
+                    lens: &[u32],
+                    causal: bool,
+                    layout: Layout,
+                    num_splits: Option<usize>,
+                ) {
+                    let problem = CacheProblem::<T>::new(shape, lens, causal);
+                    let options = ForwardOptions {
+                        num_splits,
+                        ..problem.options(layout)
+                    };
+                    let plan = plan_kv_cache(T::DTYPE, &shape, &options, gpu.sm_count()).unwrap();
+                    assert_eq!(
+                        plan.splits() > 1,
+                        num_splits > Some(1),
+                        "{shape:?}: {} splits",
+                        plan.splits()
+                    );
+                    assert_eq!(
+                        plan.kernel().spec.tile.head_dim,
+                        flash_attn::padded_head_dim(shape.head_dim).unwrap()
+                    );
+                    problem.check_with(gpu, &options);
+                }
+                check::<f16>(&gpu, *shape, lens, *causal, layout, num_splits);
+                check::<bf16>(&gpu, *shape, lens, *causal, layout, num_splits);
+            }
+        }
+    }
+}
+
+/// A padded head dim's output rows hold only its own columns: with O's rows 8 elements apart
+/// more than the head dim, filled with a sentinel before the run, the kernels (decode with GQA
+/// 4:1, its output written directly, through the split-KV combine, and as NaN rows for a
+/// sequence whose paged cache names a page outside the cache) leave every gap as it was, and
+/// the rows match the reference. fp16, Bhsd Q and a contiguous cache, or pages of 16 keys.
+pub(crate) fn padded_head_dims_write_only_their_columns() {
+    const GAP: usize = 8;
+    const SENTINEL: f64 = 3.0;
+    let gpu = gpu();
+    for head_dim in [8, 40, 80, 200, 248] {
+        let shape = shape(2, 8, 2, 1, 512, head_dim);
+        let lens = [511, 300];
+        let seed = fresh_seed();
+        let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, seed);
+        let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 0x5555);
+        let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, seed ^ 0xAAAA);
+        let dims = (shape.batch, shape.heads_kv, shape.seq_len_kv, head_dim);
+        let mut pages = crate::paged::ScrambledPages::<f16>::new(dims, 16, &lens, seed);
+        // The first sequence's first page lies outside the cache: its rows are NaN.
+        pages.table[0] = pages.paged.num_pages as u32;
+        let row = (head_dim + GAP) as u64;
+        let o = TensorStrides {
+            batch: shape.heads_q as u64 * row,
+            head: row,
+            seq: row,
+        };
+        let dense = |heads| Layout::Bhsd.strides(heads, 1, head_dim).unwrap();
+        let q_strides = dense(shape.heads_q);
+        let scale = shape.default_softmax_scale() as f64;
+        for paged in [false, true] {
+            let reference = |precision| match paged {
+                false => attention_kv_cache(&q, &k, &v, &lens, shape, scale, false, precision),
+                true => attention_paged_kv_cache(
+                    &q,
+                    &pages.k_pages,
+                    &pages.v_pages,
+                    &pages.table,
+                    &lens,
+                    shape,
+                    &pages.paged,
+                    scale,
+                    false,
+                    precision,
+                ),
+            };
+            let exact = reference(Precision::F64);
+            let plain = reference(Precision::Plain(f16::DTYPE));
+            for num_splits in [Some(1), Some(4)] {
+                let kv = match paged {
+                    false => Layout::Bhsd
+                        .strides(shape.heads_kv, shape.seq_len_kv, head_dim)
+                        .unwrap(),
+                    true => pages.paged.strides(shape.heads_kv, head_dim).unwrap(),
+                };
+                let options = ForwardOptions {
+                    strides: Some(ForwardStrides {
+                        q: q_strides,
+                        k: kv,
+                        v: kv,
+                        o,
+                    }),
+                    num_splits,
+                    ..ForwardOptions::default()
+                };
+                let context = format!(
+                    "D={head_dim} paged={paged} {num_splits:?} splits, seed {seed} (replay with \
+                     FLASH_ATTN_SEED={seed})"
+                );
+                let rows = shape.batch * shape.heads_q;
+                let run = || -> Result<(Vec<f16>, Vec<f32>), Error> {
+                    let q = DeviceBuffer::from_slice(&q)?;
+                    let (k, v) = match paged {
+                        false => (DeviceBuffer::from_slice(&k)?, DeviceBuffer::from_slice(&v)?),
+                        true => (
+                            DeviceBuffer::from_slice(&pages.k_pages)?,
+                            DeviceBuffer::from_slice(&pages.v_pages)?,
+                        ),
+                    };
+                    let table = DeviceBuffer::from_slice(&pages.table)?;
+                    let cache_lens = DeviceBuffer::from_slice(&lens)?;
+                    let mut output = DeviceBuffer::from_slice(&vec![
+                        f16::from_f64(SENTINEL);
+                        rows * (head_dim + GAP)
+                    ])?;
+                    let mut lse = DeviceBuffer::from_slice(&vec![f32::NAN; rows])?;
+                    match paged {
+                        false => gpu.forward_kv_cache(
+                            &q,
+                            &k,
+                            &v,
+                            &cache_lens,
+                            &mut output,
+                            Some(&mut lse),
+                            shape,
+                            &options,
+                        )?,
+                        true => gpu.forward_paged_kv_cache(
+                            &q,
+                            &k,
+                            &v,
+                            &table,
+                            &cache_lens,
+                            &mut output,
+                            Some(&mut lse),
+                            shape,
+                            &pages.paged,
+                            &options,
+                        )?,
+                    }
+                    gpu.synchronize()?;
+                    let mut host = vec![f16::from_f64(0.0); rows * (head_dim + GAP)];
+                    output.copy_to(&mut host[..])?;
+                    let mut host_lse = vec![0f32; rows];
+                    lse.copy_to(&mut host_lse[..])?;
+                    Ok((host, host_lse))
+                };
+                let (output, lse) =
+                    run().unwrap_or_else(|error| panic!("{context}: failed to run: {error}"));
+                let mut got = Vec::new();
+                for (index, row) in output.chunks(head_dim + GAP).enumerate() {
+                    assert!(
+                        row[head_dim..].iter().all(|x| x.to_f64() == SENTINEL),
+                        "row {index}: a column past the head dim was written: {context}"
+                    );
+                    got.extend(row[..head_dim].iter().map(|x| x.to_f64()));
+                }
+                // The first sequence's rows: NaN where its pages are outside the cache.
+                let first = shape.heads_q * head_dim;
+                if paged {
+                    assert!(
+                        got[..first].iter().all(|x| x.is_nan())
+                            && lse[..shape.heads_q].iter().all(|x| x.is_nan()),
+                        "the sequence with a page outside the cache is not all NaN: {context}"
+                    );
+                }
+                let checked = if paged { first } else { 0 };
+                let ours = error_stats(got[checked..].iter().copied(), &exact.output[checked..]);
+                let plain = error_stats(
+                    plain.output[checked..].iter().copied(),
+                    &exact.output[checked..],
+                );
+                assert!(
+                    within_tolerance(&ours, &plain),
+                    "error beyond tolerance: {context}: ours {ours:?}, plain {plain:?}"
+                );
+                let lse_checked = if paged { shape.heads_q } else { 0 };
+                assert_logsumexps(
+                    lse[lse_checked..].iter().map(|&x| x as f64),
+                    &exact.logsumexp[lse_checked..],
+                    &context,
+                );
             }
         }
     }

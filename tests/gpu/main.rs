@@ -57,6 +57,8 @@ fn gpu_trials() -> Vec<Trial> {
         kv_cache::cache_lengths_past_the_capacity_read_as_the_capacity,
         kv_cache::too_few_cache_lengths_are_rejected,
         kv_cache::every_serving_kernel_on_a_small_cache,
+        kv_cache::decode_and_chunks_at_every_head_dim,
+        kv_cache::padded_head_dims_write_only_their_columns,
         modifiers::each_modifier_alone_and_combined_fp16,
         modifiers::each_modifier_alone_and_combined_bf16,
         modifiers::each_modifier_alone_and_combined_at_other_head_dims,
@@ -73,6 +75,7 @@ fn gpu_trials() -> Vec<Trial> {
         paged::a_page_outside_the_cache_makes_its_sequence_nan,
         paged::a_short_block_table_is_rejected,
         paged::every_paged_kernel_on_a_small_cache,
+        paged::paged_decode_at_every_head_dim,
         forward::every_kernel_on_a_small_problem,
         forward::every_kernel_at_the_seed_shape,
         forward::every_kernel_for_sequence_lengths_128_to_4096,
@@ -100,6 +103,7 @@ fn gpu_trials() -> Vec<Trial> {
         varlen::ragged_batches_with_long_sequences,
         varlen::a_heads_first_layout_is_honoured,
         varlen::every_serving_kernel_on_a_small_ragged_batch,
+        varlen::ragged_batches_at_every_head_dim,
         varlen::the_raw_entry_point_matches_the_safe_one,
         varlen::back_to_back_calls_of_different_batches_are_ordered,
         varlen::invalid_calls_are_rejected_before_launching,
@@ -107,6 +111,7 @@ fn gpu_trials() -> Vec<Trial> {
         varlen_cache::the_raw_call_matches_the_reference,
         varlen_cache::a_page_outside_the_cache_makes_its_sequence_nan,
         varlen_cache::every_cache_kernel_on_a_small_batch,
+        varlen_cache::chunked_prefill_at_every_head_dim,
     ]
 }
 

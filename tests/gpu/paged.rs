@@ -12,7 +12,7 @@ use flash_attn::{
 };
 use half::{bf16, f16};
 
-use crate::support::{assert_logsumexps, fresh_seed, gpu};
+use crate::support::{assert_logsumexps, fresh_seed, gpu, SERVING_HEAD_DIMS};
 
 /// One paged problem: random Q (mean 0.5) and [`ScrambledPages`].
 struct PagedProblem<T: Element> {
@@ -23,6 +23,8 @@ struct PagedProblem<T: Element> {
     causal: bool,
     /// `None`: the default paged kernel.
     kernel: Option<&'static ForwardKernel>,
+    /// `ForwardOptions::num_splits`: `None`, the plan's own count.
+    num_splits: Option<usize>,
     seed: u64,
     q: Vec<T>,
     k_pages: Vec<T>,
@@ -105,6 +107,7 @@ impl<T: Element> PagedProblem<T> {
             cache_lens: cache_lens.to_vec(),
             causal,
             kernel: None,
+            num_splits: None,
             seed,
             q: random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed),
             k_pages: pages.k_pages,
@@ -118,6 +121,7 @@ impl<T: Element> PagedProblem<T> {
             causal: self.causal,
             layout: Layout::Bshd,
             kernel: self.kernel,
+            num_splits: self.num_splits,
             ..ForwardOptions::default()
         }
     }
@@ -164,11 +168,13 @@ impl<T: Element> PagedProblem<T> {
         let plan = plan_paged_kv_cache(T::DTYPE, &s, &self.paged, &self.options(), gpu.sm_count())
             .unwrap();
         let context = format!(
-            "{s:?} {:?} lens {:?} causal={} ({} splits), seed {} (replay with FLASH_ATTN_SEED={})",
+            "{s:?} {:?} lens {:?} causal={} ({} splits, kernel {}), seed {} (replay with \
+             FLASH_ATTN_SEED={})",
             self.paged,
             self.cache_lens,
             self.causal,
             plan.splits(),
+            plan.kernel().entry,
             self.seed,
             self.seed
         );
@@ -352,6 +358,57 @@ pub(crate) fn every_paged_kernel_on_a_small_cache() {
                     Dtype::F16 => run::<f16>(&gpu, kernel, shape, page_size, &lens, causal),
                     Dtype::Bf16 => run::<bf16>(&gpu, kernel, shape, page_size, &lens, causal),
                 }
+            }
+        }
+    }
+}
+
+/// The paged call at every kernel head dim and at head dims padded to one: pages of 16 keys
+/// (fp16) and 64 keys (bf16) in scrambled tables, a key block over several pages and a page
+/// over several key blocks; decode with GQA 4:1 over odd lengths and a causal chunk of 9
+/// queries (MHA), the key range split in four and not. Then, in the decode case, a page outside
+/// the cache in the first sequence, whose rows must be NaN, and only its rows: with a padded
+/// head dim, its NaN rows must not reach past their columns into the next sequence's.
+pub(crate) fn paged_decode_at_every_head_dim() {
+    let gpu = gpu();
+    for head_dim in SERVING_HEAD_DIMS {
+        for num_splits in [Some(1), Some(4)] {
+            let cases = [
+                (shape(2, 8, 2, 1, 1024, head_dim), vec![1000, 33], false),
+                (shape(2, 4, 4, 9, 512, head_dim), vec![9, 511], true),
+            ];
+            for (shape, lens, causal) in cases {
+                fn check<T: Element>(
+                    gpu: &FlashAttention,
+                    shape: AttentionShape,
+                    page_size: usize,
+                    lens: &[u32],
+                    causal: bool,
+                    num_splits: Option<usize>,
+                ) {
+                    let mut problem = PagedProblem::<T>::new(shape, page_size, lens, causal);
+                    problem.num_splits = num_splits;
+                    let plan = plan_paged_kv_cache(
+                        T::DTYPE,
+                        &shape,
+                        &problem.paged,
+                        &problem.options(),
+                        gpu.sm_count(),
+                    )
+                    .unwrap();
+                    assert_eq!(plan.splits() > 1, num_splits > Some(1), "{shape:?}");
+                    assert_eq!(
+                        plan.kernel().spec.tile.head_dim,
+                        flash_attn::padded_head_dim(shape.head_dim).unwrap()
+                    );
+                    problem.check(gpu);
+                    if shape.seq_len_q == 1 {
+                        problem.table[0] = problem.paged.num_pages as u32;
+                        problem.check(gpu);
+                    }
+                }
+                check::<f16>(&gpu, shape, 16, &lens, causal, num_splits);
+                check::<bf16>(&gpu, shape, 64, &lens, causal, num_splits);
             }
         }
     }

@@ -9,6 +9,11 @@ use flash_attn::{
     ForwardOptions, Layout, LoadOptions, PTX_TARGETS,
 };
 
+/// The head dims of the serving sweeps: every kernel head dim, and head dims that run padded
+/// on one (8 on 32, 40 and 80 on 96, 200 on 224, 248 on 256).
+pub const SERVING_HEAD_DIMS: [usize; 13] =
+    [8, 32, 40, 64, 80, 96, 128, 160, 192, 200, 224, 248, 256];
+
 /// The GPU. The harness (`main.rs`) runs the tests that call this only where
 /// [`FlashAttention::with_options`] succeeded (or where `FLASH_ATTN_REQUIRE_GPU` is set, so
 /// that a missing GPU fails them).

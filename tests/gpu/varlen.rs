@@ -16,7 +16,7 @@ use flash_attn::{
 };
 use half::{bf16, f16};
 
-use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard};
+use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard, SERVING_HEAD_DIMS};
 
 /// Offsets `0, l0, l0 + l1, ...` of these sequence lengths.
 fn offsets(lengths: impl Iterator<Item = usize>) -> Vec<u32> {
@@ -275,6 +275,15 @@ pub(crate) fn ragged_batches_fp16_and_bf16() {
     let heads = [(4, 4), (6, 2), (3, 1)];
     check_ragged::<f16>(&gpu, SHORT, &heads, &[64, 128]);
     check_ragged::<bf16>(&gpu, SHORT, &heads, &[64, 128]);
+}
+
+/// A ragged batch at every kernel head dim and at head dims padded to one: odd lengths, an
+/// empty sequence of each kind, GQA 2:1 (fp16) and MQA (bf16), causal or not.
+pub(crate) fn ragged_batches_at_every_head_dim() {
+    let gpu = gpu();
+    let lengths = [(1, 1), (7, 63), (0, 3), (65, 130), (5, 0), (130, 7)];
+    check_ragged::<f16>(&gpu, &lengths, &[(4, 2)], &SERVING_HEAD_DIMS);
+    check_ragged::<bf16>(&gpu, &lengths, &[(3, 1)], &SERVING_HEAD_DIMS);
 }
 
 pub(crate) fn empty_sequences_are_skipped_or_zero() {

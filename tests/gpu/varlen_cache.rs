@@ -18,7 +18,7 @@ use flash_attn::{
 use half::{bf16, f16};
 
 use crate::paged::ScrambledPages;
-use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard};
+use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard, SERVING_HEAD_DIMS};
 
 /// One problem: packed queries `[tokens_q, heads_q, head_dim]` (mean 0.5) and a cache, either
 /// contiguous (`[batch, heads_kv, capacity, head_dim]`, stored in the options' layout; the
@@ -33,6 +33,8 @@ struct VarlenCacheProblem<T: Element> {
     causal: bool,
     layout: Layout,
     kernel: Option<&'static ForwardKernel>,
+    /// `ForwardOptions::num_splits`: `None`, the plan's own count.
+    num_splits: Option<usize>,
     seed: u64,
     q: Vec<T>,
     /// The contiguous cache (`[batch, heads_kv, capacity, head_dim]`), or the pages.
@@ -100,6 +102,7 @@ impl<T: Element> VarlenCacheProblem<T> {
             causal,
             layout: Layout::Bshd,
             kernel: None,
+            num_splits: None,
             seed,
             q,
             k,
@@ -123,6 +126,7 @@ impl<T: Element> VarlenCacheProblem<T> {
             causal: self.causal,
             layout: self.layout,
             kernel: self.kernel,
+            num_splits: self.num_splits,
             ..ForwardOptions::default()
         }
     }
@@ -272,6 +276,21 @@ impl<T: Element> VarlenCacheProblem<T> {
         ))
     }
 
+    /// [`Self::check`] of the safe call, after checking that the plan runs the kernels of the
+    /// head dim the problem pads to; the plan's split count.
+    fn check_splits(&self, gpu: &FlashAttention) -> u32 {
+        let extents = self.shape().extents().unwrap();
+        let paged = self.pages.as_ref().map(|pages| &pages.paged);
+        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, paged, &self.options(), gpu.sm_count())
+            .unwrap();
+        assert_eq!(
+            plan.kernel().spec.tile.head_dim,
+            flash_attn::padded_head_dim(self.head_dim).unwrap()
+        );
+        self.check(gpu, false);
+        plan.splits()
+    }
+
     /// The tolerance rule per sequence; a sequence whose reference is NaN (a page outside the
     /// cache) must be NaN, output and logsumexps.
     fn check(&self, gpu: &FlashAttention, raw: bool) {
@@ -363,6 +382,29 @@ pub(crate) fn chunked_prefill_over_contiguous_and_paged_caches() {
                 VarlenCacheProblem::<f16>::new(small_grid, (8, 2), 4096, head_dim, None, causal);
             bhsd.layout = Layout::Bhsd;
             bhsd.check(&gpu, false);
+        }
+    }
+}
+
+/// A chunked prefill at every kernel head dim and at head dims padded to one: ragged query
+/// chunks (an empty one, a single token, odd lengths) against a contiguous cache (fp16, the
+/// layouts alternating by head dim) and one paged at 32 keys (bf16), causal, GQA 4:1, the key
+/// range split in three and not.
+pub(crate) fn chunked_prefill_at_every_head_dim() {
+    let gpu = gpu();
+    let sequences: &[(usize, u32)] = &[(7, 1000), (0, 512), (1, 1), (65, 65), (30, 999)];
+    for (index, &head_dim) in SERVING_HEAD_DIMS.iter().enumerate() {
+        for num_splits in [Some(1), Some(3)] {
+            let mut contiguous =
+                VarlenCacheProblem::<f16>::new(sequences, (8, 2), 1024, head_dim, None, true);
+            contiguous.layout = [Layout::Bshd, Layout::Bhsd][index % 2];
+            contiguous.num_splits = num_splits;
+            let mut paged =
+                VarlenCacheProblem::<bf16>::new(sequences, (8, 2), 1024, head_dim, Some(32), true);
+            paged.num_splits = num_splits;
+            for splits in [contiguous.check_splits(&gpu), paged.check_splits(&gpu)] {
+                assert_eq!(splits > 1, num_splits > Some(1));
+            }
         }
     }
 }

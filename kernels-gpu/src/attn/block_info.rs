@@ -37,6 +37,9 @@ pub struct PagedRows {
     pub first_row: u32,
     /// Keys that exist (the sequence's used length): later rows are zero-filled, never read.
     pub rows: u32,
+    /// 16-byte chunks of each row that exist (the problem's head dim over 8): later chunks are
+    /// padding (see [`RowBlock::chunks`]), never read.
+    pub chunks: u32,
 }
 
 impl PagedRows {
@@ -289,7 +292,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
     }
 
     /// Key or value rows from `first_row` of the paged tensor at `pointer` with `strides`
-    /// (`strides.batch` steps pages).
+    /// (`strides.batch` steps pages), of `params.head_dim` columns.
     ///
     /// # Safety
     /// `pointer` and `strides` are `params.k` or `params.v` and theirs; the cache is paged and
@@ -297,6 +300,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
     #[inline(always)]
     pub unsafe fn paged_key_rows(
         &self,
+        params: &ForwardParams,
         sequences: &SequenceParams,
         strides: &TensorStrides,
         pointer: u64,
@@ -310,6 +314,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
             row_stride: strides.seq as usize,
             first_row,
             rows: self.seq_len_kv,
+            chunks: row_chunks(params),
         }
     }
 

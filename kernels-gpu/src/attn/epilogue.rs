@@ -156,6 +156,57 @@ pub unsafe fn write_nan_rows<
         }
         chunk_index += 32 * WARPS;
     }
+    write_nan_logsumexps::<BLOCK_M, SERVING>(info, params, sequences, thread);
+}
+
+/// [`write_nan_rows`] for a kernel that runs padded problems (`PADS`): only the columns up to
+/// the problem's head dim, the rest not being the output's. A function of its own, chosen by
+/// the kernel on `PADS`, rather than a `PADS` switch in [`write_nan_rows`]: any such switch,
+/// constant-folded or not, reordered the basic blocks of the D=64 and D=128 paged kernels
+/// (their PTX changed, register numbers and labels).
+///
+/// # Safety
+/// As [`write_nan_rows`].
+#[inline(always)]
+pub unsafe fn write_nan_rows_padded<
+    T: Element,
+    const BLOCK_M: usize,
+    const WARPS: usize,
+    const HEAD_DIM: usize,
+    const SERVING: bool,
+>(
+    info: &BlockInfo<SERVING>,
+    params: &ForwardParams,
+    sequences: &SequenceParams,
+    thread: usize,
+) {
+    let nan = T::pack(f32::NAN, f32::NAN);
+    let data_chunks = row_chunks(params) as usize;
+    let tile_chunks = HEAD_DIM / CHUNK_ELEMS;
+    let mut chunk_index = thread;
+    while chunk_index < BLOCK_M * tile_chunks {
+        let (row, chunk) = (chunk_index / tile_chunks, chunk_index % tile_chunks);
+        if info.first_query + (row as u32) < info.seq_len_q && chunk < data_chunks {
+            let offset = info.output_row_offset(params, row) + chunk * CHUNK_ELEMS;
+            st_global_v4_b32((params.o as *mut u16).add(offset).cast(), [nan; 4]);
+        }
+        chunk_index += 32 * WARPS;
+    }
+    write_nan_logsumexps::<BLOCK_M, SERVING>(info, params, sequences, thread);
+}
+
+/// The logsumexps of [`write_nan_rows`]: NaN for every row of the block that exists, if
+/// `params.lse` asks for them; thread `thread` writes row `thread`'s.
+///
+/// # Safety
+/// `params` and `info` satisfy the kernel's launch contract.
+#[inline(always)]
+unsafe fn write_nan_logsumexps<const BLOCK_M: usize, const SERVING: bool>(
+    info: &BlockInfo<SERVING>,
+    params: &ForwardParams,
+    sequences: &SequenceParams,
+    thread: usize,
+) {
     if params.lse != 0 && thread < BLOCK_M {
         let row = info.first_query + thread as u32;
         if row < info.seq_len_q {

@@ -147,7 +147,9 @@ pub unsafe fn arrive<const BLOCK_M: usize, const HEAD_DIM: usize, const SERVING:
 }
 
 /// Combines the split group's partials of the block's rows that exist into the output and the
-/// logsumexp: one warp per row, two columns per lane at a time.
+/// logsumexp: one warp per row, two columns per lane at a time. The partials are `HEAD_DIM`
+/// wide; with `PADS` (a kernel that runs padded problems) only the columns up to the problem's
+/// head dim are read and stored.
 ///
 /// # Safety
 /// Called by the last block of a split group ([`arrive`]), every warp of it; the launch
@@ -159,6 +161,7 @@ pub unsafe fn combine<
     const WARPS: usize,
     const HEAD_DIM: usize,
     const SERVING: bool,
+    const PADS: bool,
 >(
     info: &BlockInfo<SERVING>,
     params: &ForwardParams,
@@ -167,12 +170,18 @@ pub unsafe fn combine<
     lane: usize,
 ) {
     // Two columns per lane at a time: column pairs `lane + 32 * pair`, the last pair's lanes
-    // past the head dim idle (head dims that are not multiples of 64, whose dense kernels
-    // instantiate this code but never run it: the serving tiles are at 64 and 128).
+    // past the head dim idle (head dims that are not multiples of 64; with `PADS`, the
+    // problem's head dim, a multiple of 8, so that a pair is wholly in or out).
     let pairs_per_lane = const {
         assert!(HEAD_DIM <= 256, "at most 4 column pairs per lane");
         HEAD_DIM.div_ceil(64)
     };
+    let columns = if PADS {
+        params.head_dim as usize
+    } else {
+        HEAD_DIM
+    };
+    let is_column = |column: usize| (!PADS && HEAD_DIM.is_multiple_of(64)) || column < columns;
     let workspace = Workspace::of::<HEAD_DIM>(params, sequences);
     let splits = sequences.splits;
     let first_row = info.workspace_row(params, sequences);
@@ -231,7 +240,7 @@ pub unsafe fn combine<
             let at = Workspace::row(params, sequences, split, info.head, first_row + row);
             for pair in 0..pairs_per_lane {
                 let column = 2 * (lane + 32 * pair);
-                if HEAD_DIM.is_multiple_of(64) || column < HEAD_DIM {
+                if is_column(column) {
                     let partial =
                         ld_global_cg_v2_f32(workspace.outputs.add(at * HEAD_DIM + column));
                     combined[pair][0] += weight * partial[0];
@@ -242,7 +251,7 @@ pub unsafe fn combine<
         let output = (params.o as *mut u16).add(info.output_row_offset(params, row as usize));
         for pair in 0..pairs_per_lane {
             let column = 2 * (lane + 32 * pair);
-            if HEAD_DIM.is_multiple_of(64) || column < HEAD_DIM {
+            if is_column(column) {
                 *output.add(column).cast::<u32>() = T::pack(combined[pair][0], combined[pair][1]);
             }
         }

@@ -31,7 +31,7 @@ use flash_attn_params::{
 };
 
 use crate::attn::block_info::{BlockInfo, PagedRows, RowBlock};
-use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_output};
+use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
 use crate::attn::mask::mask_scores;
 use crate::attn::modifiers::{add_alibi, apply_softcap};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
@@ -60,9 +60,9 @@ struct SharedMemoryBase;
 /// chunk, which costs no predicate in the main loop's copies. Both are exact: a score is
 /// `q · k` over the columns, and Q's padding is 0 (times a finite K element), and V's padding
 /// only reaches output columns that are never stored. Without `PADS` the padding compiles out:
-/// the dense and serving kernels run whole rows, which keeps their registers and time (the
-/// padding's arithmetic spilled the serving D=128 entries on sm_80 and cost the dense anchors
-/// up to 3.6%, BENCHMARKS.md log 31).
+/// the dense kernels, and every kernel of head dims 64 and 128, run whole rows, which keeps
+/// their registers and time (the padding's arithmetic spilled the serving D=128 entries on
+/// sm_80 and cost the dense anchors up to 3.6%, BENCHMARKS.md log 31).
 ///
 /// [`pads_head_dim`]: flash_attn_params::pads_head_dim
 ///
@@ -141,21 +141,38 @@ unsafe fn copy_tile_async<
     }
 }
 
-/// [`copy_tile_async`] for a K or V tile of a paged cache (a serving kernel: whole rows): each
-/// copy finds its row's page.
+/// [`copy_tile_async`] for a K or V tile of a paged cache: each copy finds its row's page. With
+/// `PADS` (the paged kernels of [`pads_head_dim`]) the columns past the problem's head dim
+/// repeat the row's last chunk, as [`copy_tile_async`]'s K and V padding does.
+///
+/// [`pads_head_dim`]: flash_attn_params::pads_head_dim
 ///
 /// # Safety
 /// Every row below `source.rows` lies in a page of the cache (the block checked them), its
-/// `HEAD_DIM` elements 16-byte aligned and readable, and `source.rows >= 1`; every thread of
-/// the block calls it with its own `thread`.
+/// first `8 * source.chunks` elements 16-byte aligned and readable, `source.rows >= 1` and
+/// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` without
+/// `PADS`); every thread of the block calls it with its own `thread`.
 #[inline(always)]
-unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS: usize>(
+unsafe fn copy_paged_tile_async<
+    Tile: SharedTile,
+    const ROWS: usize,
+    const WARPS: usize,
+    const PADS: bool,
+>(
     tile: Tile,
     source: PagedRows,
     thread: usize,
 ) {
     let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
     let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
+    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
+    let read_column = |column: usize| {
+        if PADS {
+            (column as u32).min(source.chunks - 1) as usize
+        } else {
+            column
+        }
+    };
     for pass in 0..plan.passes {
         let row = first + pass * plan.rows_per_pass;
         let source_row = source.first_row + row as u32;
@@ -168,7 +185,8 @@ unsafe fn copy_paged_tile_async<Tile: SharedTile, const ROWS: usize, const WARPS
         };
         for group in 0..plan.groups {
             let column = group * plan.group_chunks + chunk;
-            let element = source.row_offset(source_row.min(source.rows - 1)) + column * CHUNK_ELEMS;
+            let element = source.row_offset(source_row.min(source.rows - 1))
+                + read_column(column) * CHUNK_ELEMS;
             let destination = tile.chunk_address(row, column);
             cp_async_cg_16_zfill(
                 destination,
@@ -298,9 +316,15 @@ pub unsafe fn forward<
         let outside = info.names_a_page_outside_the_cache(sequences, thread as u32, threads);
         if bar_red_or_0(outside) {
             if info.split == 0 {
-                write_nan_rows::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
-                    &info, params, sequences, thread,
-                );
+                if PADS {
+                    write_nan_rows_padded::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+                        &info, params, sequences, thread,
+                    );
+                } else {
+                    write_nan_rows::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+                        &info, params, sequences, thread,
+                    );
+                }
             }
             return;
         }
@@ -331,8 +355,9 @@ pub unsafe fn forward<
     |block: u32, stage: u32| {
         let first_key = block * BLOCK_N as u32;
         if PAGED {
-            let k_rows = info.paged_key_rows(sequences, &params.k_strides, params.k, first_key);
-            copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(k_tile(stage), k_rows, thread);
+            let k_rows =
+                info.paged_key_rows(params, sequences, &params.k_strides, params.k, first_key);
+            copy_paged_tile_async::<Tile, BLOCK_N, WARPS, PADS>(k_tile(stage), k_rows, thread);
         } else {
             let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
             copy_tile_async::<Tile, BLOCK_N, WARPS, PADS, false>(k_tile(stage), k_rows, thread);
@@ -342,8 +367,9 @@ pub unsafe fn forward<
     |block: u32, stage: u32| {
         let first_key = block * BLOCK_N as u32;
         if PAGED {
-            let v_rows = info.paged_key_rows(sequences, &params.v_strides, params.v, first_key);
-            copy_paged_tile_async::<Tile, BLOCK_N, WARPS>(v_tile(stage), v_rows, thread);
+            let v_rows =
+                info.paged_key_rows(params, sequences, &params.v_strides, params.v, first_key);
+            copy_paged_tile_async::<Tile, BLOCK_N, WARPS, PADS>(v_tile(stage), v_rows, thread);
         } else {
             let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
             copy_tile_async::<Tile, BLOCK_N, WARPS, PADS, false>(v_tile(stage), v_rows, thread);
@@ -576,7 +602,7 @@ pub unsafe fn forward<
         // key loop's barriers, or (with no key block) behind the one after the Q copies.
         let flag = q_tile.chunk_address(0, 0);
         if arrive::<BLOCK_M, HEAD_DIM, SERVING>(&info, params, sequences, thread, flag) {
-            combine::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+            combine::<Mma::Input, BLOCK_M, WARPS, HEAD_DIM, SERVING, PADS>(
                 &info, params, sequences, warp, lane,
             );
         }
