@@ -15,7 +15,7 @@ mod common;
 use std::time::Instant;
 
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
-use flash_attn::reference::{attention_paged_kv_cache, random_normal, Precision};
+use flash_attn::reference::{attention_paged_kv_cache, random_normal, Precision, Scoring};
 use flash_attn::{
     AttentionShape, Dtype, Error, FlashAttention, ForwardOptions, Layout, PagedKvCache,
 };
@@ -165,8 +165,7 @@ fn main() -> Result<(), Error> {
             &cache_lens,
             shape,
             &paged,
-            scale,
-            false,
+            &Scoring::plain(scale, false),
             precision,
         )
     };

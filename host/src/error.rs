@@ -343,15 +343,6 @@ pub enum Error {
         /// Its value.
         slope: f32,
     },
-    /// A score modifier (`window`, `softcap`) on a call whose kernels do not take it yet (the
-    /// KV-cache and variable-length calls, whose kernels are of `variant`).
-    ModifierNotSupported {
-        /// The modifier: `"window"` or `"softcap"`.
-        modifier: &'static str,
-        /// The variant of the call's kernels ([`crate::Variant::Serving`] or
-        /// [`crate::Variant::Paged`]).
-        variant: Variant,
-    },
     /// A CUDA call failed.
     Cuda(CudaError),
     /// A raw driver call that `cust` does not wrap failed with this `CUresult` code.
@@ -537,10 +528,6 @@ impl fmt::Display for Error {
                 f,
                 "ALiBi slope {index} is {slope}: not finite, or its bias over the problem's \
                  distances is not finite in f32"
-            ),
-            Error::ModifierNotSupported { modifier, variant } => write!(
-                f,
-                "the {variant:?} kernels (KV-cache and variable-length calls) take no {modifier} yet"
             ),
             Error::UnknownKernel { name } => {
                 write!(f, "{name:?} is not one of the exposed kernels (FORWARD_KERNELS)")

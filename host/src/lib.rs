@@ -58,11 +58,12 @@ use element::{as_half1, from_half1};
 pub use flash_attn_params::{
     architecture_named, for_each_candidate, for_each_gated_config, padded_head_dim, ptx_target_for,
     Architecture, Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams,
-    ModifierParams, QSource, SequenceParams, ServingParams, SmemLayout, TensorStrides, TileConfig,
-    TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
-    CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
-    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE,
-    KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
+    ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams, SmemLayout,
+    TensorStrides, TileConfig, TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
+    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
+    HEAD_DIM_GRANULE, KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES,
+    SM89_MAX_SMEM_PER_BLOCK,
 };
 
 #[cfg(feature = "cudarc")]
@@ -784,7 +785,17 @@ impl FlashAttention {
         let function = self.kernels.function(plan.kernel)?;
         let tile = &plan.kernel.spec.tile;
         match (serving, plan.modifiers) {
-            (Some(params), _) => launch::launch_forward(stream, function, tile, plan.grid, params),
+            (Some(params), None) => {
+                launch::launch_forward(stream, function, tile, plan.grid, params)
+            }
+            (Some(ServingParams { forward, sequences }), Some(modifiers)) => {
+                let params = ModifiedServingParams {
+                    forward,
+                    sequences,
+                    modifiers,
+                };
+                launch::launch_forward(stream, function, tile, plan.grid, params)
+            }
             (None, Some(modifiers)) => {
                 let params = ModifiedParams {
                     forward: plan.params,

@@ -240,23 +240,46 @@ impl ScoreRule {
         }
     }
 
-    /// Whether the problem needs a modified kernel: a softcap, ALiBi, a window that bounds
-    /// more than causal masking does, or a head dim that runs padded.
-    fn is_modified(&self) -> bool {
-        self.padded
-            || self.softcap.is_some()
+    /// Whether the scores need a modifier: a softcap, ALiBi, or a window that bounds more than
+    /// causal masking does.
+    fn modifies_scores(&self) -> bool {
+        self.softcap.is_some()
             || self.alibi.is_some()
             || self.left.is_some()
             || self.right.is_some_and(|right| right != 0)
     }
 
-    /// The variant of the kernel the problem runs.
+    /// Whether a dense call's problem needs a modified kernel: a score modifier, or a head dim
+    /// that runs padded (which only the modified kernels do among those of dense calls).
+    fn is_modified(&self) -> bool {
+        self.padded || self.modifies_scores()
+    }
+
+    /// The variant of the kernel a dense call's problem runs.
     pub(crate) fn variant(&self) -> Variant {
         if self.is_modified() {
             Variant::Modified
         } else {
             Variant::Dense
         }
+    }
+
+    /// The variant of the kernel a serving call's problem runs, `unmodified`
+    /// ([`Variant::Serving`] or [`Variant::Paged`]) or its modified form where the scores need a
+    /// modifier (the serving kernels pad every head dim themselves).
+    pub(crate) fn serving_variant(&self, unmodified: Variant) -> Variant {
+        if self.modifies_scores() {
+            unmodified.with_modifiers()
+        } else {
+            unmodified
+        }
+    }
+
+    /// Whether the window bounds some query's keys beyond causal masking, or ALiBi biases
+    /// them: what a decode step's packing of query heads into rows cannot express (its rows
+    /// share one window of one query position, and one slope).
+    pub(crate) fn varies_by_row(&self) -> bool {
+        self.alibi.is_some() || self.left.is_some() || self.right.is_some_and(|right| right < 0)
     }
 
     /// Whether the rule is causal masking (the dense kernels' flag: the given right bound is
@@ -296,11 +319,12 @@ impl ScoreRule {
         &self,
         shape: &AttentionShape,
         options: &ForwardOptions,
+        variant: Variant,
         mut params: ForwardParams,
     ) -> Result<(ForwardParams, Option<ModifierParams>), Error> {
         check_window(shape, options)?;
         params.causal = self.causal() as u32;
-        if !self.is_modified() {
+        if !variant.is_modified() {
             return Ok((params, None));
         }
         let scale = options

@@ -441,7 +441,7 @@ pub(crate) fn plan_dense(
     })?;
     let kernel = checked.kernel;
     let required = batch_required(shape, &checked, &kernel.spec.tile)?;
-    let (params, modifiers) = rule.params(shape, options, checked.params)?;
+    let (params, modifiers) = rule.params(shape, options, kernel.spec.variant, checked.params)?;
     // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here: exact.
     let query_tiles = shape.seq_len_q.div_ceil(kernel.spec.tile.block_m);
     Ok(LaunchPlan {
@@ -545,17 +545,6 @@ pub(crate) fn check_problem(
         Some(kernel) => kernel,
         None => default_kernel()?,
     };
-    // The serving kernels take no score modifier yet: a window or softcap there would be
-    // silently ignored.
-    if variant.is_serving() {
-        let modifiers = [
-            ("window", options.window.is_some()),
-            ("softcap", options.softcap.is_some()),
-        ];
-        if let Some((modifier, _)) = modifiers.into_iter().find(|&(_, given)| given) {
-            return Err(Error::ModifierNotSupported { modifier, variant });
-        }
-    }
     if kernel.spec.variant != variant {
         return Err(Error::KernelVariantMismatch {
             kernel: kernel.entry,
@@ -865,11 +854,13 @@ pub(crate) fn plan_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    let variant = if paged.is_some() {
+    let unmodified = if paged.is_some() {
         Variant::Paged
     } else {
         Variant::Serving
     };
+    let rule = ScoreRule::new(shape, options, None);
+    let variant = rule.serving_variant(unmodified);
     check_num_splits(options, MAX_SPLITS)?;
     let default_kernel = || serving_kernel(dtype, shape.head_dim, variant);
     let (checked, mut required) = match queries {
@@ -914,7 +905,8 @@ pub(crate) fn plan_cache(
         }
     };
     let kernel = checked.kernel;
-    let mut params = checked.params;
+    let (mut params, mut modifiers) =
+        rule.params(shape, options, kernel.spec.variant, checked.params)?;
     let mut paging = SequenceParams::DENSE;
     if let Some(paged) = paged {
         if !(16..=256).contains(&paged.page_size) || !paged.page_size.is_power_of_two() {
@@ -976,8 +968,9 @@ pub(crate) fn plan_cache(
     );
     let group = shape.heads_q / shape.heads_kv;
     // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
-    // the offsets.
-    if queries.is_none() && shape.seq_len_q == 1 && group > 1 {
+    // the offsets; nor for a window that bounds the keys or ALiBi, which the kernels apply by
+    // query position and head (a packed row's position is not its query's).
+    if queries.is_none() && shape.seq_len_q == 1 && group > 1 && !rule.varies_by_row() {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
         // the same query position, which sees every used key (causal or not).
@@ -997,6 +990,11 @@ pub(crate) fn plan_cache(
         params.heads_q = shape.heads_kv as u32;
         params.kv_group_size = 1;
         params.causal = 0;
+        if let Some(modifiers) = modifiers.as_mut() {
+            // A softcap alone: the window's offsets that bound nothing for the packed rows.
+            modifiers.window_left = shape.seq_len_kv as i32 - 1;
+            modifiers.window_right = group as i32 - 1;
+        }
     }
     let tile = kernel.spec.tile;
     let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
@@ -1064,7 +1062,7 @@ pub(crate) fn plan_cache(
         required,
         workspace_bytes,
         counters,
-        modifiers: None,
+        modifiers,
         alibi_slopes: 0,
     })
 }

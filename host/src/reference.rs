@@ -126,6 +126,18 @@ pub struct Scoring<'a> {
 }
 
 impl Scoring<'_> {
+    /// What a call's `options` ask for (their softmax scale, or `default_scale`; causal
+    /// masking, the window and the softcap), without ALiBi: ALiBi's slopes come with the call.
+    pub fn of_options(options: &ForwardOptions, default_scale: f64) -> Self {
+        Self {
+            softmax_scale: options.softmax_scale.map_or(default_scale, f64::from),
+            causal: options.causal,
+            window: options.window,
+            softcap: options.softcap.map(f64::from),
+            alibi: None,
+        }
+    }
+
     /// Scaled scores, causal or not, and no modifier.
     pub fn plain(softmax_scale: f64, causal: bool) -> Self {
         Self {
@@ -154,6 +166,38 @@ impl Scoring<'_> {
         options
             .mask(shape)
             .unwrap_or_else(|error| panic!("the reference takes valid windows: {error}"))
+    }
+
+    /// [`Self::mask`] for one sequence of a serving call (a KV cache's, or a variable-length
+    /// batch's), whose lengths the call did not validate the window against: where the window
+    /// leaves every query of this sequence without a key, a rule under which none sees one (the
+    /// kernels' result: output 0, logsumexp -inf).
+    fn sequence_mask(&self, shape: &AttentionShape) -> Mask {
+        let options = ForwardOptions {
+            causal: self.causal,
+            window: self.window,
+            ..ForwardOptions::default()
+        };
+        let lengths = (u32_length(shape.seq_len_q), u32_length(shape.seq_len_kv));
+        match options.mask(shape) {
+            Err(crate::Error::WindowExcludesEveryKey { .. }) => {
+                Mask::windowed(lengths.0, lengths.1, Some(0), Some(-1))
+            }
+            _ => self.mask(shape),
+        }
+    }
+
+    /// The scoring of sequence `batch` of a serving call, computed as a batch of one: its own
+    /// ALiBi slopes.
+    fn of_sequence(&self, batch: usize, heads_q: usize) -> Self {
+        let alibi = self.alibi.map(|alibi| match alibi.layout {
+            AlibiLayout::PerHead => alibi,
+            AlibiLayout::PerBatchAndHead => AlibiSlopes {
+                slopes: &alibi.slopes[batch * heads_q..(batch + 1) * heads_q],
+                layout: AlibiLayout::PerHead,
+            },
+        });
+        Self { alibi, ..*self }
     }
 
     /// The ALiBi slope of `row`'s (batch, query head), 0 without ALiBi.
@@ -270,8 +314,21 @@ pub fn attention_with<T: HalfElement>(
     scoring: &Scoring,
     precision: Precision,
 ) -> ReferenceOutput {
+    attention_masked(q, k, v, shape, scoring, scoring.mask(&shape), precision)
+}
+
+/// [`attention_with`] under the visibility rule `mask` (the serving references' per-sequence
+/// rule, [`Scoring::sequence_mask`]).
+fn attention_masked<T: HalfElement>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    shape: AttentionShape,
+    scoring: &Scoring,
+    mask: Mask,
+    precision: Precision,
+) -> ReferenceOutput {
     assert_dense_inputs(q, k, v, &shape);
-    let mask = scoring.mask(&shape);
     let d = shape.head_dim;
     let rows = shape.lse_elements().expect("a shape the CPU can hold");
     // Converted once: a 16-bit to f64 conversion per multiply-add would dominate the run time.
@@ -393,8 +450,7 @@ pub fn attention_varlen<T: HalfElement>(
     k: &[T],
     v: &[T],
     shape: &VarlenShape,
-    softmax_scale: f64,
-    causal: bool,
+    scoring: &Scoring,
     precision: Precision,
 ) -> ReferenceOutput {
     let extents = shape
@@ -413,7 +469,7 @@ pub fn attention_varlen<T: HalfElement>(
         .cu_seqlens_q
         .windows(2)
         .zip(shape.cu_seqlens_kv.windows(2));
-    for (queries, keys) in sequences {
+    for (batch, (queries, keys)) in sequences.enumerate() {
         let (queries, keys) = (
             queries[0] as usize..queries[1] as usize,
             keys[0] as usize..keys[1] as usize,
@@ -435,13 +491,13 @@ pub fn attention_varlen<T: HalfElement>(
             let elements = tokens.start * heads * d..tokens.end * heads * d;
             relayout(&packed[elements], dims, Layout::Bshd, Layout::Bhsd)
         };
-        let result = attention(
+        let result = attention_masked(
             &dense(q, &queries, heads_q, q_dims),
             &dense(k, &keys, heads_kv, kv_dims),
             &dense(v, &keys, heads_kv, kv_dims),
             sequence,
-            softmax_scale,
-            causal,
+            &scoring.of_sequence(batch, heads_q),
+            scoring.sequence_mask(&sequence),
             precision,
         );
         output[queries.start * heads_q * d..queries.end * heads_q * d].copy_from_slice(&relayout(
@@ -650,8 +706,7 @@ pub fn attention_kv_cache<T: HalfElement>(
     v_cache: &[T],
     cache_lens: &[u32],
     shape: AttentionShape,
-    softmax_scale: f64,
-    causal: bool,
+    scoring: &Scoring,
     precision: Precision,
 ) -> ReferenceOutput {
     assert_dense_inputs(q, k_cache, v_cache, &shape);
@@ -684,13 +739,13 @@ pub fn attention_kv_cache<T: HalfElement>(
             seq_len_kv: used,
             ..shape
         };
-        let result = attention(
+        let result = attention_masked(
             q_b,
             &prefix(k_cache),
             &prefix(v_cache),
             sequence,
-            softmax_scale,
-            causal,
+            &scoring.of_sequence(b, shape.heads_q),
+            scoring.sequence_mask(&sequence),
             precision,
         );
         output.extend(result.output);
@@ -713,22 +768,13 @@ pub fn attention_paged_kv_cache<T: HalfElement>(
     cache_lens: &[u32],
     shape: AttentionShape,
     paged: &crate::PagedKvCache,
-    softmax_scale: f64,
-    causal: bool,
+    scoring: &Scoring,
     precision: Precision,
 ) -> ReferenceOutput {
     let (k_cache, v_cache, outside) =
         gather_pages(k_pages, v_pages, block_table, cache_lens, &shape, paged);
-    let mut result = attention_kv_cache(
-        q,
-        &k_cache,
-        &v_cache,
-        cache_lens,
-        shape,
-        softmax_scale,
-        causal,
-        precision,
-    );
+    let mut result =
+        attention_kv_cache(q, &k_cache, &v_cache, cache_lens, shape, scoring, precision);
     let (rows, d) = (shape.heads_q * shape.seq_len_q, shape.head_dim);
     for b in (0..shape.batch).filter(|&b| outside[b]) {
         result.output[b * rows * d..(b + 1) * rows * d].fill(f64::NAN);
@@ -790,8 +836,7 @@ pub fn attention_varlen_kv_cache<T: HalfElement>(
     v_cache: &[T],
     cache_lens: &[u32],
     shape: &crate::VarlenCacheShape,
-    softmax_scale: f64,
-    causal: bool,
+    scoring: &Scoring,
     precision: Precision,
 ) -> ReferenceOutput {
     let (heads_kv, capacity, d) = (shape.heads_kv, shape.seq_len_kv, shape.head_dim);
@@ -831,8 +876,7 @@ pub fn attention_varlen_kv_cache<T: HalfElement>(
         &pack(k_cache),
         &pack(v_cache),
         &packed,
-        softmax_scale,
-        causal,
+        scoring,
         precision,
     )
 }
@@ -850,8 +894,7 @@ pub fn attention_varlen_paged_kv_cache<T: HalfElement>(
     cache_lens: &[u32],
     shape: &crate::VarlenCacheShape,
     paged: &crate::PagedKvCache,
-    softmax_scale: f64,
-    causal: bool,
+    scoring: &Scoring,
     precision: Precision,
 ) -> ReferenceOutput {
     let extents = shape
@@ -865,16 +908,8 @@ pub fn attention_varlen_paged_kv_cache<T: HalfElement>(
         &extents.longest,
         paged,
     );
-    let mut result = attention_varlen_kv_cache(
-        q,
-        &k_cache,
-        &v_cache,
-        cache_lens,
-        shape,
-        softmax_scale,
-        causal,
-        precision,
-    );
+    let mut result =
+        attention_varlen_kv_cache(q, &k_cache, &v_cache, cache_lens, shape, scoring, precision);
     let (heads_q, d, tokens_q) = (shape.heads_q, shape.head_dim, extents.tokens_q);
     for (b, queries) in shape.cu_seqlens_q.windows(2).enumerate() {
         if !outside[b] {

@@ -16,6 +16,7 @@
 use cust::memory::DeviceSlice;
 use flash_attn_params::{Dtype, SequenceParams, TensorStrides, TileConfig, Variant};
 
+use crate::modifiers::ScoreRule;
 use crate::problem::{
     check_num_splits, check_problem, overlaps, plan_cache, serving_kernel, Rows, ELEMENT_BYTES,
     MAX_GRID_YZ,
@@ -265,10 +266,14 @@ pub fn plan_varlen(
         strides: Some(packed_strides(extents, options)?),
         ..*options
     };
-    let checked = check_problem(dtype, &longest, &packed, Variant::Serving, || {
-        serving_kernel(dtype, extents.head_dim, Variant::Serving)
+    let rule = ScoreRule::new(&longest, options, None);
+    let variant = rule.serving_variant(Variant::Serving);
+    let checked = check_problem(dtype, &longest, &packed, variant, || {
+        serving_kernel(dtype, extents.head_dim, variant)
     })?;
     let (kernel, strides) = (checked.kernel, checked.strides);
+    let (params, modifiers) =
+        rule.params(&longest, options, kernel.spec.variant, checked.params)?;
     let tile = kernel.spec.tile;
     let query_lengths = queries.required(&longest, &strides, &tile)?;
     // The last key block of a sequence forms the addresses of up to `block_n - 1` rows past
@@ -299,7 +304,7 @@ pub fn plan_varlen(
     };
     Ok(LaunchPlan {
         kernel,
-        params: checked.params,
+        params,
         sequences: Some(sequences),
         grid: (
             query_blocks as u32,
@@ -309,7 +314,7 @@ pub fn plan_varlen(
         required,
         workspace_bytes: 0,
         counters: 0,
-        modifiers: None,
+        modifiers,
         alibi_slopes: 0,
     })
 }

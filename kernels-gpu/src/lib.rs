@@ -42,8 +42,8 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    pads_head_dim, ForwardParams, ModifiedParams, ModifierParams, QSource, SequenceParams,
-    ServingParams, Variant,
+    pads_head_dim, ForwardParams, ModifiedParams, ModifiedServingParams, ModifierParams, QSource,
+    SequenceParams, ServingParams, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -59,7 +59,8 @@ macro_rules! shared_tile {
 /// passes it its part of the list. [`Variant::Dense`](flash_attn_params::Variant::Dense)
 /// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
 /// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`],
-/// [`Variant::Modified`](flash_attn_params::Variant::Modified) ones [`ModifiedParams`]; a
+/// [`Variant::Modified`](flash_attn_params::Variant::Modified) ones [`ModifiedParams`], the
+/// modified serving and paged ones [`ModifiedServingParams`]; a
 /// variant the main loops do not implement fails to compile here.
 #[macro_export]
 macro_rules! forward_entries {
@@ -141,6 +142,42 @@ macro_rules! forward_entry {
                 (false, false, true),
                 &params.forward,
                 &$crate::SequenceParams::DENSE,
+                &params.modifiers
+            );
+        }
+    };
+    ($entry:ident, ServingModified, $axes:tt) => {
+        /// A serving kernel entry point with the score modifiers; see its family's main loop
+        /// for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedServingParams) {
+            $crate::main_loop!(
+                $axes,
+                ServingModified,
+                (true, false, true),
+                &params.forward,
+                &params.sequences,
+                &params.modifiers
+            );
+        }
+    };
+    ($entry:ident, PagedModified, $axes:tt) => {
+        /// A paged serving kernel entry point with the score modifiers; see its family's main
+        /// loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedServingParams) {
+            $crate::main_loop!(
+                $axes,
+                PagedModified,
+                (true, true, true),
+                &params.forward,
+                &params.sequences,
                 &params.modifiers
             );
         }

@@ -282,3 +282,17 @@ pub struct ModifiedParams {
     /// The score modifiers.
     pub modifiers: ModifierParams,
 }
+
+/// The argument of a [`Variant::ServingModified`] or [`Variant::PagedModified`] kernel, passed
+/// by value as one `.param` block: a serving kernel's arguments and the score modifiers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModifiedServingParams {
+    /// The arguments every forward kernel takes.
+    pub forward: ForwardParams,
+    /// Where each sequence's tokens are, and the split of the key range.
+    pub sequences: SequenceParams,
+    /// The score modifiers, in each sequence's own coordinates (its window aligned to the
+    /// bottom right of its own lengths).
+    pub modifiers: ModifierParams,
+}

@@ -67,19 +67,44 @@ pub enum Variant {
     /// and the dense kernels pay for none of them. Entry names end in `_mod`; its tiles are
     /// [`MODIFIED_TILES`].
     Modified,
+    /// [`Variant::Serving`] with the score modifiers of [`Variant::Modified`] (a window, a
+    /// softcap, ALiBi), for KV-cache and variable-length calls that ask for one: a variant of
+    /// its own, so that the serving kernels pay nothing for them. Its entries take
+    /// [`ModifiedServingParams`](crate::ModifiedServingParams); names end in `_serving_mod`;
+    /// its tiles are its entries of [`SERVING_TILES`].
+    ServingModified,
+    /// [`Variant::Paged`] with the score modifiers, as [`Variant::ServingModified`] is
+    /// [`Variant::Serving`] with them. Entry names end in `_paged_mod`.
+    PagedModified,
 }
 
 impl Variant {
     /// Whether the variant's entries take [`ServingParams`](crate::ServingParams) rather than
     /// [`ForwardParams`](crate::ForwardParams).
     pub const fn is_serving(self) -> bool {
-        matches!(self, Variant::Serving | Variant::Paged)
+        matches!(
+            self,
+            Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified
+        )
     }
 
     /// Whether the variant's entries take [`ModifiedParams`](crate::ModifiedParams): the score
     /// modifiers.
     pub const fn is_modified(self) -> bool {
-        matches!(self, Variant::Modified)
+        matches!(
+            self,
+            Variant::Modified | Variant::ServingModified | Variant::PagedModified
+        )
+    }
+
+    /// The variant that runs the same problems with the score modifiers: itself where it has
+    /// them.
+    pub const fn with_modifiers(self) -> Variant {
+        match self {
+            Variant::Dense | Variant::Modified => Variant::Modified,
+            Variant::Serving | Variant::ServingModified => Variant::ServingModified,
+            Variant::Paged | Variant::PagedModified => Variant::PagedModified,
+        }
     }
 
     /// Whether the shipping set holds the variant's whole candidate space: every variant but
@@ -91,13 +116,13 @@ impl Variant {
 
     /// Whether the variant reads K and V through a block table of pages.
     pub const fn is_paged(self) -> bool {
-        matches!(self, Variant::Paged)
+        matches!(self, Variant::Paged | Variant::PagedModified)
     }
 }
 
-/// The tiles of the [`Variant::Serving`] and [`Variant::Paged`] kernels, the one rule for every
-/// head dim: each entry is a variant and one of its tiles (head dim included), in entry order
-/// (head dim, then `block_m`, `block_n`, warps, stages, layout, Q source). The shipping set
+/// The tiles of the serving kernels ([`Variant::Serving`], [`Variant::Paged`] and their
+/// modified forms), the one rule for every head dim: each entry is a variant and one of its
+/// tiles (head dim included), in head dim order. The shipping set
 /// holds them all, so the list stays short: one tile per variant and head dim (two at D=64),
 /// each one that ptxas assembles without a spill or a stack frame on sm_80, sm_89 and sm_90 at
 /// both element types (BENCHMARKS.md log 32). Of a variant's tiles at the kernel head dim a
@@ -123,10 +148,16 @@ impl Variant {
 ///   copies) wants more than long key blocks. D=160 and D=224 cannot take 16-key blocks (their
 ///   rows of 20 and 28 chunks split into copies of 32 rows per pass). The paged D=256 kernel
 ///   has one stage: with two or three it spilled 8 bytes on sm_80.
-pub const SERVING_TILES: [(Variant, TileConfig); 18] = {
+/// - [`Variant::ServingModified`] and [`Variant::PagedModified`] (the score modifiers on the
+///   serving calls): the tile of their unmodified variant with the most stages, but at D=128,
+///   where the modifiers' registers spilled that tile: the serving one re-reads Q from shared
+///   memory (with Q in registers: 255 registers, 24 bytes spilled, sm_89 and sm_90), the paged
+///   one takes 32-key blocks and three stages (m64 n64 with two: 28 bytes spilled on sm_80;
+///   m64 n32: 214-227 registers, no spill).
+pub const SERVING_TILES: [(Variant, TileConfig); 34] = {
     use QSource::{Registers, SharedMemory};
     use SmemLayout::{Padded, Swizzled};
-    use Variant::{Paged, Serving};
+    use Variant::{Paged, PagedModified, Serving, ServingModified};
     const fn tile(
         (block_m, block_n, warps, stages): (usize, usize, usize, usize),
         head_dim: usize,
@@ -138,22 +169,80 @@ pub const SERVING_TILES: [(Variant, TileConfig); 18] = {
     [
         (Serving, tile((64, 64, 4, 3), 32, Padded, Registers)),
         (Paged, tile((64, 64, 4, 3), 32, Padded, SharedMemory)),
+        (ServingModified, tile((64, 64, 4, 3), 32, Padded, Registers)),
+        (
+            PagedModified,
+            tile((64, 64, 4, 3), 32, Padded, SharedMemory),
+        ),
         (Serving, tile((64, 64, 4, 2), 64, Swizzled, Registers)),
         (Serving, tile((64, 64, 4, 3), 64, Swizzled, Registers)),
         (Paged, tile((64, 64, 4, 2), 64, Swizzled, SharedMemory)),
         (Paged, tile((64, 64, 4, 3), 64, Swizzled, SharedMemory)),
+        (
+            ServingModified,
+            tile((64, 64, 4, 3), 64, Swizzled, Registers),
+        ),
+        (
+            PagedModified,
+            tile((64, 64, 4, 3), 64, Swizzled, SharedMemory),
+        ),
         (Serving, tile((64, 64, 4, 3), 96, Padded, Registers)),
         (Paged, tile((64, 64, 4, 3), 96, Padded, SharedMemory)),
+        (ServingModified, tile((64, 64, 4, 3), 96, Padded, Registers)),
+        (
+            PagedModified,
+            tile((64, 64, 4, 3), 96, Padded, SharedMemory),
+        ),
         (Serving, tile((64, 64, 4, 2), 128, Swizzled, Registers)),
         (Paged, tile((64, 64, 4, 2), 128, Swizzled, SharedMemory)),
+        (
+            ServingModified,
+            tile((64, 64, 4, 2), 128, Swizzled, SharedMemory),
+        ),
+        (
+            PagedModified,
+            tile((64, 32, 4, 3), 128, Swizzled, SharedMemory),
+        ),
         (Serving, tile((64, 32, 4, 3), 160, Padded, SharedMemory)),
         (Paged, tile((64, 32, 4, 3), 160, Padded, SharedMemory)),
+        (
+            ServingModified,
+            tile((64, 32, 4, 3), 160, Padded, SharedMemory),
+        ),
+        (
+            PagedModified,
+            tile((64, 32, 4, 3), 160, Padded, SharedMemory),
+        ),
         (Serving, tile((64, 16, 4, 3), 192, Swizzled, SharedMemory)),
         (Paged, tile((64, 16, 4, 3), 192, Swizzled, SharedMemory)),
+        (
+            ServingModified,
+            tile((64, 16, 4, 3), 192, Swizzled, SharedMemory),
+        ),
+        (
+            PagedModified,
+            tile((64, 16, 4, 3), 192, Swizzled, SharedMemory),
+        ),
         (Serving, tile((64, 32, 4, 2), 224, Padded, SharedMemory)),
         (Paged, tile((64, 32, 4, 2), 224, Padded, SharedMemory)),
+        (
+            ServingModified,
+            tile((64, 32, 4, 2), 224, Padded, SharedMemory),
+        ),
+        (
+            PagedModified,
+            tile((64, 32, 4, 2), 224, Padded, SharedMemory),
+        ),
         (Serving, tile((64, 16, 4, 3), 256, Swizzled, SharedMemory)),
         (Paged, tile((64, 16, 4, 1), 256, Swizzled, SharedMemory)),
+        (
+            ServingModified,
+            tile((64, 16, 4, 3), 256, Swizzled, SharedMemory),
+        ),
+        (
+            PagedModified,
+            tile((64, 16, 4, 1), 256, Swizzled, SharedMemory),
+        ),
     ]
 };
 
@@ -251,7 +340,7 @@ const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
             }
             false
         }
-        Variant::Serving | Variant::Paged => {
+        Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified => {
             let mut index = 0;
             while index < SERVING_TILES.len() {
                 let (tile_variant, serving_tile) = &SERVING_TILES[index];
@@ -325,6 +414,8 @@ impl fmt::Display for KernelSpec {
             Variant::Serving => f.write_str("_serving")?,
             Variant::Paged => f.write_str("_paged")?,
             Variant::Modified => f.write_str("_mod")?,
+            Variant::ServingModified => f.write_str("_serving_mod")?,
+            Variant::PagedModified => f.write_str("_paged_mod")?,
         }
         Ok(())
     }
@@ -339,11 +430,13 @@ pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
 /// The candidate element types (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 /// The candidate variants (see [`CANDIDATE_FAMILIES`]).
-pub const CANDIDATE_VARIANTS: [Variant; 4] = [
+pub const CANDIDATE_VARIANTS: [Variant; 6] = [
     Variant::Dense,
     Variant::Serving,
     Variant::Paged,
     Variant::Modified,
+    Variant::ServingModified,
+    Variant::PagedModified,
 ];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:

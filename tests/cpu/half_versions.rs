@@ -2,7 +2,9 @@
 //! bits ([`HalfElement`]), which is right only if every bit pattern means the same value in
 //! both versions and each half 2 type maps to the half 1.8 type of its own format.
 
-use flash_attn::reference::{attention, attention_paged_kv_cache, random_normal, Precision};
+use flash_attn::reference::{
+    attention, attention_paged_kv_cache, random_normal, Precision, Scoring,
+};
 use flash_attn::{AttentionShape, Dtype, Element, HalfElement, PagedKvCache};
 
 /// Every one of the 65,536 bit patterns of `T` reads as the same value through `T`'s own
@@ -93,8 +95,7 @@ where
         &cache_lens,
         paged_shape,
         &paged_cache,
-        0.125,
-        true,
+        &Scoring::plain(0.125, true),
         Precision::Mixed(dtype),
     );
     let from_half1 = attention_paged_kv_cache(
@@ -105,8 +106,7 @@ where
         &cache_lens,
         paged_shape,
         &paged_cache,
-        0.125,
-        true,
+        &Scoring::plain(0.125, true),
         Precision::Mixed(dtype),
     );
     assert_eq!(from_half2, from_half1, "paged");

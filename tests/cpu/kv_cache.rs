@@ -1,7 +1,7 @@
 //! KV-cache planning without a GPU: the serving kernel, grouped-query packing, the split
 //! count, the workspace, and the errors; and the reference's cache semantics.
 
-use flash_attn::reference::{attention, attention_kv_cache, random_normal, Precision};
+use flash_attn::reference::{attention, attention_kv_cache, random_normal, Precision, Scoring};
 use flash_attn::{
     kernel_by_name, plan, plan_kv_cache, split_count, AttentionShape, Dtype, Error, ForwardOptions,
     Layout, Variant, MAX_SPLITS,
@@ -165,7 +165,15 @@ fn the_cache_reference_is_attention_over_each_used_prefix() {
     let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 2);
     let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 3);
     // Full caches: the dense reference.
-    let full = attention_kv_cache(&q, &k, &v, &[9, 9], shape, 0.125, true, Precision::F64);
+    let full = attention_kv_cache(
+        &q,
+        &k,
+        &v,
+        &[9, 9],
+        shape,
+        &Scoring::plain(0.125, true),
+        Precision::F64,
+    );
     let dense = attention(&q, &k, &v, shape, 0.125, true, Precision::F64);
     assert_eq!(full.output, dense.output);
     // A length past the capacity reads as the capacity; 0 gives zeros and -inf.
@@ -175,8 +183,7 @@ fn the_cache_reference_is_attention_over_each_used_prefix() {
         &v,
         &[u32::MAX, 0],
         shape,
-        0.125,
-        true,
+        &Scoring::plain(0.125, true),
         Precision::F64,
     );
     let per_sequence = shape.heads_q * shape.seq_len_q * shape.head_dim;
@@ -186,7 +193,15 @@ fn the_cache_reference_is_attention_over_each_used_prefix() {
         .iter()
         .all(|&x| x == f64::NEG_INFINITY));
     // A shorter prefix differs from the full cache, and causal rows see their own prefix.
-    let short = attention_kv_cache(&q, &k, &v, &[5, 9], shape, 0.125, true, Precision::F64);
+    let short = attention_kv_cache(
+        &q,
+        &k,
+        &v,
+        &[5, 9],
+        shape,
+        &Scoring::plain(0.125, true),
+        Precision::F64,
+    );
     assert_ne!(short.output[..per_sequence], dense.output[..per_sequence]);
 }
 

@@ -3,12 +3,14 @@
 //! the CPU reference against a naive definition written here independently.
 
 use flash_attn::reference::{
-    attention, attention_rows_with, attention_with, random_normal, Precision, QueryRow, Scoring,
+    attention, attention_kv_cache, attention_rows_with, attention_varlen, attention_with,
+    random_normal, Precision, QueryRow, Scoring,
 };
 use flash_attn::{
-    kernel_by_name, modified_kernel, plan, plan_alibi, plan_kv_cache, plan_varlen, supports,
-    AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Error, ForwardOptions, Layout, Mask,
-    SlidingWindow, Variant, VarlenExtents, FORWARD_KERNELS, MODIFIED_TILES,
+    kernel_by_name, modified_kernel, plan, plan_alibi, plan_kv_cache, plan_paged_kv_cache,
+    plan_varlen, supports, AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Error, ForwardOptions,
+    Layout, Mask, PagedKvCache, SlidingWindow, Variant, VarlenExtents, VarlenShape,
+    FORWARD_KERNELS, MODIFIED_TILES,
 };
 use half::f16;
 
@@ -408,29 +410,55 @@ fn the_options_mask_is_the_window_intersected_with_causal_masking() {
 }
 
 #[test]
-fn the_serving_calls_reject_a_modifier_rather_than_ignore_it() {
-    let shape = AttentionShape {
+fn the_serving_calls_run_their_modifiers_on_the_modified_serving_kernels() {
+    let decode = AttentionShape {
         seq_len_q: 1,
+        seq_len_kv: 1024,
         ..SHAPE
     };
-    for (options, modifier) in [
-        (with_window(Some(64), Some(0)), "window"),
-        (with_window(None, None), "window"),
-        (
-            ForwardOptions {
-                softcap: Some(30.0),
-                ..ForwardOptions::default()
-            },
-            "softcap",
-        ),
-    ] {
+    let group = (decode.heads_q / decode.heads_kv) as u32;
+    let softcap = ForwardOptions {
+        softcap: Some(30.0),
+        ..ForwardOptions::default()
+    };
+    let window = with_window(Some(64), Some(0));
+    let paged = PagedKvCache {
+        num_pages: 64,
+        page_size: 64,
+        pages_per_sequence: decode.seq_len_kv / 64,
+    };
+    for dtype in [Dtype::F16, Dtype::Bf16] {
+        // A softcap is the same for every row: decode still packs the query heads of a K/V
+        // head into one tile's rows, and the window offsets bound none of those rows.
+        for plan in [
+            plan_kv_cache(dtype, &decode, &softcap, H100_SM_COUNT).unwrap(),
+            plan_paged_kv_cache(dtype, &decode, &paged, &softcap, H100_SM_COUNT).unwrap(),
+        ] {
+            assert!(plan.kernel().spec.variant.is_modified());
+            assert_eq!(plan.params().seq_len_q, group, "{}", plan.kernel().entry);
+            let modifiers = plan.modifiers().unwrap();
+            assert!(modifiers.softcap_input_scale > 0.0);
+            assert_eq!(modifiers.window_left, decode.seq_len_kv as i32 - 1);
+            assert_eq!(modifiers.window_right, group as i32 - 1);
+        }
+        // A window bounds each query by its own position: no packing.
+        let plan = plan_kv_cache(dtype, &decode, &window, H100_SM_COUNT).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::ServingModified);
+        assert_eq!(plan.params().seq_len_q, 1);
+        assert_eq!(plan.grid().1, decode.heads_q as u32);
         assert_eq!(
-            plan_kv_cache(Dtype::F16, &shape, &options, H100_SM_COUNT).unwrap_err(),
-            Error::ModifierNotSupported {
-                modifier,
-                variant: Variant::Serving
-            }
+            (
+                plan.modifiers().unwrap().window_left,
+                plan.modifiers().unwrap().window_right
+            ),
+            (64, 0)
         );
+        let plan = plan_paged_kv_cache(dtype, &decode, &paged, &window, H100_SM_COUNT).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::PagedModified);
+        // A window that bounds nothing is no modifier: the plain serving kernels.
+        let plan = plan_kv_cache(dtype, &decode, &with_window(None, None), H100_SM_COUNT).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::Serving);
+        assert!(plan.modifiers().is_none());
         let extents = VarlenExtents {
             batch: 2,
             tokens_q: 10,
@@ -441,14 +469,54 @@ fn the_serving_calls_reject_a_modifier_rather_than_ignore_it() {
             heads_kv: 2,
             head_dim: 64,
         };
-        assert_eq!(
-            plan_varlen(Dtype::Bf16, &extents, &options).unwrap_err(),
-            Error::ModifierNotSupported {
-                modifier,
-                variant: Variant::Serving
-            }
-        );
+        // (Keys 3 left of the diagonal: the window of 64 bounds none of these 10 keys.)
+        let plan = plan_varlen(dtype, &extents, &with_window(Some(3), Some(0))).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::ServingModified);
+        let plan = plan_varlen(dtype, &extents, &window).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::Serving);
+        assert_eq!(plan.kernel().spec.dtype, dtype);
+        let plan = plan_varlen(dtype, &extents, &ForwardOptions::default()).unwrap();
+        assert_eq!(plan.kernel().spec.variant, Variant::Serving);
     }
+    // The checks of the dense calls hold: an empty window, a bad softcap, a plain kernel named
+    // for a modified problem.
+    assert_eq!(
+        plan_kv_cache(
+            Dtype::F16,
+            &decode,
+            &with_window(Some(-2), Some(1)),
+            H100_SM_COUNT
+        )
+        .unwrap_err(),
+        Error::EmptyWindow { left: -2, right: 1 }
+    );
+    let bad_softcap = ForwardOptions {
+        softcap: Some(f32::NAN),
+        ..ForwardOptions::default()
+    };
+    assert!(matches!(
+        plan_kv_cache(Dtype::F16, &decode, &bad_softcap, H100_SM_COUNT),
+        Err(Error::InvalidSoftcap { .. })
+    ));
+    let plain = plan_kv_cache(
+        Dtype::F16,
+        &decode,
+        &ForwardOptions::default(),
+        H100_SM_COUNT,
+    )
+    .unwrap()
+    .kernel();
+    let named = ForwardOptions {
+        kernel: Some(plain),
+        ..window
+    };
+    assert_eq!(
+        plan_kv_cache(Dtype::F16, &decode, &named, H100_SM_COUNT).unwrap_err(),
+        Error::KernelVariantMismatch {
+            kernel: plain.entry,
+            needed: Variant::ServingModified
+        }
+    );
 }
 
 #[test]
@@ -927,5 +995,75 @@ fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
             (params.causal, params.scale_log2) = (plain_params.causal, plain_params.scale_log2);
             assert_eq!(params, plain_params);
         }
+    }
+}
+
+/// The serving references apply the modifiers per sequence: with every cache full, the KV-cache
+/// reference is the dense one (each sequence's ALiBi slopes its own), and a varlen batch whose
+/// window leaves one short sequence's queries without a key gives that sequence output 0 and
+/// logsumexp -inf where the dense reference (which validates the window) would refuse it.
+#[test]
+fn the_serving_references_apply_the_modifiers_per_sequence() {
+    let shape = AttentionShape {
+        batch: 3,
+        heads_q: 4,
+        heads_kv: 2,
+        seq_len_q: 5,
+        seq_len_kv: 40,
+        head_dim: 16,
+    };
+    let q = random_normal::<f16>(shape.q_elements().unwrap(), 0.5, 1.0, 11);
+    let k = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 12);
+    let v = random_normal::<f16>(shape.kv_elements().unwrap(), 0.5, 1.0, 13);
+    let slopes: Vec<f32> = (0..12).map(|i| 0.05 * (i + 1) as f32).collect();
+    let scoring = Scoring {
+        softmax_scale: 0.25,
+        causal: true,
+        window: window(Some(9), Some(0)),
+        softcap: Some(3.0),
+        alibi: Some(AlibiSlopes {
+            slopes: &slopes,
+            layout: AlibiLayout::PerBatchAndHead,
+        }),
+    };
+    let dense = attention_with(&q, &k, &v, shape, &scoring, Precision::F64);
+    let cache = attention_kv_cache(&q, &k, &v, &[40; 3], shape, &scoring, Precision::F64);
+    assert_eq!(cache, dense);
+    // A window of keys 1..=5 right of each query's diagonal (non-causal): in sequence 0 (4
+    // queries, 40 keys) it leaves the last query without a key, in sequence 1 (1 query, 30
+    // keys) every query.
+    let cu_seqlens_q = [0, 4, 5];
+    let cu_seqlens_kv = [0, 40, 70];
+    let varlen = VarlenShape {
+        cu_seqlens_q: &cu_seqlens_q,
+        cu_seqlens_kv: &cu_seqlens_kv,
+        heads_q: 2,
+        heads_kv: 1,
+        head_dim: 16,
+    };
+    let scoring = Scoring {
+        softmax_scale: 0.25,
+        causal: false,
+        window: window(Some(-1), Some(5)),
+        softcap: None,
+        alibi: None,
+    };
+    let result = attention_varlen(
+        &q[..5 * 2 * 16],
+        &k[..70 * 16],
+        &v[..70 * 16],
+        &varlen,
+        &scoring,
+        Precision::F64,
+    );
+    for head in 0..2 {
+        let lse = &result.logsumexp[head * 5..(head + 1) * 5];
+        assert!(lse[..3].iter().all(|x| x.is_finite()), "{lse:?}");
+        assert_eq!(lse[3..], [f64::NEG_INFINITY; 2]);
+    }
+    for token in 3..5 {
+        assert!(result.output[token * 32..(token + 1) * 32]
+            .iter()
+            .all(|&x| x == 0.0));
     }
 }

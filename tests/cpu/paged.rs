@@ -3,7 +3,7 @@
 //! same keys as a contiguous cache; a page outside the cache makes its sequence NaN).
 
 use flash_attn::reference::{
-    attention_kv_cache, attention_paged_kv_cache, random_normal, Precision,
+    attention_kv_cache, attention_paged_kv_cache, random_normal, Precision, Scoring,
 };
 use flash_attn::{
     plan_kv_cache, plan_paged_kv_cache, AttentionShape, Dtype, Error, ForwardOptions,
@@ -233,7 +233,15 @@ fn the_paged_reference_reads_a_shuffled_table_as_the_contiguous_cache() {
         scatter(&k, &shape, &cache, &table, nan),
         scatter(&v, &shape, &cache, &table, nan),
     );
-    let contiguous = attention_kv_cache(&q, &k, &v, &lens, shape, 0.125, true, Precision::F64);
+    let contiguous = attention_kv_cache(
+        &q,
+        &k,
+        &v,
+        &lens,
+        shape,
+        &Scoring::plain(0.125, true),
+        Precision::F64,
+    );
     let mut table_with_garbage = table.clone();
     // Entries past a sequence's used pages are never read: sequence 1 uses 2 pages, 2 one.
     table_with_garbage[4 + 2..8].fill(u32::MAX);
@@ -246,8 +254,7 @@ fn the_paged_reference_reads_a_shuffled_table_as_the_contiguous_cache() {
         &lens,
         shape,
         &cache,
-        0.125,
-        true,
+        &Scoring::plain(0.125, true),
         Precision::F64,
     );
     assert_eq!(paged_result.output, contiguous.output);
@@ -264,8 +271,7 @@ fn the_paged_reference_reads_a_shuffled_table_as_the_contiguous_cache() {
         &lens,
         shape,
         &cache,
-        0.125,
-        true,
+        &Scoring::plain(0.125, true),
         Precision::F64,
     );
     let rows = shape.heads_q * shape.seq_len_q;

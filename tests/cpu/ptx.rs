@@ -1,8 +1,8 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
 use flash_attn::{
-    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, ModifiedParams, ServingParams,
-    BUILT_CONFIGS, FORWARD_KERNELS, PTX_TARGETS,
+    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, ModifiedParams, ModifiedServingParams,
+    ServingParams, BUILT_CONFIGS, FORWARD_KERNELS, PTX_TARGETS,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
@@ -10,10 +10,13 @@ use flash_attn_tools::gate::BUILD_PTX_DIR;
 fn every_module_targets_sm89_and_holds_its_entry_alone_taking_its_params_by_value() {
     for kernel in FORWARD_KERNELS {
         // Dense entries take `ForwardParams`, serving entries `ServingParams`, modified ones
-        // `ModifiedParams`.
-        let size = if kernel.spec.variant.is_serving() {
+        // `ModifiedParams`, modified serving ones `ModifiedServingParams`.
+        let variant = kernel.spec.variant;
+        let size = if variant.is_serving() && variant.is_modified() {
+            std::mem::size_of::<ModifiedServingParams>()
+        } else if variant.is_serving() {
             std::mem::size_of::<ServingParams>()
-        } else if kernel.spec.variant.is_modified() {
+        } else if variant.is_modified() {
             std::mem::size_of::<ModifiedParams>()
         } else {
             std::mem::size_of::<ForwardParams>()

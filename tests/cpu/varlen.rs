@@ -3,7 +3,9 @@
 //! sequence on its own), and a property test that models every address the kernel forms for
 //! random ragged batches, layouts, strides and buffer lengths.
 
-use flash_attn::reference::{attention, attention_varlen, random_normal, relayout, Precision};
+use flash_attn::reference::{
+    attention, attention_varlen, random_normal, relayout, Precision, Scoring,
+};
 use flash_attn::{
     kernel_by_name, plan_varlen, AttentionShape, BufferLengths, Dtype, Error, ForwardOptions,
     ForwardStrides, LaunchPlan, Layout, TensorStrides, Variant, VarlenExtents, VarlenShape,
@@ -665,8 +667,7 @@ fn the_varlen_reference_of_equal_lengths_is_the_dense_reference() {
             &k,
             &v,
             &small_shape(&cu_seqlens_q, &cu_seqlens_kv),
-            0.25,
-            causal,
+            &Scoring::plain(0.25, causal),
             Precision::F64,
         );
         // Packed `[batch * seq_len, heads, head_dim]` is dense `[batch, seq_len, heads, head_dim]`.
@@ -712,7 +713,14 @@ fn each_sequence_sees_only_its_own_keys_under_its_own_causal_alignment() {
     let (cu_seqlens_q, cu_seqlens_kv) = ([0, 3, 4], [0, 1, 3]);
     let varlen = small_shape(&cu_seqlens_q, &cu_seqlens_kv);
     let [q, k, v] = inputs(4, 3, 11);
-    let result = attention_varlen(&q, &k, &v, &varlen, 0.25, true, Precision::F64);
+    let result = attention_varlen(
+        &q,
+        &k,
+        &v,
+        &varlen,
+        &Scoring::plain(0.25, true),
+        Precision::F64,
+    );
     let lse = |head: usize, token: usize| result.logsumexp[head * 4 + token];
     let output = |token: usize, head: usize| &result.output[(token * 2 + head) * 16..][..16];
     for head in 0..2 {
@@ -737,8 +745,7 @@ fn each_sequence_sees_only_its_own_keys_under_its_own_causal_alignment() {
         &other_key,
         &other_value,
         &varlen,
-        0.25,
-        true,
+        &Scoring::plain(0.25, true),
         Precision::F64,
     );
     assert_eq!(changed.output[3 * 32..], result.output[3 * 32..]);
@@ -756,15 +763,21 @@ fn the_reference_skips_sequences_without_queries_and_zeroes_those_without_keys()
     let varlen = small_shape(&cu_seqlens_q, &cu_seqlens_kv);
     let [q, k, v] = inputs(4, 5, 3);
     for causal in [false, true] {
-        let result = attention_varlen(&q, &k, &v, &varlen, 0.25, causal, Precision::F64);
+        let result = attention_varlen(
+            &q,
+            &k,
+            &v,
+            &varlen,
+            &Scoring::plain(0.25, causal),
+            Precision::F64,
+        );
         // Sequence 0 alone gives its rows.
         let alone = attention_varlen(
             &q[..2 * 2 * 16],
             &k[..3 * 16],
             &v[..3 * 16],
             &small_shape(&[0, 2], &[0, 3]),
-            0.25,
-            causal,
+            &Scoring::plain(0.25, causal),
             Precision::F64,
         );
         assert_eq!(result.output[..2 * 32], alone.output[..]);

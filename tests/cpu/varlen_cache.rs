@@ -6,7 +6,7 @@
 
 use flash_attn::reference::{
     attention_kv_cache, attention_varlen_kv_cache, attention_varlen_paged_kv_cache, random_normal,
-    relayout, Precision,
+    relayout, Precision, Scoring,
 };
 use flash_attn::{
     plan_kv_cache, plan_varlen_kv_cache, AttentionShape, Dtype, Error, ForwardOptions,
@@ -300,7 +300,15 @@ fn the_reference_is_the_kv_cache_reference_per_sequence() {
     let kv_elements = chunks.len() * heads_kv * capacity * d;
     let k = random_normal::<f16>(kv_elements, 0.5, 1.0, 8);
     let v = random_normal::<f16>(kv_elements, 0.5, 1.0, 9);
-    let result = attention_varlen_kv_cache(&q, &k, &v, &lens, &shape, 0.2, true, Precision::F64);
+    let result = attention_varlen_kv_cache(
+        &q,
+        &k,
+        &v,
+        &lens,
+        &shape,
+        &Scoring::plain(0.2, true),
+        Precision::F64,
+    );
     for (b, &chunk) in chunks.iter().enumerate() {
         let start = offsets[b] as usize;
         let sequence = AttentionShape {
@@ -328,8 +336,7 @@ fn the_reference_is_the_kv_cache_reference_per_sequence() {
             &cache(&v),
             &lens[b..b + 1],
             sequence,
-            0.2,
-            true,
+            &Scoring::plain(0.2, true),
             Precision::F64,
         );
         let got = &result.output[start * heads_q * d..(start + chunk) * heads_q * d];
@@ -383,8 +390,7 @@ fn the_reference_is_the_kv_cache_reference_per_sequence() {
             &lens,
             &shape,
             &pages,
-            0.2,
-            true,
+            &Scoring::plain(0.2, true),
             Precision::F64,
         )
     };

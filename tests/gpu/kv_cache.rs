@@ -4,7 +4,7 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{
     attention_kv_cache, attention_paged_kv_cache, error_stats, random_normal, relayout,
-    within_tolerance, Precision,
+    within_tolerance, Precision, Scoring,
 };
 use flash_attn::{
     plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, ForwardStrides,
@@ -12,7 +12,9 @@ use flash_attn::{
 };
 use half::{bf16, f16};
 
-use crate::support::{assert_logsumexps, fresh_seed, gpu, SERVING_HEAD_DIMS};
+use crate::support::{
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, SERVING_HEAD_DIMS, SERVING_MODIFIERS,
+};
 
 /// One KV-cache problem: random inputs (mean 0.5), cache lengths, and the check of one run.
 struct CacheProblem<T: Element> {
@@ -103,8 +105,7 @@ impl<T: Element> CacheProblem<T> {
                 &self.v,
                 &self.cache_lens,
                 s,
-                scale,
-                self.causal,
+                &Scoring::of_options(options, scale),
                 precision,
             )
         };
@@ -278,9 +279,10 @@ pub(crate) fn every_serving_kernel_on_a_small_cache() {
     let gpu = gpu();
     for kernel in flash_attn::FORWARD_KERNELS
         .iter()
-        .filter(|k| k.spec.variant == flash_attn::Variant::Serving)
+        .filter(|k| k.spec.variant.with_modifiers() == flash_attn::Variant::ServingModified)
     {
         let d = kernel.spec.tile.head_dim;
+        let (window, softcap) = modifiers_for(kernel);
         for (shape, lens, splits) in [
             (shape(1, 8, 2, 1, 1000, d), vec![999], true),
             (
@@ -301,6 +303,8 @@ pub(crate) fn every_serving_kernel_on_a_small_cache() {
                     causal,
                     layout: Layout::Bshd,
                     kernel: Some(kernel),
+                    window,
+                    softcap,
                     ..ForwardOptions::default()
                 };
                 check(
@@ -399,7 +403,15 @@ pub(crate) fn padded_head_dims_write_only_their_columns() {
         let scale = shape.default_softmax_scale() as f64;
         for paged in [false, true] {
             let reference = |precision| match paged {
-                false => attention_kv_cache(&q, &k, &v, &lens, shape, scale, false, precision),
+                false => attention_kv_cache(
+                    &q,
+                    &k,
+                    &v,
+                    &lens,
+                    shape,
+                    &Scoring::plain(scale, false),
+                    precision,
+                ),
                 true => attention_paged_kv_cache(
                     &q,
                     &pages.k_pages,
@@ -408,8 +420,7 @@ pub(crate) fn padded_head_dims_write_only_their_columns() {
                     &lens,
                     shape,
                     &pages.paged,
-                    scale,
-                    false,
+                    &Scoring::plain(scale, false),
                     precision,
                 ),
             };
@@ -519,6 +530,37 @@ pub(crate) fn padded_head_dims_write_only_their_columns() {
                     &exact.logsumexp[lse_checked..],
                     &context,
                 );
+            }
+        }
+    }
+}
+
+/// The score modifiers against a KV cache ([`SERVING_MODIFIERS`]): decode with GQA 4:1 (a
+/// window runs it unpacked, a softcap alone packed) and a chunk of 7 queries, odd cache
+/// lengths, causal or not, the key range split as the plan picks and in three, at head dims 64,
+/// 128 and 80 (padded to 96), fp16 and bf16.
+pub(crate) fn a_window_and_a_softcap_against_a_cache() {
+    let gpu = gpu();
+    for head_dim in [64, 80, 128] {
+        for (window, softcap) in SERVING_MODIFIERS {
+            for causal in [false, true] {
+                for (shape, lens) in [
+                    (shape(3, 8, 2, 1, 4097, head_dim), vec![1, 1000, 4097]),
+                    (shape(2, 8, 2, 7, 1000, head_dim), vec![7, 999]),
+                ] {
+                    for num_splits in [None, Some(3)] {
+                        let options = ForwardOptions {
+                            causal,
+                            layout: Layout::Bshd,
+                            window,
+                            softcap,
+                            num_splits,
+                            ..ForwardOptions::default()
+                        };
+                        CacheProblem::<f16>::new(shape, &lens, causal).check_with(&gpu, &options);
+                        CacheProblem::<bf16>::new(shape, &lens, causal).check_with(&gpu, &options);
+                    }
+                }
             }
         }
     }

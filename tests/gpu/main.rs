@@ -59,6 +59,7 @@ fn gpu_trials() -> Vec<Trial> {
         kv_cache::every_serving_kernel_on_a_small_cache,
         kv_cache::decode_and_chunks_at_every_head_dim,
         kv_cache::padded_head_dims_write_only_their_columns,
+        kv_cache::a_window_and_a_softcap_against_a_cache,
         modifiers::each_modifier_alone_and_combined_fp16,
         modifiers::each_modifier_alone_and_combined_bf16,
         modifiers::each_modifier_alone_and_combined_at_other_head_dims,
@@ -76,6 +77,7 @@ fn gpu_trials() -> Vec<Trial> {
         paged::a_short_block_table_is_rejected,
         paged::every_paged_kernel_on_a_small_cache,
         paged::paged_decode_at_every_head_dim,
+        paged::a_window_and_a_softcap_over_pages,
         forward::every_kernel_on_a_small_problem,
         forward::every_kernel_at_the_seed_shape,
         forward::every_kernel_for_sequence_lengths_128_to_4096,
@@ -107,11 +109,13 @@ fn gpu_trials() -> Vec<Trial> {
         varlen::the_raw_entry_point_matches_the_safe_one,
         varlen::back_to_back_calls_of_different_batches_are_ordered,
         varlen::invalid_calls_are_rejected_before_launching,
+        varlen::ragged_batches_with_a_window_and_a_softcap,
         varlen_cache::chunked_prefill_over_contiguous_and_paged_caches,
         varlen_cache::the_raw_call_matches_the_reference,
         varlen_cache::a_page_outside_the_cache_makes_its_sequence_nan,
         varlen_cache::every_cache_kernel_on_a_small_batch,
         varlen_cache::chunked_prefill_at_every_head_dim,
+        varlen_cache::chunked_prefill_with_a_window_and_a_softcap,
     ]
 }
 

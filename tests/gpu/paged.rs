@@ -5,14 +5,17 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{
     attention_paged_kv_cache, error_stats, random_normal, relayout, within_tolerance, Precision,
+    Scoring,
 };
 use flash_attn::{
     plan_paged_kv_cache, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, Layout, PagedKvCache, Variant, FORWARD_KERNELS,
+    ForwardOptions, Layout, PagedKvCache, SlidingWindow, Variant, FORWARD_KERNELS,
 };
 use half::{bf16, f16};
 
-use crate::support::{assert_logsumexps, fresh_seed, gpu, SERVING_HEAD_DIMS};
+use crate::support::{
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, SERVING_HEAD_DIMS, SERVING_MODIFIERS,
+};
 
 /// One paged problem: random Q (mean 0.5) and [`ScrambledPages`].
 struct PagedProblem<T: Element> {
@@ -25,6 +28,9 @@ struct PagedProblem<T: Element> {
     kernel: Option<&'static ForwardKernel>,
     /// `ForwardOptions::num_splits`: `None`, the plan's own count.
     num_splits: Option<usize>,
+    /// `ForwardOptions::window` and `ForwardOptions::softcap`: `None` in `new`.
+    window: Option<SlidingWindow>,
+    softcap: Option<f32>,
     seed: u64,
     q: Vec<T>,
     k_pages: Vec<T>,
@@ -108,6 +114,8 @@ impl<T: Element> PagedProblem<T> {
             causal,
             kernel: None,
             num_splits: None,
+            window: None,
+            softcap: None,
             seed,
             q: random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed),
             k_pages: pages.k_pages,
@@ -122,6 +130,8 @@ impl<T: Element> PagedProblem<T> {
             layout: Layout::Bshd,
             kernel: self.kernel,
             num_splits: self.num_splits,
+            window: self.window,
+            softcap: self.softcap,
             ..ForwardOptions::default()
         }
     }
@@ -188,8 +198,7 @@ impl<T: Element> PagedProblem<T> {
                 &self.cache_lens,
                 s,
                 &self.paged,
-                scale,
-                self.causal,
+                &Scoring::of_options(&self.options(), scale),
                 precision,
             )
         };
@@ -329,7 +338,7 @@ pub(crate) fn every_paged_kernel_on_a_small_cache() {
     let gpu = gpu();
     for kernel in FORWARD_KERNELS
         .iter()
-        .filter(|k| k.spec.variant == Variant::Paged)
+        .filter(|k| k.spec.variant.with_modifiers() == Variant::PagedModified)
     {
         let d = kernel.spec.tile.head_dim;
         for (shape, page_size, lens) in [
@@ -347,6 +356,7 @@ pub(crate) fn every_paged_kernel_on_a_small_cache() {
                 ) {
                     let mut problem = PagedProblem::<T>::new(shape, page_size, lens, causal);
                     problem.kernel = Some(kernel);
+                    (problem.window, problem.softcap) = modifiers_for(kernel);
                     problem.check(gpu);
                     // The first page of the last sequence past the cache.
                     let b = shape.batch - 1;
@@ -409,6 +419,28 @@ pub(crate) fn paged_decode_at_every_head_dim() {
                 }
                 check::<f16>(&gpu, shape, 16, &lens, causal, num_splits);
                 check::<bf16>(&gpu, shape, 64, &lens, causal, num_splits);
+            }
+        }
+    }
+}
+
+/// The score modifiers over a paged cache ([`SERVING_MODIFIERS`]): pages of 16, 64 and 256 keys
+/// in scrambled tables, decode with GQA 4:1 and a causal chunk of 7 queries, at head dims 128
+/// and 96, fp16 and bf16.
+pub(crate) fn a_window_and_a_softcap_over_pages() {
+    let gpu = gpu();
+    for (page_size, head_dim) in [(16, 128), (64, 128), (256, 128), (16, 96)] {
+        for (window, softcap) in SERVING_MODIFIERS {
+            for (shape, lens) in [
+                (shape(3, 8, 2, 1, 4096, head_dim), vec![1, 1000, 4096]),
+                (shape(2, 4, 2, 7, 1024, head_dim), vec![7, 1023]),
+            ] {
+                let mut problem = PagedProblem::<f16>::new(shape, page_size, &lens, true);
+                (problem.window, problem.softcap) = (window, softcap);
+                problem.check(&gpu);
+                let mut problem = PagedProblem::<bf16>::new(shape, page_size, &lens, false);
+                (problem.window, problem.softcap) = (window, softcap);
+                problem.check(&gpu);
             }
         }
     }

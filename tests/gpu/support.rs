@@ -217,3 +217,41 @@ pub fn assert_logsumexps(got: impl IntoIterator<Item = f64>, want: &[f64], conte
         assert!(ok, "logsumexp of row {row}: {got} vs {want}: {context}");
     }
 }
+
+/// The score modifiers that the tests of every serving kernel give `kernel`: for a modified
+/// serving or paged kernel a sliding window of 50 keys left and 3 right of the diagonal (some
+/// key blocks skipped, some masked at both ends) and a softcap of 20, none for the others.
+pub(crate) fn modifiers_for(
+    kernel: &ForwardKernel,
+) -> (Option<flash_attn::SlidingWindow>, Option<f32>) {
+    if kernel.spec.variant.is_modified() {
+        let window = flash_attn::SlidingWindow {
+            left: Some(50),
+            right: Some(3),
+        };
+        (Some(window), Some(20.0))
+    } else {
+        (None, None)
+    }
+}
+
+/// The score modifiers the serving tests run each problem under: a window bounded on the left
+/// (Mistral's), a softcap alone (decode still packs its query heads), and a window bounded on
+/// both sides with a softcap.
+pub(crate) const SERVING_MODIFIERS: [(Option<flash_attn::SlidingWindow>, Option<f32>); 3] = [
+    (
+        Some(flash_attn::SlidingWindow {
+            left: Some(100),
+            right: Some(0),
+        }),
+        None,
+    ),
+    (None, Some(30.0)),
+    (
+        Some(flash_attn::SlidingWindow {
+            left: Some(37),
+            right: Some(5),
+        }),
+        Some(5.0),
+    ),
+];

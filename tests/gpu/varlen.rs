@@ -8,7 +8,7 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{
     attention_varlen, error_stats, random_normal, relayout, within_tolerance, ErrorStats,
-    Precision, ReferenceOutput,
+    Precision, ReferenceOutput, Scoring,
 };
 use flash_attn::{
     plan_varlen, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions, Layout,
@@ -16,7 +16,10 @@ use flash_attn::{
 };
 use half::{bf16, f16};
 
-use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard, SERVING_HEAD_DIMS};
+use crate::support::{
+    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_HEAD_DIMS,
+    SERVING_MODIFIERS,
+};
 
 /// Offsets `0, l0, l0 + l1, ...` of these sequence lengths.
 fn offsets(lengths: impl Iterator<Item = usize>) -> Vec<u32> {
@@ -36,7 +39,8 @@ struct VarlenProblem<T: Element> {
     heads_q: usize,
     heads_kv: usize,
     head_dim: usize,
-    causal: bool,
+    /// The options' causal masking and score modifiers (window, softcap).
+    scoring: ForwardOptions,
     seed: u64,
     q: Vec<T>,
     k: Vec<T>,
@@ -57,9 +61,23 @@ impl<T: Element> VarlenProblem<T> {
     /// Sequences of `(queries, keys)` lengths.
     fn new(
         lengths: &[(usize, usize)],
-        (heads_q, heads_kv): (usize, usize),
+        heads: (usize, usize),
         head_dim: usize,
         causal: bool,
+    ) -> Self {
+        let scoring = ForwardOptions {
+            causal,
+            ..ForwardOptions::default()
+        };
+        Self::with_scoring(lengths, heads, head_dim, scoring)
+    }
+
+    /// [`Self::new`] with the causal masking and score modifiers of `scoring`.
+    fn with_scoring(
+        lengths: &[(usize, usize)],
+        (heads_q, heads_kv): (usize, usize),
+        head_dim: usize,
+        scoring: ForwardOptions,
     ) -> Self {
         let seed = fresh_seed();
         let cu_seqlens_q = offsets(lengths.iter().map(|&(queries, _)| queries));
@@ -77,14 +95,20 @@ impl<T: Element> VarlenProblem<T> {
             head_dim,
         };
         let scale = 1.0 / (head_dim as f64).sqrt();
-        let reference = attention_varlen(&q, &k, &v, &shape, scale, causal, Precision::F64);
+        let reference = attention_varlen(
+            &q,
+            &k,
+            &v,
+            &shape,
+            &Scoring::of_options(&scoring, scale),
+            Precision::F64,
+        );
         let plain = attention_varlen(
             &q,
             &k,
             &v,
             &shape,
-            scale,
-            causal,
+            &Scoring::of_options(&scoring, scale),
             Precision::Plain(T::DTYPE),
         );
         let plain_error = error_stats(plain.output, &reference.output);
@@ -94,7 +118,7 @@ impl<T: Element> VarlenProblem<T> {
             heads_q,
             heads_kv,
             head_dim,
-            causal,
+            scoring,
             seed,
             q,
             k,
@@ -116,10 +140,9 @@ impl<T: Element> VarlenProblem<T> {
 
     fn options(&self, layout: Layout, kernel: Option<&'static ForwardKernel>) -> ForwardOptions {
         ForwardOptions {
-            causal: self.causal,
             layout,
             kernel,
-            ..ForwardOptions::default()
+            ..self.scoring
         }
     }
 
@@ -187,14 +210,16 @@ impl<T: Element> VarlenProblem<T> {
 
     fn context(&self, options: &ForwardOptions) -> String {
         format!(
-            "offsets q {:?} kv {:?} heads {}/{} d={} causal={} {:?} kernel={:?}, seed {} \
-             (replay with FLASH_ATTN_SEED={})",
+            "offsets q {:?} kv {:?} heads {}/{} d={} causal={} window={:?} softcap={:?} {:?} \
+             kernel={:?}, seed {} (replay with FLASH_ATTN_SEED={})",
             self.cu_seqlens_q,
             self.cu_seqlens_kv,
             self.heads_q,
             self.heads_kv,
             self.head_dim,
-            self.causal,
+            options.causal,
+            options.window,
+            options.softcap,
             options.layout,
             options.kernel.map(|k| k.entry),
             self.seed,
@@ -321,19 +346,27 @@ pub(crate) fn every_serving_kernel_on_a_small_ragged_batch() {
         (5, 0),
         (200, 65),
     ];
-    for kernel in FORWARD_KERNELS
-        .iter()
-        .filter(|k| k.spec.variant == Variant::Serving && in_kernel_shard(k))
-    {
+    for kernel in FORWARD_KERNELS.iter().filter(|k| {
+        k.spec.variant.with_modifiers() == Variant::ServingModified && in_kernel_shard(k)
+    }) {
         let head_dim = kernel.spec.tile.head_dim;
+        let (window, softcap) = modifiers_for(kernel);
         for causal in [false, true] {
+            let scoring = ForwardOptions {
+                causal,
+                window,
+                softcap,
+                ..ForwardOptions::default()
+            };
             match kernel.spec.dtype {
                 Dtype::F16 => {
-                    let problem = VarlenProblem::<f16>::new(&lengths, (4, 2), head_dim, causal);
+                    let problem =
+                        VarlenProblem::<f16>::with_scoring(&lengths, (4, 2), head_dim, scoring);
                     problem.check(&gpu, &problem.options(Layout::Bshd, Some(kernel)));
                 }
                 Dtype::Bf16 => {
-                    let problem = VarlenProblem::<bf16>::new(&lengths, (4, 2), head_dim, causal);
+                    let problem =
+                        VarlenProblem::<bf16>::with_scoring(&lengths, (4, 2), head_dim, scoring);
                     problem.check(&gpu, &problem.options(Layout::Bshd, Some(kernel)));
                 }
             }
@@ -598,4 +631,32 @@ pub(crate) fn invalid_calls_are_rejected_before_launching() {
     let mut host = vec![f16::ZERO; problem.q.len()];
     output.copy_to(&mut host[..]).unwrap();
     assert!(host.iter().all(|x| x.is_nan()), "a rejected call wrote");
+}
+
+/// The score modifiers on variable-length batches ([`SERVING_MODIFIERS`]), each window in its
+/// sequence's own bottom-right coordinates: short odd lengths and empty sequences (a window can
+/// leave a sequence's queries without a key: output 0, logsumexp -inf), causal or not, at head
+/// dims 64, 128 and 40 (padded to 96), fp16 and bf16.
+pub(crate) fn ragged_batches_with_a_window_and_a_softcap() {
+    let gpu = gpu();
+    for head_dim in [64, 40, 128] {
+        for (window, softcap) in SERVING_MODIFIERS {
+            for causal in [false, true] {
+                let scoring = ForwardOptions {
+                    causal,
+                    window,
+                    softcap,
+                    ..ForwardOptions::default()
+                };
+                for lengths in [SHORT, WITH_EMPTY] {
+                    let problem =
+                        VarlenProblem::<f16>::with_scoring(lengths, (4, 2), head_dim, scoring);
+                    problem.check(&gpu, &problem.options(Layout::Bshd, None));
+                    let problem =
+                        VarlenProblem::<bf16>::with_scoring(lengths, (4, 1), head_dim, scoring);
+                    problem.check(&gpu, &problem.options(Layout::Bhsd, None));
+                }
+            }
+        }
+    }
 }

@@ -9,16 +9,19 @@
 use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{
     attention_varlen_kv_cache, attention_varlen_paged_kv_cache, error_stats, random_normal,
-    relayout, within_tolerance, Precision, ReferenceOutput,
+    relayout, within_tolerance, Precision, ReferenceOutput, Scoring,
 };
 use flash_attn::{
     plan_varlen_kv_cache, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions,
-    Layout, RawTensors, RawWorkspace, Variant, VarlenCacheShape, FORWARD_KERNELS,
+    Layout, RawTensors, RawWorkspace, SlidingWindow, VarlenCacheShape, FORWARD_KERNELS,
 };
 use half::{bf16, f16};
 
 use crate::paged::ScrambledPages;
-use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard, SERVING_HEAD_DIMS};
+use crate::support::{
+    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_HEAD_DIMS,
+    SERVING_MODIFIERS,
+};
 
 /// One problem: packed queries `[tokens_q, heads_q, head_dim]` (mean 0.5) and a cache, either
 /// contiguous (`[batch, heads_kv, capacity, head_dim]`, stored in the options' layout; the
@@ -35,6 +38,9 @@ struct VarlenCacheProblem<T: Element> {
     kernel: Option<&'static ForwardKernel>,
     /// `ForwardOptions::num_splits`: `None`, the plan's own count.
     num_splits: Option<usize>,
+    /// `ForwardOptions::window` and `ForwardOptions::softcap`: `None` in `new`.
+    window: Option<SlidingWindow>,
+    softcap: Option<f32>,
     seed: u64,
     q: Vec<T>,
     /// The contiguous cache (`[batch, heads_kv, capacity, head_dim]`), or the pages.
@@ -103,6 +109,8 @@ impl<T: Element> VarlenCacheProblem<T> {
             layout: Layout::Bshd,
             kernel: None,
             num_splits: None,
+            window: None,
+            softcap: None,
             seed,
             q,
             k,
@@ -127,6 +135,8 @@ impl<T: Element> VarlenCacheProblem<T> {
             layout: self.layout,
             kernel: self.kernel,
             num_splits: self.num_splits,
+            window: self.window,
+            softcap: self.softcap,
             ..ForwardOptions::default()
         }
     }
@@ -150,8 +160,7 @@ impl<T: Element> VarlenCacheProblem<T> {
                 &self.cache_lens,
                 &self.shape(),
                 &pages.paged,
-                scale,
-                self.causal,
+                &Scoring::of_options(&self.options(), scale),
                 precision,
             ),
             None => attention_varlen_kv_cache(
@@ -160,8 +169,7 @@ impl<T: Element> VarlenCacheProblem<T> {
                 &self.v,
                 &self.cache_lens,
                 &self.shape(),
-                scale,
-                self.causal,
+                &Scoring::of_options(&self.options(), scale),
                 precision,
             ),
         }
@@ -439,9 +447,10 @@ pub(crate) fn a_page_outside_the_cache_makes_its_sequence_nan() {
 /// sequence), for compute-sanitizer.
 pub(crate) fn every_cache_kernel_on_a_small_batch() {
     let gpu = gpu();
-    for kernel in FORWARD_KERNELS.iter().filter(|kernel| {
-        matches!(kernel.spec.variant, Variant::Serving | Variant::Paged) && in_kernel_shard(kernel)
-    }) {
+    for kernel in FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| kernel.spec.variant.is_serving() && in_kernel_shard(kernel))
+    {
         let d = kernel.spec.tile.head_dim;
         let page_size = kernel.spec.variant.is_paged().then_some(16);
         for sequences in [&[(1, 700), (9, 1024)][..], &[(70, 80), (0, 3), (5, 1)][..]] {
@@ -455,6 +464,7 @@ pub(crate) fn every_cache_kernel_on_a_small_batch() {
                 let mut problem =
                     VarlenCacheProblem::<T>::new(sequences, (4, 2), 1024, d, page_size, true);
                 problem.kernel = Some(kernel);
+                (problem.window, problem.softcap) = modifiers_for(kernel);
                 problem.check(gpu, false);
                 if let Some(pages) = problem.pages.as_mut() {
                     pages.table[0] = pages.paged.num_pages as u32;
@@ -464,6 +474,30 @@ pub(crate) fn every_cache_kernel_on_a_small_batch() {
             match kernel.spec.dtype {
                 Dtype::F16 => run::<f16>(&gpu, kernel, sequences, d, page_size),
                 Dtype::Bf16 => run::<bf16>(&gpu, kernel, sequences, d, page_size),
+            }
+        }
+    }
+}
+
+/// The score modifiers on a chunked prefill ([`SERVING_MODIFIERS`]): ragged query chunks
+/// against contiguous caches and caches paged at 16 and 64 keys, causal, split and not, fp16
+/// and bf16.
+pub(crate) fn chunked_prefill_with_a_window_and_a_softcap() {
+    let gpu = gpu();
+    let sequences: &[(usize, u32)] = &[(7, 1000), (0, 512), (1, 1), (65, 65), (130, 4001)];
+    for (window, softcap) in SERVING_MODIFIERS {
+        for page_size in [None, Some(16), Some(64)] {
+            for num_splits in [None, Some(3)] {
+                let mut problem =
+                    VarlenCacheProblem::<f16>::new(sequences, (8, 2), 4096, 128, page_size, true);
+                (problem.window, problem.softcap) = (window, softcap);
+                problem.num_splits = num_splits;
+                problem.check(&gpu, false);
+                let mut problem =
+                    VarlenCacheProblem::<bf16>::new(sequences, (8, 2), 4096, 64, page_size, true);
+                (problem.window, problem.softcap) = (window, softcap);
+                problem.num_splits = num_splits;
+                problem.check(&gpu, false);
             }
         }
     }

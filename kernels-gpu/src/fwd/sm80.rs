@@ -277,10 +277,6 @@ pub unsafe fn forward<
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
         assert!(SERVING || !PAGED, "a paged kernel is a serving kernel");
-        assert!(
-            !(SERVING && MODIFIED),
-            "the serving kernels take no score modifier (yet)"
-        );
         tile
     };
     let thread = _thread_idx_x() as usize;
