@@ -442,7 +442,7 @@ fn the_serving_calls_reject_a_modifier_rather_than_ignore_it() {
             head_dim: 64,
         };
         assert_eq!(
-            plan_varlen(Dtype::Bf16, &extents, &options).unwrap_err(),
+            plan_varlen(Dtype::Bf16, &extents, &options, H100_SM_COUNT).unwrap_err(),
             Error::ModifierNotSupported {
                 modifier,
                 variant: Variant::Serving
