@@ -378,7 +378,12 @@ impl CudarcAttention<'_> {
         shape: &VarlenShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_varlen(T::Half1::DTYPE, &shape.extents()?, options)?;
+        let plan = plan_varlen(
+            T::Half1::DTYPE,
+            &shape.extents()?,
+            options,
+            self.attention.sm_count(),
+        )?;
         let sequences = Sequences {
             offsets: Some((shape.cu_seqlens_q, shape.cu_seqlens_kv)),
             ..Sequences::default()

@@ -2,6 +2,8 @@
 //!
 //! Everything here runs without a GPU: [`supports`] answers before any work is done.
 
+use std::cmp::Reverse;
+
 use flash_attn_params::{
     padded_head_dim, Dtype, ForwardParams, ModifierParams, SequenceParams, TensorStrides,
     TileConfig, Variant, CHUNK_ELEMS,
@@ -9,7 +11,9 @@ use flash_attn_params::{
 
 use crate::modifiers::{AlibiLayout, ScoreRule};
 use crate::varlen::PackedQueries;
-use crate::{kernel_head_dim, Error, ForwardKernel, SlidingWindow, FORWARD_KERNELS};
+use crate::{
+    dispatch_kernel, kernel_head_dim, Error, ForwardKernel, SlidingWindow, FORWARD_KERNELS,
+};
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
 /// K and V `[batch, heads_kv, seq_len_kv, head_dim]`, in the order given by [`Layout`] or
@@ -656,37 +660,76 @@ pub(crate) fn check_problem(
 }
 
 /// The kernel of `variant` ([`Variant::Serving`] or [`Variant::Paged`]) for `dtype` and a
-/// problem of head dim `head_dim` (any multiple of 8 from 8 to 256): of the variant's kernels
-/// at the head dim the problem runs on ([`kernel_head_dim`]: its own where it is a kernel head
-/// dim, else the next one whose kernels pad, e.g. 80 on 96 and 200 on 224), the one with the
-/// most K/V stages. Their tiles are [`crate::SERVING_TILES`]: m64 n64 with 3 stages at head
-/// dims 32, 64 and 96 and 2 at 128, then Q in shared memory, m64 n32 at 160 and 224, m64 n16 at
-/// 192 and 256 (the paged D=256 kernel with one stage).
+/// problem like `shape` (head dim any multiple of 8 from 8 to 256), `causal` or not, on a device
+/// of `sm_count` multiprocessors. Of the variant's kernels at the head dim the problem runs on
+/// ([`kernel_head_dim`]: its own where it is a kernel head dim, else the next one whose kernels
+/// pad, e.g. 80 on 96 and 200 on 224): those with the rows per block (`block_m`) of the kernel
+/// that the dispatch table picks for the dense problem `shape` ([`crate::dispatch_kernel`]),
+/// where the variant has such a tile and each sequence has at least that many query rows
+/// (`shape.seq_len_q`), else those with the fewest rows; of them, the one with the most K/V
+/// stages.
+///
+/// The dense table weighs what more rows per block trade (K/V reuse against fewer blocks and
+/// the idle rows of each sequence's last block) at the problem's grid and key length, so the
+/// serving kernels follow it: long prefills of large grids run the 128-row serving tiles of
+/// head dims 64 and 128 where the table's pick has 128 rows (at D=128 non-causal the table's
+/// `m128_n32_w4_s3_pad_qsmem` itself; its causal picks have 64 rows), and decode (one query row
+/// per sequence), chunks of fewer than 128 queries, the paged kernels and the other head dims
+/// run the 64-row tile. The variable-length plans pass the dense problem of the batch's mean
+/// lengths. The tiles are [`crate::SERVING_TILES`]: m64 n64 with 3 stages at head dims 32, 64
+/// and 96 and 2 at 128 (and the m128 serving tiles of 64 and 128), then Q in shared memory, m64
+/// n32 at 160 and 224, m64 n16 at 192 and 256 (the paged D=256 kernel with one stage).
 ///
 /// ```
-/// use flash_attn::{serving_kernel, Dtype, Variant};
+/// use flash_attn::{serving_kernel, AttentionShape, Dtype, Variant};
 ///
-/// let decode = serving_kernel(Dtype::Bf16, 80, Variant::Paged)?;
-/// assert_eq!(decode.spec.tile.head_dim, 96);
-/// assert!(decode.spec.pads_head_dim());
-/// assert!(!serving_kernel(Dtype::F16, 128, Variant::Serving)?.spec.pads_head_dim());
+/// // Decode: one query per sequence, on the 64-row tile.
+/// let decode = AttentionShape {
+///     seq_len_q: 1,
+///     ..AttentionShape::new(64, 32, 4096, 128)
+/// };
+/// let kernel = serving_kernel(Dtype::F16, &decode, false, Variant::Serving, 132)?;
+/// assert_eq!(kernel.entry, "flash_fwd_f16_d128_m64_n64_w4_s2_serving");
+/// // A long prefill of a large grid: the dense table's 128-row tile.
+/// let prefill = AttentionShape::new(4, 32, 2048, 128);
+/// let kernel = serving_kernel(Dtype::F16, &prefill, false, Variant::Serving, 132)?;
+/// assert_eq!(kernel.entry, "flash_fwd_f16_d128_m128_n32_w4_s3_pad_qsmem_serving");
+/// // Head dim 80 runs padded on the kernels of head dim 96.
+/// let padded = AttentionShape::new(8, 8, 512, 80);
+/// let kernel = serving_kernel(Dtype::Bf16, &padded, false, Variant::Paged, 132)?;
+/// assert_eq!(kernel.spec.tile.head_dim, 96);
+/// assert!(kernel.spec.pads_head_dim());
 /// # Ok::<(), flash_attn::Error>(())
 /// ```
 pub fn serving_kernel(
     dtype: Dtype,
-    head_dim: usize,
+    shape: &AttentionShape,
+    causal: bool,
     variant: Variant,
+    sm_count: usize,
 ) -> Result<&'static ForwardKernel, Error> {
-    let kernel_head_dim = kernel_head_dim(dtype, variant, head_dim)?;
+    let kernel_head_dim = kernel_head_dim(dtype, variant, shape.head_dim)?;
+    let dense_rows = dispatch_kernel(dtype, shape, causal, sm_count)
+        .ok()
+        .map(|kernel| kernel.spec.tile.block_m)
+        .filter(|&block_m| block_m <= shape.seq_len_q);
     FORWARD_KERNELS
         .iter()
         .filter(|kernel| {
             let spec = kernel.spec;
             spec.variant == variant && spec.dtype == dtype && spec.tile.head_dim == kernel_head_dim
         })
-        .max_by_key(|kernel| kernel.spec.tile.stages)
+        // The dense kernel's rows if the variant has them, else the fewest; then most stages.
+        .max_by_key(|kernel| {
+            let tile = kernel.spec.tile;
+            (
+                Some(tile.block_m) == dense_rows,
+                Reverse(tile.block_m),
+                tile.stages,
+            )
+        })
         .ok_or(Error::UnsupportedHeadDim {
-            head_dim,
+            head_dim: shape.head_dim,
             variant,
             largest: 0,
         })
@@ -862,7 +905,15 @@ pub(crate) fn plan_cache(
     let rule = ScoreRule::new(shape, options, None);
     let variant = rule.serving_variant(unmodified);
     check_num_splits(options, MAX_SPLITS)?;
-    let default_kernel = || serving_kernel(dtype, shape.head_dim, variant);
+    // The dense problem the kernel is chosen for: packed queries at their mean length.
+    let like = match queries {
+        None => *shape,
+        Some(queries) => AttentionShape {
+            seq_len_q: queries.tokens_q.div_ceil(shape.batch.max(1)),
+            ..*shape
+        },
+    };
+    let default_kernel = || serving_kernel(dtype, &like, rule.causal(), variant, sm_count);
     let (checked, mut required) = match queries {
         None => {
             let checked = check_problem(dtype, shape, options, variant, default_kernel)?;

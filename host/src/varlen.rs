@@ -62,7 +62,7 @@ use crate::{
 ///     layout: Layout::Bshd,
 ///     ..ForwardOptions::default()
 /// };
-/// let plan = plan_varlen(Dtype::F16, &extents, &options)?;
+/// let plan = plan_varlen(Dtype::F16, &extents, &options, 132)?;
 /// assert_eq!(plan.required().o, 301 * 16 * 64);
 /// assert_eq!(plan.splits(), 1);
 ///
@@ -217,9 +217,10 @@ pub struct RawSeqOffsets {
 /// ([`LaunchPlan::check_buffers`]: Q and O of `tokens_q` tokens, K and V of `tokens_kv`, the
 /// logsumexp `[heads_q, tokens_q]` f32).
 ///
-/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one), on a grid
-/// of `ceil(max_seq_len_q / block_m)` x `heads_q` x `batch` blocks; a block whose rows all lie
-/// past its sequence's end returns at once. No split-KV ([`LaunchPlan::splits`] is 1, no
+/// It runs a serving kernel ([`serving_kernel`] for the dense problem of the batch's mean
+/// query and key lengths on a device of `sm_count` multiprocessors, or `options.kernel` if that
+/// is one), on a grid of `ceil(max_seq_len_q / block_m)` x `heads_q` x `batch` blocks; a block
+/// whose rows all lie past its sequence's end returns at once. No split-KV ([`LaunchPlan::splits`] is 1, no
 /// workspace). The checks are the dense ones ([`crate::plan`]) on the longest sequences
 /// (`max_seq_len_q`, `max_seq_len_kv` at most [`crate::MAX_SEQ_LEN`]; no sequence with a
 /// query, or none with a key, is [`Error::ZeroSizedDimension`] `seq_len_q` or `seq_len_kv`),
@@ -231,6 +232,7 @@ pub fn plan_varlen(
     dtype: Dtype,
     extents: &VarlenExtents,
     options: &ForwardOptions,
+    sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
     check_num_splits(options, 1)?;
     if extents.batch == 0 {
@@ -268,8 +270,15 @@ pub fn plan_varlen(
     };
     let rule = ScoreRule::new(&longest, options, None);
     let variant = rule.serving_variant(Variant::Serving);
+    // The kernel of the dense problem of the batch's mean lengths.
+    let mean = AttentionShape {
+        batch: extents.batch,
+        seq_len_q: extents.tokens_q.div_ceil(extents.batch),
+        seq_len_kv: extents.tokens_kv.div_ceil(extents.batch),
+        ..longest
+    };
     let checked = check_problem(dtype, &longest, &packed, variant, || {
-        serving_kernel(dtype, extents.head_dim, variant)
+        serving_kernel(dtype, &mean, rule.causal(), variant, sm_count)
     })?;
     let (kernel, strides) = (checked.kernel, checked.strides);
     let (params, modifiers) =
@@ -392,7 +401,8 @@ pub struct VarlenCacheExtents {
 /// f32).
 ///
 /// It runs the serving kernel of the cache ([`serving_kernel`] of [`Variant::Serving`] or
-/// [`Variant::Paged`], or `options.kernel` if that is one) on a grid of
+/// [`Variant::Paged`] for `extents.longest` at the batch's mean query length, or
+/// `options.kernel` if that is one) on a grid of
 /// `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows
 /// all lie past its sequence's queries returns at once. Where that grid would leave the GPU of
 /// `sm_count` multiprocessors idle, the key range is split ([`crate::split_count`]; the
@@ -588,7 +598,7 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let extents = shape.extents()?;
-        let plan = plan_varlen(T::DTYPE, &extents, options)?;
+        let plan = plan_varlen(T::DTYPE, &extents, options, self.sm_count())?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
         self.with_offsets_on_device(&[shape.cu_seqlens_q, shape.cu_seqlens_kv], |cu_seqlens_q| {
             let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
@@ -744,7 +754,7 @@ impl FlashAttention {
         extents: &VarlenExtents,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_varlen(dtype, extents, options)?;
+        let plan = plan_varlen(dtype, extents, options, self.sm_count())?;
         // 0 would read as "no offsets": every sequence at token 0 of the packed tensors.
         for (tensor, address) in [
             ("cu_seqlens_q", offsets.cu_seqlens_q),

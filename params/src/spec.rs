@@ -52,7 +52,7 @@ pub enum Variant {
     /// and add, as run-time switches that the dense kernels never pay for, variable-length
     /// batches (sequence offsets), a key length per sequence (a KV cache), and split-KV (the
     /// key range over several blocks, combined by the last of them). Entry names end in
-    /// `_serving`; its tiles are its entries of [`SERVING_TILES`], one or two per head dim.
+    /// `_serving`; its tiles are its entries of [`SERVING_TILES`], one to three per head dim.
     Serving,
     /// [`Variant::Serving`] over a paged K/V cache (a block table of pages; see
     /// [`SequenceParams::block_table`](crate::SequenceParams::block_table)), a variant of its own
@@ -121,21 +121,36 @@ impl Variant {
 }
 
 /// The tiles of the serving kernels ([`Variant::Serving`], [`Variant::Paged`] and their
-/// modified forms), the one rule for every head dim: each entry is a variant and one of its
-/// tiles (head dim included), in head dim order. The shipping set
-/// holds them all, so the list stays short: one tile per variant and head dim (two at D=64),
-/// each one that ptxas assembles without a spill or a stack frame on sm_80, sm_89 and sm_90 at
-/// both element types (BENCHMARKS.md log 32). Of a variant's tiles at the kernel head dim a
-/// problem runs on, the host runs the one with the most stages (`flash_attn::serving_kernel`).
+/// modified forms), the one rule for every head dim: each entry is a variant and one of its tiles (head dim included), in entry order
+/// within each variant (head dim, then `block_m`, `block_n`, warps, stages, layout, Q source).
+/// The shipping set holds them all, so the list stays short: one 64-row tile per variant and
+/// head dim (two at D=64), and one 128-row serving tile at D=64 and D=128, each one that ptxas
+/// assembles without a spill or a stack frame on sm_80, sm_89 and sm_90 at both element types
+/// (BENCHMARKS.md log 32). Of a variant's tiles at the kernel head dim a problem runs on, the
+/// host runs those with the rows per block of the dense dispatch table's kernel for the problem
+/// (where each sequence has that many query rows; else the 64-row ones), the one with the most
+/// stages of them (`flash_attn::serving_kernel`).
 ///
 /// - D=64 and D=128: the dense fallbacks' tiles (m64 n64, 4 warps, 2 or 3 stages, swizzled),
-///   which serve short queries and decode. The m128 tiles that the dense dispatch picks for
-///   long prefills spill in the serving variant (d64: 8-12 bytes; d128: 1.7 KB, sm_89); 3 stages
-///   at D=128 need 112 KiB. Serving kernels hold Q in registers; paged ones re-read it from
-///   shared memory: with Q in registers, their per-row page lookups grew the D=128 dim-step
-///   loop past LLVM's unroll threshold and the Q fragments went to local memory (a 136-byte
-///   stack frame, sm_89), and with the prefetch moved out of that loop they spilled 28 bytes at
-///   255 registers. These kernels do not pad ([`pads_head_dim`]).
+///   which serve short queries and decode (3 stages at D=128 need 112 KiB). Serving kernels
+///   hold Q in registers; paged ones re-read it from shared memory: with Q in registers, their
+///   per-row page lookups grew the D=128 dim-step loop past LLVM's unroll threshold and the Q
+///   fragments went to local memory (a 136-byte stack frame, sm_89), and with the prefetch
+///   moved out of that loop they spilled 28 bytes at 255 registers. These kernels do not pad
+///   ([`pads_head_dim`]).
+/// - D=64 and D=128, serving only: a 128-row tile of 4 warps (32 rows each, the padded layout)
+///   for long prefills, where the dense table picks 128-row tiles. At D=128 the table's own
+///   `m128_n32_w4_s3_pad_qsmem` (255 registers on sm_80, sm_89 and sm_90, no spill, 85 KiB);
+///   at D=64 `m128_n64_w4_s2_pad` (253-255 registers, no spill, 54 KiB), as fast as the table's
+///   `m128_n64_w4_s3` in the tuner's dense screening on the H100 (342 against 344 TFLOP/s at
+///   2x16x4096), which spilled as a serving kernel (8-16 bytes on all three; `_s3_pad` 4 bytes
+///   on sm_80 and sm_89, and `m128_n128_w8_s2` 4-8 bytes on sm_80 and sm_90; `_s2_qsmem`,
+///   `_s3_qsmem` and `_s3_pad_qsmem` passed but were slower dense). The 8-warp tiles of 16 rows
+///   per warp passed too (D=128: `m128_n32_w8_s3` 228-247 registers, `m128_n64_w8_s2_qsmem`
+///   254-255; D=64: `m128_n64_w8_s2`/`_s3` 167-200; `m128_n64_w8_s2` at D=128 spilled 20-24
+///   bytes on sm_89 and sm_90) but were slower than the 64-row tile in the dense screening
+///   (D=128, 2x16x4096: `m128_n32_w8_s3` 272 and `m128_n64_w8_s2` 327 TFLOP/s, against 334 for
+///   `m64_n64_w4_s2` and 370 for `m128_n32_w4_s3_pad_qsmem`).
 /// - The other head dims pad, as the modified kernels do (a problem of a head dim without
 ///   kernels of its own runs on the next kernel head dim's): the padded layout where rows are
 ///   not whole 128-byte swizzle groups (32, 96, 160, 224), 16 rows per warp (4 warps, m64), and
@@ -154,7 +169,7 @@ impl Variant {
 ///   memory (with Q in registers: 255 registers, 24 bytes spilled, sm_89 and sm_90), the paged
 ///   one takes 32-key blocks and three stages (m64 n64 with two: 28 bytes spilled on sm_80;
 ///   m64 n32: 214-227 registers, no spill).
-pub const SERVING_TILES: [(Variant, TileConfig); 34] = {
+pub const SERVING_TILES: [(Variant, TileConfig); 36] = {
     use QSource::{Registers, SharedMemory};
     use SmemLayout::{Padded, Swizzled};
     use Variant::{Paged, PagedModified, Serving, ServingModified};
@@ -176,6 +191,7 @@ pub const SERVING_TILES: [(Variant, TileConfig); 34] = {
         ),
         (Serving, tile((64, 64, 4, 2), 64, Swizzled, Registers)),
         (Serving, tile((64, 64, 4, 3), 64, Swizzled, Registers)),
+        (Serving, tile((128, 64, 4, 2), 64, Padded, Registers)),
         (Paged, tile((64, 64, 4, 2), 64, Swizzled, SharedMemory)),
         (Paged, tile((64, 64, 4, 3), 64, Swizzled, SharedMemory)),
         (
@@ -194,6 +210,7 @@ pub const SERVING_TILES: [(Variant, TileConfig); 34] = {
             tile((64, 64, 4, 3), 96, Padded, SharedMemory),
         ),
         (Serving, tile((64, 64, 4, 2), 128, Swizzled, Registers)),
+        (Serving, tile((128, 32, 4, 3), 128, Padded, SharedMemory)),
         (Paged, tile((64, 64, 4, 2), 128, Swizzled, SharedMemory)),
         (
             ServingModified,

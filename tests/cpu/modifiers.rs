@@ -470,12 +470,18 @@ fn the_serving_calls_run_their_modifiers_on_the_modified_serving_kernels() {
             head_dim: 64,
         };
         // (Keys 3 left of the diagonal: the window of 64 bounds none of these 10 keys.)
-        let plan = plan_varlen(dtype, &extents, &with_window(Some(3), Some(0))).unwrap();
+        let plan = plan_varlen(
+            dtype,
+            &extents,
+            &with_window(Some(3), Some(0)),
+            H100_SM_COUNT,
+        )
+        .unwrap();
         assert_eq!(plan.kernel().spec.variant, Variant::ServingModified);
-        let plan = plan_varlen(dtype, &extents, &window).unwrap();
+        let plan = plan_varlen(dtype, &extents, &window, H100_SM_COUNT).unwrap();
         assert_eq!(plan.kernel().spec.variant, Variant::Serving);
         assert_eq!(plan.kernel().spec.dtype, dtype);
-        let plan = plan_varlen(dtype, &extents, &ForwardOptions::default()).unwrap();
+        let plan = plan_varlen(dtype, &extents, &ForwardOptions::default(), H100_SM_COUNT).unwrap();
         assert_eq!(plan.kernel().spec.variant, Variant::Serving);
     }
     // The checks of the dense calls hold: an empty window, a bad softcap, a plain kernel named

@@ -5,10 +5,10 @@
 //! the split-KV workspace at the kernel's).
 
 use flash_attn::{
-    kernel_by_name, kernel_head_dim, padded_head_dim, plan_kv_cache, plan_paged_kv_cache,
-    plan_varlen, plan_varlen_kv_cache, serving_kernel, AttentionShape, Dtype, Error,
-    ForwardOptions, LaunchPlan, Layout, PagedKvCache, SmemLayout, TileConfig, Variant,
-    VarlenCacheShape, VarlenShape, BUILT_CONFIGS, CANDIDATE_DTYPES, FORWARD_KERNELS,
+    dispatch_kernel, kernel_by_name, kernel_head_dim, padded_head_dim, plan_kv_cache,
+    plan_paged_kv_cache, plan_varlen, plan_varlen_kv_cache, serving_kernel, AttentionShape, Dtype,
+    Error, ForwardKernel, ForwardOptions, LaunchPlan, Layout, PagedKvCache, SmemLayout, TileConfig,
+    Variant, VarlenCacheShape, VarlenShape, BUILT_CONFIGS, CANDIDATE_DTYPES, FORWARD_KERNELS,
     HEAD_DIM_GRANULE, MAX_HEAD_DIM, SERVING_TILES, SUPPORTED_HEAD_DIMS,
 };
 
@@ -79,7 +79,7 @@ fn serving_plans(dtype: Dtype, head_dim: usize) -> Vec<(&'static str, Result<Lau
             "varlen",
             varlen
                 .extents()
-                .and_then(|extents| plan_varlen(dtype, &extents, &options)),
+                .and_then(|extents| plan_varlen(dtype, &extents, &options, sm)),
         ),
         (
             "varlen_kv_cache",
@@ -96,6 +96,15 @@ fn serving_plans(dtype: Dtype, head_dim: usize) -> Vec<(&'static str, Result<Lau
     ]
 }
 
+/// `serving_kernel` for a decode step ([`decode`]) at `head_dim`.
+fn decode_kernel(
+    dtype: Dtype,
+    head_dim: usize,
+    variant: Variant,
+) -> Result<&'static ForwardKernel, Error> {
+    serving_kernel(dtype, &decode(head_dim), false, variant, H100_SM_COUNT)
+}
+
 /// The variant a serving call of this name runs.
 fn variant_of(call: &str) -> Variant {
     if call.contains("paged") {
@@ -105,12 +114,14 @@ fn variant_of(call: &str) -> Variant {
     }
 }
 
-/// The tile of `variant` at kernel head dim `head_dim` that the host runs: of its entries in
-/// `SERVING_TILES`, the one with the most stages.
+/// The tile of `variant` at kernel head dim `head_dim` that the host runs for decode and short
+/// queries: of its 64-row entries in `SERVING_TILES`, the one with the most stages.
 fn expected_tile(variant: Variant, head_dim: usize) -> TileConfig {
     SERVING_TILES
         .iter()
-        .filter(|(tile_variant, tile)| *tile_variant == variant && tile.head_dim == head_dim)
+        .filter(|(tile_variant, tile)| {
+            *tile_variant == variant && tile.head_dim == head_dim && tile.block_m == 64
+        })
         .map(|&(_, tile)| tile)
         .max_by_key(|tile| tile.stages)
         .unwrap_or_else(|| panic!("no {variant:?} tile at head dim {head_dim}"))
@@ -145,7 +156,7 @@ fn every_serving_call_plans_every_head_dim_on_the_kernel_it_pads_to() {
                 assert_eq!(plan.params().head_dim as usize, head_dim);
                 assert_eq!(kernel_head_dim(dtype, variant, head_dim), Ok(runs_on));
                 assert_eq!(
-                    serving_kernel(dtype, head_dim, variant).map(|kernel| kernel.spec.tile),
+                    decode_kernel(dtype, head_dim, variant).map(|kernel| kernel.spec.tile),
                     Ok(spec.tile)
                 );
             }
@@ -167,7 +178,7 @@ fn every_serving_call_rejects_the_head_dims_the_dense_api_rejects() {
         }
         for variant in [Variant::Serving, Variant::Paged] {
             assert_eq!(
-                serving_kernel(Dtype::Bf16, head_dim, variant).map(|kernel| kernel.entry),
+                decode_kernel(Dtype::Bf16, head_dim, variant).map(|kernel| kernel.entry),
                 Err(Error::InvalidHeadDim { head_dim })
             );
         }
@@ -185,9 +196,11 @@ fn every_serving_call_rejects_the_head_dims_the_dense_api_rejects() {
 }
 
 /// The tiles: one rule per head dim, in one list. Every kernel head dim has exactly one serving
-/// and one paged tile (two each at D=64), of 16 rows per warp, swizzled where the rows are whole
-/// 128-byte groups and padded elsewhere, the paged ones with Q in shared memory; the default
-/// build exposes all of them at both element types.
+/// and one paged tile of 64 rows (two each at D=64), of 16 rows per warp, swizzled where the
+/// rows are whole 128-byte groups and padded elsewhere, the paged ones with Q in shared memory;
+/// head dims 64 and 128 add one 128-row serving tile each (4 warps of 32 rows, padded: the
+/// dense table's long-prefill tile or its nearest that ptxas assembles without a spill); the
+/// default build exposes all of them at both element types.
 #[test]
 fn the_serving_tiles_cover_every_kernel_head_dim_once() {
     for &head_dim in SUPPORTED_HEAD_DIMS {
@@ -199,16 +212,33 @@ fn the_serving_tiles_cover_every_kernel_head_dim_once() {
                 })
                 .map(|&(_, tile)| tile)
                 .collect();
+            let long = |tile: &&TileConfig| tile.block_m == 128;
             let expected = if head_dim == 64 { 2 } else { 1 };
-            assert_eq!(tiles.len(), expected, "{variant:?} D={head_dim}");
+            let short = tiles.iter().filter(|tile| !long(tile)).count();
+            assert_eq!(short, expected, "{variant:?} D={head_dim}");
+            let expected_long =
+                usize::from(variant == Variant::Serving && head_dim % 64 == 0 && head_dim <= 128);
+            assert_eq!(
+                tiles.iter().filter(long).count(),
+                expected_long,
+                "{variant:?} D={head_dim}"
+            );
             for tile in tiles {
-                assert_eq!(tile.rows_per_warp(), 16, "{tile:?}");
-                let layout = if head_dim.is_multiple_of(64) {
-                    SmemLayout::Swizzled
+                if tile.block_m == 128 {
+                    assert_eq!(
+                        (tile.warps, tile.layout),
+                        (4, SmemLayout::Padded),
+                        "{tile:?}"
+                    );
                 } else {
-                    SmemLayout::Padded
-                };
-                assert_eq!(tile.layout, layout, "{tile:?}");
+                    assert_eq!(tile.rows_per_warp(), 16, "{tile:?}");
+                    let layout = if head_dim.is_multiple_of(64) {
+                        SmemLayout::Swizzled
+                    } else {
+                        SmemLayout::Padded
+                    };
+                    assert_eq!(tile.layout, layout, "{tile:?}");
+                }
                 if variant == Variant::Paged {
                     assert_eq!(tile.q_source, flash_attn::QSource::SharedMemory);
                 }
@@ -325,7 +355,7 @@ fn the_serving_kernels_of_the_new_head_dims_are_these() {
         ),
     ] {
         assert_eq!(
-            serving_kernel(Dtype::F16, head_dim, variant).map(|kernel| kernel.entry),
+            decode_kernel(Dtype::F16, head_dim, variant).map(|kernel| kernel.entry),
             Ok(entry),
             "{variant:?} D={head_dim}"
         );
@@ -434,4 +464,129 @@ fn a_named_serving_kernel_runs_smaller_head_dims_only_where_it_pads() {
             ..
         })
     ));
+}
+
+/// Offsets of `count` sequences of `length(i)` tokens each.
+fn offsets(count: u32, length: impl Fn(u32) -> u32) -> Vec<u32> {
+    let mut offsets = vec![0];
+    for sequence in 0..count {
+        offsets.push(offsets[sequence as usize] + length(sequence));
+    }
+    offsets
+}
+
+/// The rows per block of the dense kernel the dispatch table picks for `shape`.
+fn dense_rows(dtype: Dtype, shape: &AttentionShape, causal: bool) -> usize {
+    dispatch_kernel(dtype, shape, causal, H100_SM_COUNT)
+        .unwrap()
+        .spec
+        .tile
+        .block_m
+}
+
+/// The tile choice between the 64-row and 128-row serving tiles: a long variable-length prefill
+/// (the timing tool's batch: 16 sequences of 128 to 4096 tokens, 32 query heads over 8) runs the
+/// serving tile with the rows of the dense kernel at the batch's mean length, which at D=128
+/// non-causal is the 128-row tile; decode, short chunks and paged caches keep the 64-row tile;
+/// both element types.
+#[test]
+fn long_prefills_run_the_128_row_serving_tile_and_decode_keeps_64_rows() {
+    let ragged = offsets(16, |i| 128 + i * (4096 - 128) / 15);
+    let short = offsets(64, |i| 64 + i % 64);
+    for dtype in CANDIDATE_DTYPES {
+        let name = dtype.name();
+        for head_dim in [64, 128] {
+            let varlen = |cu_seqlens: &[u32], causal| {
+                let shape = VarlenShape {
+                    cu_seqlens_q: cu_seqlens,
+                    cu_seqlens_kv: cu_seqlens,
+                    heads_q: 32,
+                    heads_kv: 8,
+                    head_dim,
+                };
+                let options = ForwardOptions { causal, ..bshd() };
+                let extents = shape.extents().unwrap();
+                plan_varlen(dtype, &extents, &options, H100_SM_COUNT)
+                    .unwrap()
+                    .kernel()
+            };
+            for causal in [false, true] {
+                // The dense problem of the batch's mean lengths, as the timing tool compares.
+                let tokens = *ragged.last().unwrap() as usize;
+                let mean = AttentionShape {
+                    batch: 16,
+                    heads_q: 32,
+                    heads_kv: 8,
+                    seq_len_q: tokens.div_ceil(16),
+                    seq_len_kv: tokens.div_ceil(16),
+                    head_dim,
+                };
+                let kernel = varlen(&ragged, causal);
+                assert_eq!(kernel.spec.variant, Variant::Serving);
+                assert_eq!(
+                    kernel.spec.tile.block_m,
+                    dense_rows(dtype, &mean, causal),
+                    "{name} D={head_dim} causal={causal}"
+                );
+                // Fewer than 128 queries per sequence: 64 rows, whatever the dense table says.
+                assert_eq!(varlen(&short, causal).spec.tile.block_m, 64);
+            }
+            // The goal's batch: the dense table's long-prefill tile at D=128, non-causal.
+            if head_dim == 128 {
+                assert_eq!(
+                    varlen(&ragged, false).entry,
+                    format!("flash_fwd_{name}_d128_m128_n32_w4_s3_pad_qsmem_serving")
+                );
+            }
+            // Decode of a large batch (a large grid): 64 rows, contiguous cache or paged.
+            let decode = AttentionShape {
+                batch: 256,
+                heads_q: 32,
+                heads_kv: 8,
+                seq_len_q: 1,
+                seq_len_kv: 4096,
+                head_dim,
+            };
+            let paged = PagedKvCache {
+                num_pages: 256 * 64,
+                page_size: 64,
+                pages_per_sequence: 64,
+            };
+            for plan in [
+                plan_kv_cache(dtype, &decode, &bshd(), H100_SM_COUNT),
+                plan_paged_kv_cache(dtype, &decode, &paged, &bshd(), H100_SM_COUNT),
+            ] {
+                let spec = plan.unwrap().kernel().spec;
+                assert_eq!(spec.tile, expected_tile(spec.variant, head_dim));
+                assert_eq!(spec.tile.block_m, 64);
+            }
+            // A chunked prefill against a cache: 128-row tile where its mean chunk is long and
+            // the dense table's pick has 128 rows, never on a paged cache.
+            let chunks = offsets(8, |_| 2048);
+            let cache = VarlenCacheShape {
+                cu_seqlens_q: &chunks,
+                heads_q: 32,
+                heads_kv: 8,
+                seq_len_kv: 4096,
+                head_dim,
+            };
+            let extents = cache.extents().unwrap();
+            let like = AttentionShape {
+                seq_len_q: 2048,
+                ..extents.longest
+            };
+            let contiguous = plan_varlen_kv_cache(dtype, &extents, None, &bshd(), H100_SM_COUNT);
+            assert_eq!(
+                contiguous.unwrap().kernel().spec.tile.block_m,
+                dense_rows(dtype, &like, false)
+            );
+            let paged_chunks = PagedKvCache {
+                num_pages: 8 * 64,
+                ..paged
+            };
+            let paged_plan =
+                plan_varlen_kv_cache(dtype, &extents, Some(&paged_chunks), &bshd(), H100_SM_COUNT);
+            assert_eq!(paged_plan.unwrap().kernel().spec.tile.block_m, 64);
+        }
+    }
 }

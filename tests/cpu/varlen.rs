@@ -16,6 +16,8 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 
+use crate::H100_SM_COUNT;
+
 /// Three sequences of 7, 1 and 65 queries against 63, 1 and 5 keys.
 const CU_SEQLENS_Q: &[u32] = &[0, 7, 8, 73];
 const CU_SEQLENS_KV: &[u32] = &[0, 63, 64, 69];
@@ -44,7 +46,7 @@ fn plan_of(
     options: &ForwardOptions,
 ) -> Result<LaunchPlan, Error> {
     let extents = shape(cu_seqlens_q, cu_seqlens_kv).extents()?;
-    plan_varlen(Dtype::F16, &extents, options)
+    plan_varlen(Dtype::F16, &extents, options, H100_SM_COUNT)
 }
 
 /// `[tokens, heads, 64]` strides, no batch stride.
@@ -89,7 +91,7 @@ fn empty_sequences_are_valid() {
         ),
         (3, 9, 8, 7, 5)
     );
-    assert!(plan_varlen(Dtype::F16, &extents, &bshd()).is_ok());
+    assert!(plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT).is_ok());
 }
 
 #[test]
@@ -220,7 +222,7 @@ fn raw_extents_of_no_sequence_are_rejected() {
         ..raw_extents()
     };
     assert_eq!(
-        plan_varlen(Dtype::F16, &extents, &bshd()).map(|plan| plan.grid()),
+        plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT).map(|plan| plan.grid()),
         Err(Error::ZeroSizedDimension { dimension: "batch" })
     );
 }
@@ -244,7 +246,7 @@ fn raw_extents_with_more_tokens_than_u32_offsets_reach_are_rejected() {
         ),
     ] {
         assert_eq!(
-            plan_varlen(Dtype::F16, &extents, &bshd()).map(|plan| plan.grid()),
+            plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT).map(|plan| plan.grid()),
             Err(Error::ProblemTooLarge {
                 dimension,
                 value: 1 << 32,
@@ -261,7 +263,7 @@ fn raw_extents_whose_longest_sequence_passes_the_tokens_are_rejected() {
         ..raw_extents()
     };
     assert_eq!(
-        plan_varlen(Dtype::F16, &extents, &bshd()).map(|plan| plan.grid()),
+        plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT).map(|plan| plan.grid()),
         Err(Error::VarlenExtentsMismatch {
             longest: "max_seq_len_q",
             value: 74,
@@ -273,7 +275,7 @@ fn raw_extents_whose_longest_sequence_passes_the_tokens_are_rejected() {
         ..raw_extents()
     };
     assert_eq!(
-        plan_varlen(Dtype::F16, &extents, &bshd()).map(|plan| plan.grid()),
+        plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT).map(|plan| plan.grid()),
         Err(Error::VarlenExtentsMismatch {
             longest: "max_seq_len_kv",
             value: 70,
@@ -433,7 +435,9 @@ fn a_named_serving_kernel_runs_and_others_are_rejected() {
             head_dim,
             ..raw_extents()
         };
-        let kernel = plan_varlen(Dtype::F16, &extents, &bshd()).unwrap().kernel();
+        let kernel = plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT)
+            .unwrap()
+            .kernel();
         assert_eq!(kernel.spec.variant, Variant::Serving);
         assert_eq!(kernel.spec.tile.head_dim, kernel_head_dim);
         assert!(kernel.spec.pads_head_dim());
@@ -444,7 +448,7 @@ fn a_named_serving_kernel_runs_and_others_are_rejected() {
             ..raw_extents()
         };
         assert_eq!(
-            plan_varlen(Dtype::F16, &extents, &bshd()).err(),
+            plan_varlen(Dtype::F16, &extents, &bshd(), H100_SM_COUNT).err(),
             Some(Error::InvalidHeadDim { head_dim })
         );
     }
@@ -458,13 +462,14 @@ fn a_named_serving_kernel_runs_and_others_are_rejected() {
         plan_varlen(
             Dtype::F16,
             &padded,
-            &with("flash_fwd_f16_d64_m64_n64_w4_s3_serving")
+            &with("flash_fwd_f16_d64_m64_n64_w4_s3_serving"),
+            H100_SM_COUNT
         ),
         Err(Error::KernelHeadDimMismatch { .. })
     ));
     let d96 = "flash_fwd_f16_d96_m64_n64_w4_s3_pad_serving";
     assert_eq!(
-        plan_varlen(Dtype::F16, &padded, &with(d96))
+        plan_varlen(Dtype::F16, &padded, &with(d96), H100_SM_COUNT)
             .unwrap()
             .kernel()
             .entry,
@@ -506,7 +511,8 @@ fn the_dense_problem_checks_apply_to_a_varlen_batch() {
         ..shape(CU_SEQLENS_Q, CU_SEQLENS_KV)
     };
     assert_eq!(
-        plan_varlen(Dtype::F16, &gqa.extents().unwrap(), &bshd()).map(|plan| plan.grid()),
+        plan_varlen(Dtype::F16, &gqa.extents().unwrap(), &bshd(), H100_SM_COUNT)
+            .map(|plan| plan.grid()),
         Err(Error::InvalidGqaRatio {
             heads_q: 8,
             heads_kv: 3
@@ -612,7 +618,13 @@ fn the_padding_rows_past_the_last_token_count_toward_the_offset_limit() {
         ..shape(&[0, 1], &[0, 5])
     };
     assert_eq!(
-        plan_varlen(Dtype::F16, &varlen.extents().unwrap(), &options).map(|plan| plan.grid()),
+        plan_varlen(
+            Dtype::F16,
+            &varlen.extents().unwrap(),
+            &options,
+            H100_SM_COUNT
+        )
+        .map(|plan| plan.grid()),
         Err(Error::TensorTooLarge {
             tensor: "q",
             dimension: "seq"
@@ -1048,7 +1060,7 @@ fn validate(case: &Case) -> Outcome {
     let extents = varlen
         .extents()
         .expect("offsets built from lengths are valid");
-    let plan = match plan_varlen(case.dtype, &extents, &case.options) {
+    let plan = match plan_varlen(case.dtype, &extents, &case.options, H100_SM_COUNT) {
         Ok(plan) => plan,
         Err(error) => {
             assert!(

@@ -285,8 +285,9 @@ pub(crate) fn every_serving_kernel_on_a_small_cache() {
         let (window, softcap) = modifiers_for(kernel);
         for (shape, lens, splits) in [
             (shape(1, 8, 2, 1, 1000, d), vec![999], true),
+            // 8 heads: at least 320 blocks, enough not to split on the 128-row tiles too.
             (
-                shape(40, 4, 4, 65, 100, d),
+                shape(40, 8, 8, 65, 100, d),
                 (0..40).map(|b| 61 + b).collect(),
                 false,
             ),

@@ -621,7 +621,7 @@ pub(crate) fn invalid_calls_are_rejected_before_launching() {
     }
     // A plan of the raw call agrees with the safe call's.
     assert_eq!(
-        plan_varlen(Dtype::F16, &extents, &options)
+        plan_varlen(Dtype::F16, &extents, &options, gpu.sm_count())
             .unwrap()
             .required()
             .q,

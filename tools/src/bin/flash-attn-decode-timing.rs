@@ -216,7 +216,7 @@ fn time_varlen_prefill(gpu: &FlashAttention) -> Result<Value, Error> {
             layout: Layout::Bshd,
             ..ForwardOptions::default()
         };
-        let varlen_plan = plan_varlen(f16::DTYPE, &shape.extents()?, &options)?;
+        let varlen_plan = plan_varlen(f16::DTYPE, &shape.extents()?, &options, gpu.sm_count())?;
         let varlen = time_launches(gpu.stream(), warmup, repeats, launches, || {
             gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
         })?;
