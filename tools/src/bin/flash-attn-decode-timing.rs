@@ -2,7 +2,8 @@
 //! launches, at the serving issue's shapes (fp16 and bf16, D=128, one query row, 32 query heads
 //! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate; the same
 //! problems in paged caches (`forward_paged_kv_cache`, pages of 16, 64 and 256 keys in a
-//! shuffled block table) against the contiguous time. Then a
+//! shuffled block table) against the contiguous time; fp16 decode with a softcap, a sliding
+//! window of 4,096 keys and both (the modified serving kernels) against the plain time. Then a
 //! variable-length prefill (`forward_varlen`): 16 sequences of lengths spread between 128 and
 //! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
 //! kernel (`forward`) on a batch of 16 sequences of the mean length.
@@ -19,7 +20,7 @@ use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
     plan, plan_kv_cache, plan_varlen, AttentionShape, Element, Error, FlashAttention,
-    ForwardOptions, Layout, VarlenShape,
+    ForwardOptions, Layout, SlidingWindow, VarlenShape,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_SHAPES,
@@ -108,6 +109,57 @@ fn time<T: Element>(
     Ok(())
 }
 
+/// Times fp16 decode at every shape of [`DECODE_SHAPES`] with the score modifiers (the
+/// modified serving kernels): a softcap of 30 (Gemma 2's), a sliding window of 4,096 keys
+/// (Mistral's) and both, against `plain`, the plain kernels' contiguous medians. A window's
+/// time should scale with the keys it leaves (`min(1, 4096 / L)` of them).
+fn time_modified_decode(gpu: &FlashAttention, plain: &[f64]) -> Result<(), Error> {
+    let window = Some(SlidingWindow {
+        left: Some(4095),
+        right: Some(0),
+    });
+    let cases = [
+        ("softcap 30", None, Some(30.0)),
+        ("window 4096", window, None),
+        ("window 4096 + softcap 30", window, Some(30.0)),
+    ];
+    for (shape_index, (batch, length)) in DECODE_SHAPES.into_iter().enumerate() {
+        let shape = decode_shape(batch, length);
+        let q = DeviceBuffer::from_slice(&random_normal::<f16>(shape.q_elements()?, 0.5, 1.0, 1))?;
+        let kv = shape.kv_elements()?;
+        let k = DeviceBuffer::from_slice(&random_normal::<f16>(kv, 0.5, 1.0, 2))?;
+        let v = DeviceBuffer::from_slice(&random_normal::<f16>(kv, 0.5, 1.0, 3))?;
+        let lens = DeviceBuffer::from_slice(&vec![length as u32; batch])?;
+        let mut output = DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); shape.q_elements()?])?;
+        for (label, window, softcap) in cases {
+            let options = ForwardOptions {
+                layout: Layout::Bshd,
+                window,
+                softcap,
+                ..ForwardOptions::default()
+            };
+            let plan = plan_kv_cache(f16::DTYPE, &shape, &options, gpu.sm_count())?;
+            let times = time_launches(gpu.stream(), 50, 30, 100, || {
+                gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
+            })?;
+            let median = times.median();
+            let visible = window.map_or(1.0, |_| (4096.0 / length as f64).min(1.0));
+            println!(
+                "f16 B={batch} L={length} {label}: {median:.1} us (p10-p90 {:.1}-{:.1}), {:.3}x \
+                 the plain kernel's time, {:.3}x it scaled by the visible keys ({visible:.3}), \
+                 {} splits, kernel {}",
+                times.quantile(0.1),
+                times.quantile(0.9),
+                median / plain[shape_index],
+                median / (plain[shape_index] * visible),
+                plan.splits(),
+                plan.kernel().entry
+            );
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Error> {
     let args = arguments();
     let gpu = FlashAttention::new()?;
@@ -119,6 +171,7 @@ fn main() -> Result<(), Error> {
     let mut f16_medians = Vec::new();
     time::<f16>(&gpu, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
     time::<bf16>(&gpu, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
+    time_modified_decode(&gpu, &f16_medians)?;
     let varlen = time_varlen_prefill(&gpu)?;
     if let Some(path) = &args.varlen_json {
         let text = serde_json::to_string_pretty(&varlen).expect("plain data serialises");
