@@ -275,6 +275,19 @@ impl ScoreRule {
         }
     }
 
+    /// The most keys that a block of `rows` consecutive query rows (of `seq_len_q`) sees where
+    /// the window bounds the left side: the left offset, plus from the first row's diagonal to
+    /// the last row's right bound (or the end of the keys, `seq_len_q` past the first row's
+    /// diagonal at most). `None` without a left bound: every key. What the split-KV plan
+    /// spreads over its splits.
+    pub(crate) fn visible_keys(&self, seq_len_q: usize, rows: usize) -> Option<usize> {
+        let left = self.left?;
+        let right = self.right.unwrap_or(seq_len_q as i128);
+        let past_the_diagonal = (rows as i128 + right).min(seq_len_q as i128);
+        // Both offsets within ±2^30 (checked), so this fits.
+        Some((left + past_the_diagonal).max(1) as usize)
+    }
+
     /// Whether the window bounds some query's keys beyond causal masking, or ALiBi biases
     /// them: what a decode step's packing of query heads into rows cannot express (its rows
     /// share one window of one query position, and one slope).

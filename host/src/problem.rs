@@ -199,7 +199,8 @@ pub struct ForwardOptions {
     /// How many blocks split each query tile's key range (split-KV, FlashAttention's
     /// `num_splits`), for the KV-cache calls: `None` picks the count from the grid and the SM
     /// count ([`split_count`]); `Some(n)`, 1 to [`MAX_SPLITS`], gives each split
-    /// `ceil(key_blocks / n)` key blocks, and so `n` splits or fewer where that rounding leaves
+    /// `ceil(key_blocks / n)` key blocks (of those a query tile can see: with a sliding window
+    /// its span, else the capacity), and so `n` splits or fewer where that rounding leaves
     /// the last ones empty ([`crate::LaunchPlan::splits`] says how many): for tuning, or for
     /// results that do not depend on the device's SM count. The dense and variable-length calls never
     /// split: they take `None` or `Some(1)`. Otherwise [`Error::InvalidSplitCount`].
@@ -1049,7 +1050,12 @@ pub(crate) fn plan_cache(
     }
     let tile = kernel.spec.tile;
     let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
-    let key_blocks = shape.seq_len_kv.div_ceil(tile.block_n);
+    // The key blocks a query block sees: a window's span, or the whole capacity.
+    let rows = (params.seq_len_q as usize).min(tile.block_m);
+    let key_blocks = rule
+        .visible_keys(params.seq_len_q as usize, rows)
+        .map_or(usize::MAX, |keys| keys.div_ceil(tile.block_n) + 1)
+        .min(shape.seq_len_kv.div_ceil(tile.block_n));
     let blocks = query_blocks * params.heads_q as usize * shape.batch;
     let splits = options
         .num_splits

@@ -155,7 +155,9 @@ pub struct SequenceParams {
     /// query row's, as for O).
     pub lse_strides: TensorStrides,
     /// Split-KV: blocks `(query block, split)` share a query block, split `s` computing keys
-    /// `s * keys_per_split..(s + 1) * keys_per_split`. 1 for no split.
+    /// `first + s * keys_per_split..first + (s + 1) * keys_per_split` of those the query block
+    /// sees, `first` being the first key of the first key block it sees (0 but with a sliding
+    /// window). 1 for no split.
     pub splits: u32,
     /// A multiple of the kernel's `block_n`.
     pub keys_per_split: u32,

@@ -1073,3 +1073,41 @@ fn the_serving_references_apply_the_modifiers_per_sequence() {
             .all(|&x| x == 0.0));
     }
 }
+
+/// Split-KV spreads a window's key blocks over the splits: a decode step of one sequence over
+/// 32,768 keys with a window of 4,096 splits those 4,096 keys (and a few blocks of alignment),
+/// not the whole cache, of which most splits would see nothing.
+#[test]
+fn split_kv_spreads_the_keys_a_window_leaves() {
+    let decode = AttentionShape {
+        batch: 1,
+        heads_q: 32,
+        heads_kv: 8,
+        seq_len_q: 1,
+        seq_len_kv: 32768,
+        head_dim: 128,
+    };
+    let options = with_window(Some(4095), Some(0));
+    let plan = plan_kv_cache(Dtype::F16, &decode, &options, H100_SM_COUNT).unwrap();
+    let sequences = plan.sequences().unwrap();
+    let block_n = plan.kernel().spec.tile.block_n as u32;
+    let covered = sequences.splits * sequences.keys_per_split;
+    assert!(plan.splits() > 1);
+    // Every key the window leaves (4,096 of them, from anywhere in a key block), and no more
+    // than a split's rounding beyond that.
+    assert!(covered >= 4096 + block_n, "{covered}");
+    assert!(
+        covered < 4096 + 3 * block_n + sequences.keys_per_split,
+        "{covered}"
+    );
+    // Without a window the splits cover the whole cache.
+    let plain = plan_kv_cache(
+        Dtype::F16,
+        &decode,
+        &ForwardOptions::default(),
+        H100_SM_COUNT,
+    )
+    .unwrap();
+    let sequences = plain.sequences().unwrap();
+    assert!(sequences.splits * sequences.keys_per_split >= 32768);
+}

@@ -192,8 +192,10 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
     /// The key blocks of `BLOCK_N` keys that the block computes, `first..end` (`first <= end`),
     /// given `first_needed..needed`, the keys its queries see (from the first key its first
     /// query row sees, 0 without a window, to the end of those its last query row sees): all the
-    /// blocks that hold one, or its split's part of them (none where the split starts past
-    /// `needed`). A block wholly outside the range is skipped, never loaded.
+    /// blocks that hold one, or its split's part of them, counted from the first such block (so
+    /// that a window's few key blocks spread over the splits rather than fall into one; none
+    /// where the split starts past `needed`). A block wholly outside the range is skipped, never
+    /// loaded.
     #[inline(always)]
     pub fn key_blocks<const BLOCK_N: usize>(
         &self,
@@ -206,11 +208,13 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         if !SERVING {
             return (start.min(end), end);
         }
-        // `keys_per_split` is a multiple of `BLOCK_N`.
+        // `keys_per_split` is a multiple of `BLOCK_N`, and the splits together cover the
+        // blocks from `start` (the host sizes them for the blocks a query block can see).
+        // (Written so that `start` 0, the kernels without a window, gives the PTX of splits
+        // counted from key 0: `.min(end)` on `first` spilled the D=128 serving kernel on sm_80.)
         let blocks_per_split = sequences.keys_per_split / BLOCK_N as u32;
-        let split_first = self.split * blocks_per_split;
-        let first = split_first.max(start);
-        (first, end.max(first).min(split_first + blocks_per_split))
+        let first = start + self.split * blocks_per_split;
+        (first, end.max(first).min(first + blocks_per_split))
     }
 
     /// The block's `BLOCK_M` query rows.
