@@ -1,5 +1,6 @@
-//! The score modifiers of the dense API: a sliding window, a softcap and ALiBi biases, alone or
-//! combined, run by the modified kernels ([`Variant::Modified`], entries `_mod`).
+//! The score modifiers: a sliding window, a softcap and ALiBi biases, alone or combined, run by
+//! the modified kernels ([`Variant::Modified`], entries `_mod`; on the serving calls
+//! [`Variant::ServingModified`] and [`Variant::PagedModified`]).
 //!
 //! - The window and the softcap are options ([`ForwardOptions::window`],
 //!   [`ForwardOptions::softcap`]): plain values, so that `ForwardOptions` stays `Copy` and free
@@ -20,8 +21,10 @@
 //! know none of this: the window `(None, Some(0))` is causal masking, and a window offset that
 //! reaches past every key bounds nothing.
 //!
-//! The KV-cache and variable-length calls take no modifier yet: a window or a softcap there is
-//! [`Error::ModifierNotSupported`].
+//! The KV-cache, paged and variable-length calls take the window and the softcap through the
+//! same options, run by the modified serving kernels ([`Variant::ServingModified`],
+//! [`Variant::PagedModified`]) in each sequence's own coordinates; ALiBi has no entry point
+//! there yet.
 
 use std::sync::Mutex;
 

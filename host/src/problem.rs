@@ -189,12 +189,12 @@ pub struct ForwardOptions {
     /// size ([`crate::dispatch_kernel`]), or with a score modifier [`crate::modified_kernel`].
     pub kernel: Option<&'static ForwardKernel>,
     /// A sliding window ([`SlidingWindow`]), intersected with `causal`; key blocks wholly
-    /// outside it are skipped. `None`: no window. The dense calls only (the KV-cache and
-    /// variable-length calls: [`Error::ModifierNotSupported`]).
+    /// outside it are skipped. `None`: no window. On the KV-cache and variable-length calls,
+    /// in each sequence's own coordinates (its query count and used keys).
     pub window: Option<SlidingWindow>,
     /// Caps the scaled scores at `±softcap` smoothly, `softcap * tanh(score / softcap)` (Gemma
     /// 2's and Grok's logit softcapping), before the softmax and any ALiBi bias; finite and
-    /// positive ([`Error::InvalidSoftcap`]). `None`: no cap. The dense calls only.
+    /// positive ([`Error::InvalidSoftcap`]). `None`: no cap.
     pub softcap: Option<f32>,
     /// How many blocks split each query tile's key range (split-KV, FlashAttention's
     /// `num_splits`), for the KV-cache calls: `None` picks the count from the grid and the SM
