@@ -291,11 +291,10 @@ impl ScoreRule {
         Some((left + past_the_diagonal).max(1) as usize)
     }
 
-    /// Whether the window bounds some query's keys beyond causal masking, or ALiBi biases
-    /// them: what a decode step's packing of query heads into rows cannot express (its rows
-    /// share one window of one query position, and one slope).
-    pub(crate) fn varies_by_row(&self) -> bool {
-        self.alibi.is_some() || self.left.is_some() || self.right.is_some_and(|right| right < 0)
+    /// Whether ALiBi biases the scores: its slope is the query head's, which a decode step's
+    /// packing of the query heads of a K/V head into one block's rows cannot give.
+    pub(crate) fn has_alibi(&self) -> bool {
+        self.alibi.is_some()
     }
 
     /// Whether the rule is causal masking (the dense kernels' flag: the given right bound is

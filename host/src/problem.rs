@@ -1020,9 +1020,9 @@ pub(crate) fn plan_cache(
     );
     let group = shape.heads_q / shape.heads_kv;
     // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
-    // the offsets; nor for a window that bounds the keys or ALiBi, which the kernels apply by
-    // query position and head (a packed row's position is not its query's).
-    if queries.is_none() && shape.seq_len_q == 1 && group > 1 && !rule.varies_by_row() {
+    // the offsets; nor with ALiBi, whose slope is the query head's (a packed row's head is
+    // not the block's).
+    if queries.is_none() && shape.seq_len_q == 1 && group > 1 && !rule.has_alibi() {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
         // the same query position, which sees every used key (causal or not).
@@ -1043,9 +1043,8 @@ pub(crate) fn plan_cache(
         params.kv_group_size = 1;
         params.causal = 0;
         if let Some(modifiers) = modifiers.as_mut() {
-            // A softcap alone: the window's offsets that bound nothing for the packed rows.
-            modifiers.window_left = shape.seq_len_kv as i32 - 1;
-            modifiers.window_right = group as i32 - 1;
+            // Every row is the sequence's one query: the window of a sequence of one query.
+            modifiers.rows_share_one_query = 1;
         }
     }
     let tile = kernel.spec.tile;

@@ -257,8 +257,11 @@ pub struct ModifierParams {
     /// Slopes from one batch entry to the next in `alibi_slopes`: `heads_q` for one slope per
     /// (batch, query head), 0 for one per query head.
     pub alibi_batch_stride: u32,
-    /// Explicit padding, so that the struct has no implicit padding bytes.
-    pub reserved: u32,
+    /// Nonzero where every row of a block is the one query of its sequence (a serving kernel's
+    /// decode step that packs the query heads of a K/V head into rows, `seq_len_q` being the
+    /// group's size): the window is that query's (of a sequence of one query), the same for
+    /// every row. 0 in the dense kernels, which never read it.
+    pub rows_share_one_query: u32,
 }
 
 impl ModifierParams {
@@ -271,7 +274,7 @@ impl ModifierParams {
         alibi_slope_scale: 0.0,
         alibi_slopes: 0,
         alibi_batch_stride: 0,
-        reserved: 0,
+        rows_share_one_query: 0,
     };
 }
 

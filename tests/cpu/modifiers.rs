@@ -428,8 +428,8 @@ fn the_serving_calls_run_their_modifiers_on_the_modified_serving_kernels() {
         pages_per_sequence: decode.seq_len_kv / 64,
     };
     for dtype in [Dtype::F16, Dtype::Bf16] {
-        // A softcap is the same for every row: decode still packs the query heads of a K/V
-        // head into one tile's rows, and the window offsets bound none of those rows.
+        // Decode packs the query heads of a K/V head into one tile's rows, each the sequence's
+        // one query, under a softcap and under a window alike.
         for plan in [
             plan_kv_cache(dtype, &decode, &softcap, H100_SM_COUNT).unwrap(),
             plan_paged_kv_cache(dtype, &decode, &paged, &softcap, H100_SM_COUNT).unwrap(),
@@ -438,21 +438,25 @@ fn the_serving_calls_run_their_modifiers_on_the_modified_serving_kernels() {
             assert_eq!(plan.params().seq_len_q, group, "{}", plan.kernel().entry);
             let modifiers = plan.modifiers().unwrap();
             assert!(modifiers.softcap_input_scale > 0.0);
+            assert_eq!(modifiers.rows_share_one_query, 1);
+            // The offsets that bound nothing for a sequence of one query.
             assert_eq!(modifiers.window_left, decode.seq_len_kv as i32 - 1);
-            assert_eq!(modifiers.window_right, group as i32 - 1);
+            assert_eq!(modifiers.window_right, 0);
         }
-        // A window bounds each query by its own position: no packing.
         let plan = plan_kv_cache(dtype, &decode, &window, H100_SM_COUNT).unwrap();
         assert_eq!(plan.kernel().spec.variant, Variant::ServingModified);
-        assert_eq!(plan.params().seq_len_q, 1);
-        assert_eq!(plan.grid().1, decode.heads_q as u32);
+        assert_eq!(plan.params().seq_len_q, group);
+        assert_eq!(plan.grid().1, decode.heads_kv as u32);
+        let modifiers = plan.modifiers().unwrap();
         assert_eq!(
             (
-                plan.modifiers().unwrap().window_left,
-                plan.modifiers().unwrap().window_right
+                modifiers.window_left,
+                modifiers.window_right,
+                modifiers.rows_share_one_query
             ),
-            (64, 0)
+            (64, 0, 1)
         );
+
         let plan = plan_paged_kv_cache(dtype, &decode, &paged, &window, H100_SM_COUNT).unwrap();
         assert_eq!(plan.kernel().spec.variant, Variant::PagedModified);
         // A window that bounds nothing is no modifier: the plain serving kernels.

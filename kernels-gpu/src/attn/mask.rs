@@ -8,7 +8,8 @@ use crate::attn::softmax::Scores;
 use crate::fragment::Lane;
 
 /// Masks `scores`, the warp's block of scores (rows from `warp_row` of the block, keys from 0),
-/// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block).
+/// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block);
+/// with `one_query` every row is row 0 (a packed decode step's rows: one query position).
 ///
 /// Per row the rule is one range, `key_start(r) <= k < key_end(r)`; with this lane's part of
 /// `k` split off into the row's limits, each element is compared with a compile-time constant.
@@ -23,10 +24,15 @@ pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
     rule: TileMask,
     warp_row: usize,
     lane: Lane,
+    one_query: bool,
 ) {
     for m in 0..M_TILES {
         for half_m in 0..2 {
-            let row = (warp_row + lane.row(m, half_m)) as i32;
+            let row = if one_query {
+                0
+            } else {
+                (warp_row + lane.row(m, half_m)) as i32
+            };
             let first_column = lane.first_column() as i32;
             let key_limit = rule.key_end(row) - first_column;
             let start_limit = rule

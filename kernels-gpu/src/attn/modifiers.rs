@@ -40,7 +40,8 @@ pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 /// Adds the ALiBi bias `-slope * |distance|` to every score, `distance` being the score's
 /// distance from its row's diagonal key (`rule`: the block's visibility rule in its
 /// coordinates, [`TileMask::diagonal_column`]) and `slope` the head's slope in the scores'
-/// units (`slope * alibi_slope_scale`). Per row one conversion of this lane's first distance to
+/// units (`slope * alibi_slope_scale`); with `one_query` every row is row 0 (as in
+/// [`crate::attn::mask::mask_scores`]). Per row one conversion of this lane's first distance to
 /// f32; per score a subtraction of a compile-time constant and one fused multiply-add.
 ///
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
@@ -52,10 +53,15 @@ pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     slope: f32,
     warp_row: usize,
     lane: Lane,
+    one_query: bool,
 ) {
     for m in 0..M_TILES {
         for half_m in 0..2 {
-            let row = (warp_row + lane.row(m, half_m)) as i32;
+            let row = if one_query {
+                0
+            } else {
+                (warp_row + lane.row(m, half_m)) as i32
+            };
             let first_distance = (rule.diagonal_column(row) - lane.first_column() as i32) as f32;
             for n in 0..KEY_STEPS {
                 for half_n in 0..2 {

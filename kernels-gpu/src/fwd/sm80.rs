@@ -282,11 +282,14 @@ pub unsafe fn forward<
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
     let mut info = BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences);
+    // A packed decode step's rows (serving kernels): each the one query of its sequence, at
+    // position 0 of a sequence of one query, for the mask and the ALiBi distances.
+    let one_query = SERVING && MODIFIED && modifiers.rows_share_one_query != 0;
     if MODIFIED {
         // The host gives both offsets (an unbounded side as the offset that bounds nothing), so
         // the window code has no `None` path to carry.
         info.mask = Mask::windowed(
-            info.seq_len_q,
+            if one_query { 1 } else { info.seq_len_q },
             info.seq_len_kv,
             Some(modifiers.window_left),
             Some(modifiers.window_right),
@@ -330,14 +333,21 @@ pub unsafe fn forward<
 
     // Keys this block needs: from the first its first query row sees (key 0 but with a
     // window) to the end of those its last query row sees (of its split, with split-KV).
+    // `first_position` and `last_position` are those rows' query positions, which the mask
+    // takes: the rows' own, or with `one_query` the sequence's one query.
     let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
+    let (first_position, last_position) = if one_query {
+        (0, 0)
+    } else {
+        (first_query, last_query)
+    };
     let first_needed = if MODIFIED {
-        mask.key_start(first_query)
+        mask.key_start(first_position)
     } else {
         0
     };
     let (first_block, key_blocks) =
-        info.key_blocks::<BLOCK_N>(sequences, first_needed, mask.key_end(last_query));
+        info.key_blocks::<BLOCK_N>(sequences, first_needed, mask.key_end(last_position));
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -511,7 +521,7 @@ pub unsafe fn forward<
             prefetch_part!(block, d);
         }
 
-        let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+        let block_mask = mask.in_tile(first_position, block * BLOCK_N as u32);
         // Warp-uniform switches (one problem's modifiers), tested once per key block; the
         // modifiers come before the mask, which must leave masked keys at -inf.
         if MODIFIED {
@@ -519,11 +529,11 @@ pub unsafe fn forward<
                 apply_softcap(&mut scores, modifiers.softcap_input_scale);
             }
             if alibi_slope != 0.0 {
-                add_alibi(&mut scores, block_mask, alibi_slope, warp_row, this_lane);
+                add_alibi(&mut scores, block_mask, alibi_slope, warp_row, this_lane, one_query);
             }
         }
         if masked {
-            mask_scores(&mut scores, block_mask, warp_row, this_lane);
+            mask_scores(&mut scores, block_mask, warp_row, this_lane, one_query);
         }
 
         softmax.update(&mut scores, &mut output, params.scale_log2);
@@ -552,7 +562,7 @@ pub unsafe fn forward<
 
     // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
     // every query of the block, sees (none past the end). The rest need the per-element mask.
-    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
+    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_position);
     // A split's own range (`first_block <= key_blocks`, and both 0 in a dense kernel).
     let unmasked_blocks = if SERVING {
         unmasked_blocks.max(first_block).min(key_blocks)
@@ -564,7 +574,7 @@ pub unsafe fn forward<
         // that the block's last query row (and so some row) sees. Masked blocks at both ends,
         // the unmasked ones between them (none where the window is narrower than the block).
         let unmasked_start = mask
-            .key_start(last_query)
+            .key_start(last_position)
             .div_ceil(BLOCK_N as u32)
             .max(first_block)
             .min(key_blocks);
