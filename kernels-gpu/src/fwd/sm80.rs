@@ -529,7 +529,14 @@ pub unsafe fn forward<
                 apply_softcap(&mut scores, modifiers.softcap_input_scale);
             }
             if alibi_slope != 0.0 {
-                add_alibi(&mut scores, block_mask, alibi_slope, warp_row, this_lane, one_query);
+                add_alibi(
+                    &mut scores,
+                    block_mask,
+                    alibi_slope,
+                    warp_row,
+                    this_lane,
+                    one_query,
+                );
             }
         }
         if masked {
