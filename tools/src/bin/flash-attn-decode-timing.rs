@@ -29,6 +29,29 @@ use flash_attn_tools::timing::{
 use half::{bf16, f16};
 use serde_json::{json, Value};
 
+/// The device buffers of a decode problem: random Q, K and V (mean 0.5), full contiguous
+/// caches (every sequence's length its capacity) and the output.
+struct DecodeBuffers<T: Element> {
+    q: DeviceBuffer<T>,
+    k: DeviceBuffer<T>,
+    v: DeviceBuffer<T>,
+    lens: DeviceBuffer<u32>,
+    output: DeviceBuffer<T>,
+}
+
+impl<T: Element> DecodeBuffers<T> {
+    fn new(shape: &AttentionShape) -> Result<Self, Error> {
+        let kv = shape.kv_elements()?;
+        Ok(Self {
+            q: DeviceBuffer::from_slice(&random_normal::<T>(shape.q_elements()?, 0.5, 1.0, 1))?,
+            k: DeviceBuffer::from_slice(&random_normal::<T>(kv, 0.5, 1.0, 2))?,
+            v: DeviceBuffer::from_slice(&random_normal::<T>(kv, 0.5, 1.0, 3))?,
+            lens: DeviceBuffer::from_slice(&vec![shape.seq_len_kv as u32; shape.batch])?,
+            output: DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()?])?,
+        })
+    }
+}
+
 /// Times decode at every shape of [`DECODE_SHAPES`], with `num_splits` (`None`: the planner's
 /// count) and each page size; `against` holds the contiguous medians of an earlier call with
 /// `num_splits` `None` (empty on that call), which a split sweep's lines compare with.
@@ -47,12 +70,14 @@ fn time<T: Element>(
             ..ForwardOptions::default()
         };
         let plan = plan_kv_cache(T::DTYPE, &shape, &options, gpu.sm_count())?;
-        let q = DeviceBuffer::from_slice(&random_normal::<T>(shape.q_elements()?, 0.5, 1.0, 1))?;
         let kv = shape.kv_elements()?;
-        let k = DeviceBuffer::from_slice(&random_normal::<T>(kv, 0.5, 1.0, 2))?;
-        let v = DeviceBuffer::from_slice(&random_normal::<T>(kv, 0.5, 1.0, 3))?;
-        let lens = DeviceBuffer::from_slice(&vec![length as u32; batch])?;
-        let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements()?])?;
+        let DecodeBuffers {
+            q,
+            k,
+            v,
+            lens,
+            mut output,
+        } = DecodeBuffers::<T>::new(&shape)?;
         let times = time_launches(gpu.stream(), 50, 30, 100, || {
             gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
         })?;
@@ -125,12 +150,13 @@ fn time_modified_decode(gpu: &FlashAttention, plain: &[f64]) -> Result<(), Error
     ];
     for (shape_index, (batch, length)) in DECODE_SHAPES.into_iter().enumerate() {
         let shape = decode_shape(batch, length);
-        let q = DeviceBuffer::from_slice(&random_normal::<f16>(shape.q_elements()?, 0.5, 1.0, 1))?;
-        let kv = shape.kv_elements()?;
-        let k = DeviceBuffer::from_slice(&random_normal::<f16>(kv, 0.5, 1.0, 2))?;
-        let v = DeviceBuffer::from_slice(&random_normal::<f16>(kv, 0.5, 1.0, 3))?;
-        let lens = DeviceBuffer::from_slice(&vec![length as u32; batch])?;
-        let mut output = DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); shape.q_elements()?])?;
+        let DecodeBuffers {
+            q,
+            k,
+            v,
+            lens,
+            mut output,
+        } = DecodeBuffers::<f16>::new(&shape)?;
         for (label, window, softcap) in cases {
             let options = ForwardOptions {
                 layout: Layout::Bshd,
