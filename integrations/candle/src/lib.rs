@@ -189,12 +189,7 @@ pub fn flash_attn(
     softmax_scale: f32,
     causal: bool,
 ) -> candle_core::Result<Tensor> {
-    let options = ForwardOptions {
-        softmax_scale: Some(softmax_scale),
-        causal,
-        ..ForwardOptions::default()
-    };
-    flash_attn_with_options(q, k, v, &options)
+    flash_attn_with_options(q, k, v, &causal_options(softmax_scale, causal))
 }
 
 /// candle-flash-attn's `flash_attn_windowed`: a sliding window of `window_size_left` keys
@@ -208,10 +203,7 @@ pub fn flash_attn_windowed(
     window_size_left: Option<usize>,
     window_size_right: Option<usize>,
 ) -> candle_core::Result<Tensor> {
-    let options = ForwardOptions {
-        softmax_scale: Some(softmax_scale),
-        ..window_options(window_size_left, window_size_right)
-    };
+    let options = window_options(softmax_scale, window_size_left, window_size_right);
     flash_attn_with_options(q, k, v, &options)
 }
 
@@ -229,9 +221,8 @@ pub fn flash_attn_windowed_softcap(
     softcap: f32,
 ) -> candle_core::Result<Tensor> {
     let options = ForwardOptions {
-        softmax_scale: Some(softmax_scale),
         softcap: Some(softcap),
-        ..window_options(window_size_left, window_size_right)
+        ..window_options(softmax_scale, window_size_left, window_size_right)
     };
     flash_attn_with_options(q, k, v, &options)
 }
@@ -276,11 +267,7 @@ pub fn flash_attn_alibi(
     softmax_scale: f32,
     causal: bool,
 ) -> candle_core::Result<Tensor> {
-    let options = ForwardOptions {
-        softmax_scale: Some(softmax_scale),
-        causal,
-        ..ForwardOptions::default()
-    };
+    let options = causal_options(softmax_scale, causal);
     flash_attn_alibi_with_options(q, k, v, alibi_slopes, &options)
 }
 
@@ -295,10 +282,7 @@ pub fn flash_attn_alibi_windowed(
     window_size_left: Option<usize>,
     window_size_right: Option<usize>,
 ) -> candle_core::Result<Tensor> {
-    let options = ForwardOptions {
-        softmax_scale: Some(softmax_scale),
-        ..window_options(window_size_left, window_size_right)
-    };
+    let options = window_options(softmax_scale, window_size_left, window_size_right);
     flash_attn_alibi_with_options(q, k, v, alibi_slopes, &options)
 }
 
@@ -317,9 +301,8 @@ pub fn flash_attn_alibi_windowed_softcap(
     softcap: f32,
 ) -> candle_core::Result<Tensor> {
     let options = ForwardOptions {
-        softmax_scale: Some(softmax_scale),
         softcap: Some(softcap),
-        ..window_options(window_size_left, window_size_right)
+        ..window_options(softmax_scale, window_size_left, window_size_right)
     };
     match alibi_slopes {
         Some(alibi_slopes) => flash_attn_alibi_with_options(q, k, v, alibi_slopes, &options),
@@ -495,22 +478,28 @@ pub fn flash_attn_varlen(
     q.apply_op3_no_bwd(k, v, &op)
 }
 
-/// candle-flash-attn's window arguments as options: `(None, Some(0))` is plain causal masking
-/// (flash-attn's unmodified kernels), anything else a [`SlidingWindow`].
-fn window_options(left: Option<usize>, right: Option<usize>) -> ForwardOptions {
+/// candle-flash-attn's `softmax_scale` and `causal` arguments as options.
+fn causal_options(softmax_scale: f32, causal: bool) -> ForwardOptions {
+    ForwardOptions {
+        softmax_scale: Some(softmax_scale),
+        causal,
+        ..ForwardOptions::default()
+    }
+}
+
+/// candle-flash-attn's `softmax_scale` and window arguments as options: `(None, Some(0))` is
+/// plain causal masking (flash-attn's unmodified kernels), anything else a [`SlidingWindow`].
+fn window_options(softmax_scale: f32, left: Option<usize>, right: Option<usize>) -> ForwardOptions {
     let to_i64 = |size: usize| i64::try_from(size).unwrap_or(i64::MAX);
     match (left, right) {
-        (None, None) => ForwardOptions::default(),
-        (None, Some(0)) => ForwardOptions {
-            causal: true,
-            ..ForwardOptions::default()
-        },
+        (None, None) => causal_options(softmax_scale, false),
+        (None, Some(0)) => causal_options(softmax_scale, true),
         (left, right) => ForwardOptions {
             window: Some(SlidingWindow {
                 left: left.map(to_i64),
                 right: right.map(to_i64),
             }),
-            ..ForwardOptions::default()
+            ..causal_options(softmax_scale, false)
         },
     }
 }
@@ -997,11 +986,20 @@ mod tests {
 
     #[test]
     fn window_arguments_as_candle_flash_attn_reads_them() {
-        assert_eq!(window_options(None, None), ForwardOptions::default());
-        let causal = window_options(None, Some(0));
+        let plain = window_options(0.125, None, None);
+        assert_eq!(
+            plain,
+            ForwardOptions {
+                softmax_scale: Some(0.125),
+                ..ForwardOptions::default()
+            }
+        );
+        let causal = window_options(0.125, None, Some(0));
         assert!(causal.causal && causal.window.is_none());
-        let window = window_options(Some(128), Some(0));
+        assert_eq!(causal, causal_options(0.125, true));
+        let window = window_options(0.125, Some(128), Some(0));
         assert!(!window.causal);
+        assert_eq!(window.softmax_scale, Some(0.125));
         assert_eq!(
             window.window,
             Some(SlidingWindow {
@@ -1010,7 +1008,7 @@ mod tests {
             })
         );
         assert_eq!(
-            window_options(Some(4), None).window,
+            window_options(0.125, Some(4), None).window,
             Some(SlidingWindow {
                 left: Some(4),
                 right: None
