@@ -154,17 +154,7 @@ impl Scoring<'_> {
     /// without queries or keys (a variable-length batch's) has no window to check: no query
     /// sees a key.
     fn mask(&self, shape: &AttentionShape) -> Mask {
-        let lengths = (u32_length(shape.seq_len_q), u32_length(shape.seq_len_kv));
-        if lengths.0 == 0 || lengths.1 == 0 {
-            return Mask::new(lengths.0, lengths.1, self.causal);
-        }
-        let options = ForwardOptions {
-            causal: self.causal,
-            window: self.window,
-            ..ForwardOptions::default()
-        };
-        options
-            .mask(shape)
+        self.checked_mask(shape)
             .unwrap_or_else(|error| panic!("the reference takes valid windows: {error}"))
     }
 
@@ -173,18 +163,31 @@ impl Scoring<'_> {
     /// leaves every query of this sequence without a key, a rule under which none sees one (the
     /// kernels' result: output 0, logsumexp -inf).
     fn sequence_mask(&self, shape: &AttentionShape) -> Mask {
+        match self.checked_mask(shape) {
+            Err(crate::Error::WindowExcludesEveryKey { .. }) => Mask::windowed(
+                u32_length(shape.seq_len_q),
+                u32_length(shape.seq_len_kv),
+                Some(0),
+                Some(-1),
+            ),
+            mask => {
+                mask.unwrap_or_else(|error| panic!("the reference takes valid windows: {error}"))
+            }
+        }
+    }
+
+    /// The rule of [`Self::mask`], or the options' error for the window.
+    fn checked_mask(&self, shape: &AttentionShape) -> Result<Mask, crate::Error> {
+        let lengths = (u32_length(shape.seq_len_q), u32_length(shape.seq_len_kv));
+        if lengths.0 == 0 || lengths.1 == 0 {
+            return Ok(Mask::new(lengths.0, lengths.1, self.causal));
+        }
         let options = ForwardOptions {
             causal: self.causal,
             window: self.window,
             ..ForwardOptions::default()
         };
-        let lengths = (u32_length(shape.seq_len_q), u32_length(shape.seq_len_kv));
-        match options.mask(shape) {
-            Err(crate::Error::WindowExcludesEveryKey { .. }) => {
-                Mask::windowed(lengths.0, lengths.1, Some(0), Some(-1))
-            }
-            _ => self.mask(shape),
-        }
+        options.mask(shape)
     }
 
     /// The scoring of sequence `batch` of a serving call, computed as a batch of one: its own
