@@ -95,22 +95,18 @@ impl<T: Element> VarlenProblem<T> {
             head_dim,
         };
         let scale = 1.0 / (head_dim as f64).sqrt();
-        let reference = attention_varlen(
-            &q,
-            &k,
-            &v,
-            &shape,
-            &Scoring::of_options(&scoring, scale),
-            Precision::F64,
-        );
-        let plain = attention_varlen(
-            &q,
-            &k,
-            &v,
-            &shape,
-            &Scoring::of_options(&scoring, scale),
-            Precision::Plain(T::DTYPE),
-        );
+        let reference_in = |precision| {
+            attention_varlen(
+                &q,
+                &k,
+                &v,
+                &shape,
+                &Scoring::of_options(&scoring, scale),
+                precision,
+            )
+        };
+        let reference = reference_in(Precision::F64);
+        let plain = reference_in(Precision::Plain(T::DTYPE));
         let plain_error = error_stats(plain.output, &reference.output);
         Self {
             cu_seqlens_q,
