@@ -1115,3 +1115,75 @@ fn split_kv_spreads_the_keys_a_window_leaves() {
     let sequences = plain.sequences().unwrap();
     assert!(sequences.splits * sequences.keys_per_split >= 32768);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 2000, ..Default::default() })]
+
+    /// Split-KV covers every key block that any query block sees, for any window, softcap,
+    /// causal flag, GQA packing, split count and used cache length: the kernel's range for a
+    /// query block (`BlockInfo::key_blocks`: from the block holding its first query's first
+    /// key to the one after its last query's last key, split `s` taking `keys_per_split` keys
+    /// from the first) never holds more blocks than the splits together.
+    #[test]
+    fn split_kv_covers_every_key_block_a_query_block_sees(
+        (group, heads_kv) in (proptest::sample::select(vec![1usize, 2, 4, 8]), 1usize..4),
+        seq_len_q in 1usize..300,
+        capacity in 1usize..20_000,
+        left in proptest::option::of(-40i64..6000),
+        right in proptest::option::of(-40i64..400),
+        (causal, softcap) in (proptest::bool::ANY, proptest::bool::ANY),
+        used_per_mille in 0usize..=1000,
+        num_splits in proptest::option::of(1usize..=16),
+    ) {
+        let shape = AttentionShape {
+            batch: 2,
+            heads_q: group * heads_kv,
+            heads_kv,
+            seq_len_q,
+            seq_len_kv: capacity,
+            head_dim: 128,
+        };
+        let options = ForwardOptions {
+            causal,
+            window: window(left, right),
+            softcap: softcap.then_some(30.0),
+            num_splits,
+            ..ForwardOptions::default()
+        };
+        // Invalid windows are errors, tested elsewhere.
+        let Ok(plan) = plan_kv_cache(Dtype::F16, &shape, &options, H100_SM_COUNT) else {
+            return Ok(());
+        };
+        let (params, sequences) = (plan.params(), plan.sequences().unwrap());
+        let (block_m, block_n) = (plan.kernel().spec.tile.block_m as u32, plan.kernel().spec.tile.block_n as u32);
+        let used = (capacity * used_per_mille / 1000).max(1) as u32;
+        // The kernel's rule for a sequence with `used` keys, and the query positions of a block.
+        let (mask, one_query) = match plan.modifiers() {
+            Some(modifiers) => {
+                let one_query = modifiers.rows_share_one_query != 0;
+                let rows = if one_query { 1 } else { params.seq_len_q };
+                let windowed = Mask::windowed(
+                    rows,
+                    used,
+                    Some(modifiers.window_left),
+                    Some(modifiers.window_right),
+                );
+                (windowed, one_query)
+            }
+            None => (Mask::new(params.seq_len_q, used, params.causal != 0), false),
+        };
+        let blocks_per_split = sequences.keys_per_split / block_n;
+        for query_block in 0..sequences.query_blocks {
+            let first = query_block * block_m;
+            let last = (first + block_m).min(params.seq_len_q) - 1;
+            let (first, last) = if one_query { (0, 0) } else { (first, last) };
+            let start = if plan.modifiers().is_some() { mask.key_start(first) } else { 0 } / block_n;
+            let end = mask.key_end(last).div_ceil(block_n);
+            proptest::prop_assert!(
+                end.saturating_sub(start) <= sequences.splits * blocks_per_split,
+                "query block {query_block}: blocks {start}..{end}, {} splits of {blocks_per_split}",
+                sequences.splits
+            );
+        }
+    }
+}
