@@ -373,6 +373,43 @@ pub(crate) fn decode_and_chunks_at_every_head_dim() {
     }
 }
 
+/// The split combine reads its partials 8 splits at a time: split counts of 9, 13, 22 and 33
+/// (the last chunk of 1, 5, 6 and 1 splits, past it none read as weight) against a cache of
+/// 4,097 keys, with one sequence at full length, one short and one of a single key; decode with
+/// GQA 4:1 and a causal chunk of 7 queries, D=64 and 128, fp16 and bf16.
+pub(crate) fn split_counts_across_the_combine_chunks() {
+    let gpu = gpu();
+    for head_dim in [64, 128] {
+        for (seq_len_q, causal) in [(1, false), (7, true)] {
+            let shape = shape(3, 8, 2, seq_len_q, 4097, head_dim);
+            let lens = [4097, 1500, 1];
+            for (num_splits, expected) in [(9, 9), (13, 13), (29, 22), (40, 33)] {
+                fn check<T: Element>(
+                    gpu: &FlashAttention,
+                    shape: AttentionShape,
+                    lens: &[u32],
+                    causal: bool,
+                    num_splits: usize,
+                    expected: u32,
+                ) {
+                    let problem = CacheProblem::<T>::new(shape, lens, causal);
+                    let options = ForwardOptions {
+                        num_splits: Some(num_splits),
+                        ..problem.options(Layout::Bshd)
+                    };
+                    let plan = plan_kv_cache(T::DTYPE, &shape, &options, gpu.sm_count()).unwrap();
+                    // 65 key blocks of 64 keys: the counts that leave no split empty.
+                    assert_eq!(plan.kernel().spec.tile.block_n, 64, "{shape:?}");
+                    assert_eq!(plan.splits(), expected, "{shape:?}: {num_splits} asked");
+                    problem.check_with(gpu, &options);
+                }
+                check::<f16>(&gpu, shape, &lens, causal, num_splits, expected);
+                check::<bf16>(&gpu, shape, &lens, causal, num_splits, expected);
+            }
+        }
+    }
+}
+
 /// A padded head dim's output rows hold only its own columns: with O's rows 8 elements apart
 /// more than the head dim, filled with a sentinel before the run, the kernels (decode with GQA
 /// 4:1, its output written directly, through the split-KV combine, and as NaN rows for a

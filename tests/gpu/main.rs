@@ -58,6 +58,7 @@ fn gpu_trials() -> Vec<Trial> {
         kv_cache::too_few_cache_lengths_are_rejected,
         kv_cache::every_serving_kernel_on_a_small_cache,
         kv_cache::decode_and_chunks_at_every_head_dim,
+        kv_cache::split_counts_across_the_combine_chunks,
         kv_cache::padded_head_dims_write_only_their_columns,
         kv_cache::a_window_and_a_softcap_against_a_cache,
         modifiers::each_modifier_alone_and_combined_fp16,
