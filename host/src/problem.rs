@@ -678,8 +678,9 @@ pub(crate) fn check_problem(
 /// per sequence), chunks of fewer than 128 queries, the paged kernels and the other head dims
 /// run the 64-row tile. The variable-length plans pass the dense problem of the batch's mean
 /// lengths. The tiles are [`crate::SERVING_TILES`]: m64 n64 with 3 stages at head dims 32, 64
-/// and 96 and 2 at 128 (and the m128 serving tiles of 64 and 128), then Q in shared memory, m64
-/// n32 at 160 and 224, m64 n16 at 192 and 256 (the paged D=256 kernel with one stage).
+/// and 96 and 2 at 128 (and the m128 serving tiles of 64 and 128; the paged D=128 kernel m64
+/// n32 with 3), then Q in shared memory, m64 n32 at 160 and 224, m64 n16 at 192 and 256 (the
+/// paged D=256 kernel with one stage).
 ///
 /// ```
 /// use flash_attn::{serving_kernel, AttentionShape, Dtype, Variant};

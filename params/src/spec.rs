@@ -163,6 +163,11 @@ impl Variant {
 ///   copies) wants more than long key blocks. D=160 and D=224 cannot take 16-key blocks (their
 ///   rows of 20 and 28 chunks split into copies of 32 rows per pass). The paged D=256 kernel
 ///   has one stage: with two or three it spilled 8 bytes on sm_80.
+/// - The paged D=128 tile takes 32-key blocks and three stages (`m64_n32_w4_s3_qsmem`,
+///   210-223 registers): the per-tile page lookup (a tile within one page looks its page up
+///   once, not once per row) spilled the 64-key, two-stage tile (120 bytes on sm_80, 8 on
+///   sm_90). With it a paged B=1 decode over 32,768 keys costs 1.02-1.04x the contiguous
+///   cache's time at pages of 64 and 256 keys, against 1.07x before (BENCHMARKS.md log 35).
 /// - [`Variant::ServingModified`] and [`Variant::PagedModified`] (the score modifiers on the
 ///   serving calls): the tile of their unmodified variant with the most stages, but at D=128,
 ///   where the modifiers' registers spilled that tile: the serving one re-reads Q from shared
@@ -211,7 +216,7 @@ pub const SERVING_TILES: [(Variant, TileConfig); 36] = {
         ),
         (Serving, tile((64, 64, 4, 2), 128, Swizzled, Registers)),
         (Serving, tile((128, 32, 4, 3), 128, Padded, SharedMemory)),
-        (Paged, tile((64, 64, 4, 2), 128, Swizzled, SharedMemory)),
+        (Paged, tile((64, 32, 4, 3), 128, Swizzled, SharedMemory)),
         (
             ServingModified,
             tile((64, 64, 4, 2), 128, Swizzled, SharedMemory),

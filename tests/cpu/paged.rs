@@ -63,19 +63,19 @@ fn every_power_of_two_page_size_from_16_to_256_plans_like_the_contiguous_cache()
         };
         assert_eq!(plan.params().k_strides, strides);
         assert_eq!(plan.params().v_strides, strides);
-        // The paged kernel of the contiguous one's tile (Q re-read from shared memory), and
-        // the same packing, grid and split.
+        // The paged kernel: the contiguous one's rows (Q re-read from shared memory) with
+        // blocks of 32 keys and three stages at D=128 (the per-tile page lookup needs the
+        // registers that 64-key blocks use), and the same packing, grid and split.
         let (spec, contiguous_spec) = (plan.kernel().spec, contiguous.kernel().spec);
         assert_eq!(spec.variant, Variant::Paged);
         assert_eq!(contiguous_spec.variant, Variant::Serving);
         assert_eq!(spec.tile.q_source, QSource::SharedMemory);
+        assert_eq!(spec.tile.block_m, contiguous_spec.tile.block_m);
         assert_eq!(
-            (spec.tile.block_m, spec.tile.block_n, spec.tile.stages),
-            (
-                contiguous_spec.tile.block_m,
-                contiguous_spec.tile.block_n,
-                contiguous_spec.tile.stages
-            )
+            (spec.tile.block_n, spec.tile.stages),
+            (32, 3),
+            "{}",
+            plan.kernel().entry
         );
         assert_eq!(plan.grid(), contiguous.grid());
         assert_eq!(plan.splits(), contiguous.splits());

@@ -5,6 +5,7 @@
 
 use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z};
 
+use crate::ptx::ld_global_nc_u32;
 use flash_attn_params::{ForwardParams, Mask, SequenceParams, TensorStrides, CHUNK_ELEMS};
 
 /// Rows `first_row .. first_row + ROWS` of one (batch, head) slice of a tensor in global memory.
@@ -49,7 +50,7 @@ impl PagedRows {
     /// `row >> page_shift` indexes the sequence's page list.
     #[inline(always)]
     pub unsafe fn row_offset(&self, row: u32) -> usize {
-        let page = *self.pages.add((row >> self.page_shift) as usize);
+        let page = ld_global_nc_u32(self.pages.add((row >> self.page_shift) as usize));
         let row_in_page = row & ((1 << self.page_shift) - 1);
         page as usize * self.page_stride + row_in_page as usize * self.row_stride
     }
@@ -289,7 +290,7 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         let mut page = thread;
         let mut outside = false;
         while page < used_pages {
-            outside |= *pages.add(page as usize) >= sequences.num_pages;
+            outside |= ld_global_nc_u32(pages.add(page as usize)) >= sequences.num_pages;
             page += threads;
         }
         outside

@@ -151,7 +151,8 @@ unsafe fn copy_tile_async<
 /// Every row below `source.rows` lies in a page of the cache (the block checked them), its
 /// first `8 * source.chunks` elements 16-byte aligned and readable, `source.rows >= 1` and
 /// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` without
-/// `PADS`); every thread of the block calls it with its own `thread`.
+/// `PADS`), `source.first_row` a multiple of `ROWS`; every thread of the block calls it with
+/// its own `thread`.
 #[inline(always)]
 unsafe fn copy_paged_tile_async<
     Tile: SharedTile,
@@ -173,6 +174,46 @@ unsafe fn copy_paged_tile_async<
             column
         }
     };
+    // A tile within one page (pages at least as long as the tile, which starts at a multiple
+    // of its rows) takes one page lookup, its rows a stride apart: a lookup per row cost the
+    // paged B=1 decode 1.9x the contiguous kernel's instructions (ncu). Up to head dim 128
+    // only: above it the register file is full, and the second path spilled (D=224 and D=256,
+    // 4-8 bytes on sm_80 and sm_89).
+    let per_tile_lookup = const {
+        assert!(
+            ROWS.is_power_of_two(),
+            "a key tile's rows are a power of two"
+        );
+        Tile::ROW_CHUNKS <= 16
+    };
+    if per_tile_lookup && ROWS.trailing_zeros() <= source.page_shift {
+        // The tile's first row that exists (a tile past the last key reads the last key's row).
+        let first_read = source.first_row.min(source.rows - 1);
+        let tile_start = source.row_offset(first_read);
+        for pass in 0..plan.passes {
+            let row = first + pass * plan.rows_per_pass;
+            let source_row = source.first_row + row as u32;
+            // As below: a missing row names the last key's address.
+            let source_bytes = if source_row < source.rows {
+                CHUNK_BYTES as u32
+            } else {
+                0
+            };
+            let row_start = tile_start
+                + (source_row.min(source.rows - 1) - first_read) as usize * source.row_stride;
+            for group in 0..plan.groups {
+                let column = group * plan.group_chunks + chunk;
+                let element = row_start + read_column(column) * CHUNK_ELEMS;
+                let destination = tile.chunk_address(row, column);
+                cp_async_cg_16_zfill(
+                    destination,
+                    source.head_base.add(element).cast(),
+                    source_bytes,
+                );
+            }
+        }
+        return;
+    }
     for pass in 0..plan.passes {
         let row = first + pass * plan.rows_per_pass;
         let source_row = source.first_row + row as u32;

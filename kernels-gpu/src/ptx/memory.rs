@@ -125,6 +125,21 @@ pub unsafe fn st_global_v2_f32(destination: *mut f32, value: [f32; 2]) {
     );
 }
 
+/// `ld.global.nc.u32`: a load through the read-only (non-coherent) cache, for data that no
+/// thread writes while the kernel runs. A plain `*pointer` compiles to a generic `ld` here,
+/// which ptxas keeps in order behind every `cp.async` (a generic address could be shared
+/// memory): the paged copies' page lookups then each waited their own latency.
+///
+/// # Safety
+/// `source` is a 4-byte-aligned global address of a u32 that nothing writes during the
+/// kernel.
+#[inline(always)]
+pub unsafe fn ld_global_nc_u32(source: *const u32) -> u32 {
+    let value: u32;
+    asm!("ld.global.nc.u32 {0}, [{1}];", out(reg32) value, in(reg64) source, options(pure, readonly, nostack));
+    value
+}
+
 /// `ld.global.cg.f32`: a load cached in L2 only, so that it sees what other blocks wrote
 /// before a release that this thread acquired (L1 is not coherent across blocks).
 ///
