@@ -186,55 +186,41 @@ unsafe fn copy_paged_tile_async<
         );
         Tile::ROW_CHUNKS <= 16
     };
+    // The copies of every pass, `row_start` the element offset of a row (the last key's for a
+    // missing row, which reads nothing, 0 source bytes, but still names a valid address in a
+    // page that was checked). A macro, so that the per-row path's code is what it was before
+    // the per-tile one (its D=224 and D=256 kernels sit at 255 registers).
+    macro_rules! copy_passes {
+        (|$read_row:ident| $row_start:expr) => {
+            for pass in 0..plan.passes {
+                let row = first + pass * plan.rows_per_pass;
+                let source_row = source.first_row + row as u32;
+                let source_bytes = if source_row < source.rows {
+                    CHUNK_BYTES as u32
+                } else {
+                    0
+                };
+                for group in 0..plan.groups {
+                    let column = group * plan.group_chunks + chunk;
+                    let $read_row = source_row.min(source.rows - 1);
+                    let element = $row_start + read_column(column) * CHUNK_ELEMS;
+                    let destination = tile.chunk_address(row, column);
+                    cp_async_cg_16_zfill(
+                        destination,
+                        source.head_base.add(element).cast(),
+                        source_bytes,
+                    );
+                }
+            }
+        };
+    }
     if per_tile_lookup && ROWS.trailing_zeros() <= source.page_shift {
         // The tile's first row that exists (a tile past the last key reads the last key's row).
         let first_read = source.first_row.min(source.rows - 1);
         let tile_start = source.row_offset(first_read);
-        for pass in 0..plan.passes {
-            let row = first + pass * plan.rows_per_pass;
-            let source_row = source.first_row + row as u32;
-            // As below: a missing row names the last key's address.
-            let source_bytes = if source_row < source.rows {
-                CHUNK_BYTES as u32
-            } else {
-                0
-            };
-            let row_start = tile_start
-                + (source_row.min(source.rows - 1) - first_read) as usize * source.row_stride;
-            for group in 0..plan.groups {
-                let column = group * plan.group_chunks + chunk;
-                let element = row_start + read_column(column) * CHUNK_ELEMS;
-                let destination = tile.chunk_address(row, column);
-                cp_async_cg_16_zfill(
-                    destination,
-                    source.head_base.add(element).cast(),
-                    source_bytes,
-                );
-            }
-        }
-        return;
-    }
-    for pass in 0..plan.passes {
-        let row = first + pass * plan.rows_per_pass;
-        let source_row = source.first_row + row as u32;
-        // A missing row reads nothing (0 source bytes) but still names a valid address: the
-        // last key's, in a page that was checked.
-        let source_bytes = if source_row < source.rows {
-            CHUNK_BYTES as u32
-        } else {
-            0
-        };
-        for group in 0..plan.groups {
-            let column = group * plan.group_chunks + chunk;
-            let element = source.row_offset(source_row.min(source.rows - 1))
-                + read_column(column) * CHUNK_ELEMS;
-            let destination = tile.chunk_address(row, column);
-            cp_async_cg_16_zfill(
-                destination,
-                source.head_base.add(element).cast(),
-                source_bytes,
-            );
-        }
+        copy_passes!(|read_row| tile_start + (read_row - first_read) as usize * source.row_stride);
+    } else {
+        copy_passes!(|read_row| source.row_offset(read_row));
     }
 }
 
