@@ -220,11 +220,16 @@ pub fn flash_attn_windowed_softcap(
     window_size_right: Option<usize>,
     softcap: f32,
 ) -> candle_core::Result<Tensor> {
-    let options = ForwardOptions {
-        softcap: Some(softcap),
-        ..window_options(softmax_scale, window_size_left, window_size_right)
-    };
-    flash_attn_with_options(q, k, v, &options)
+    flash_attn_alibi_windowed_softcap(
+        q,
+        k,
+        v,
+        None,
+        softmax_scale,
+        window_size_left,
+        window_size_right,
+        softcap,
+    )
 }
 
 /// The dense forward pass with any of flash-attn's [`ForwardOptions`] (scale, causal, sliding
