@@ -167,7 +167,7 @@ impl Variant {
 ///   210-223 registers): the per-tile page lookup (a tile within one page looks its page up
 ///   once, not once per row) spilled the 64-key, two-stage tile (120 bytes on sm_80, 8 on
 ///   sm_90). With it a paged B=1 decode over 32,768 keys costs 1.02-1.04x the contiguous
-///   cache's time at pages of 64 and 256 keys, against 1.07x before (BENCHMARKS.md log 35).
+///   cache's time at pages of 64 and 256 keys, against 1.05-1.07x before (BENCHMARKS.md log 35).
 /// - [`Variant::ServingModified`] and [`Variant::PagedModified`] (the score modifiers on the
 ///   serving calls): the tile of their unmodified variant with the most stages, but at D=128,
 ///   where the modifiers' registers spilled that tile: the serving one re-reads Q from shared
