@@ -13,7 +13,9 @@
 //!
 //! `flash-attn-modifier-timing`: one line per case: the kernel, median and p10-p90 in
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
-//! is met.
+//! is met. `--every-tile` adds, per shape, each modifier on every modified kernel of its head
+//! dim against the dense kernel of the same tile, and the window on each of them (the data for
+//! choosing a modified kernel's tile).
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -242,6 +244,80 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
     Ok(())
 }
 
+/// The exposed modified kernels of `T` at `head_dim`, as [`FORWARD_KERNELS`] lists them.
+fn modified_kernels<T: Element>(head_dim: usize) -> impl Iterator<Item = &'static ForwardKernel> {
+    FORWARD_KERNELS.iter().filter(move |kernel| {
+        kernel.spec.variant == Variant::Modified
+            && kernel.spec.dtype == T::DTYPE
+            && kernel.spec.tile.head_dim == head_dim
+    })
+}
+
+/// Every modifier on every modified kernel of the anchor shapes' head dims, against the dense
+/// kernel of the same tile; then the window on each modified kernel of its head dim.
+fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
+    let dtype = format!("{:?}", T::DTYPE);
+    for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
+        let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+        let buffers = Buffers::<T>::new(&shape)?;
+        for causal in [false, true] {
+            let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim} causal={causal}");
+            for modified in modified_kernels::<T>(head_dim) {
+                let plain = ForwardOptions {
+                    causal,
+                    ..ForwardOptions::default()
+                };
+                let dense_median = match dense_of(modified) {
+                    Some(dense) => {
+                        let named = ForwardOptions {
+                            kernel: Some(dense),
+                            ..plain
+                        };
+                        let (times, _) = time(gpu, &buffers, shape, &named, false)?;
+                        print_case(&format!("{label} tile plain"), dense, &times, "");
+                        Some(times.median())
+                    }
+                    None => None,
+                };
+                for (name, softcap, alibi) in [
+                    ("tile softcap", Some(SOFTCAP), false),
+                    ("tile alibi", None, true),
+                    ("tile softcap+alibi", Some(SOFTCAP), true),
+                ] {
+                    let options = ForwardOptions {
+                        softcap,
+                        kernel: Some(modified),
+                        ..plain
+                    };
+                    let (times, _) = time(gpu, &buffers, shape, &options, alibi)?;
+                    let ratio = dense_median.map_or(String::new(), |median| {
+                        format!(
+                            "x{:.3} vs the same tile's dense kernel",
+                            times.median() / median
+                        )
+                    });
+                    print_case(&format!("{label} {name}"), modified, &times, &ratio);
+                }
+            }
+        }
+    }
+    let (batch, heads, seq_len, head_dim) = WINDOW_SHAPE;
+    let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+    let buffers = Buffers::<T>::new(&shape)?;
+    let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim}");
+    for modified in modified_kernels::<T>(head_dim) {
+        let options = ForwardOptions {
+            causal: true,
+            window: Some(WINDOW),
+            kernel: Some(modified),
+            ..ForwardOptions::default()
+        };
+        let (times, _) = time(gpu, &buffers, shape, &options, false)?;
+        print_case(&format!("{label} tile window 1024"), modified, &times, "");
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Error> {
     let gpu = FlashAttention::new()?;
     println!("score modifiers on {}", gpu.device_name());
@@ -252,6 +328,10 @@ fn main() -> Result<(), Error> {
     let mut worst = Worst::default();
     time_dtype::<f16>(&gpu, &mut worst)?;
     time_dtype::<bf16>(&gpu, &mut worst)?;
+    if std::env::args().any(|argument| argument == "--every-tile") {
+        time_every_tile::<f16>(&gpu)?;
+        time_every_tile::<bf16>(&gpu)?;
+    }
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!(
         "softcap and ALiBi: worst x{:.3} vs plain at the anchor shapes (target <= x{MODIFIER_BOUND}): {}",
