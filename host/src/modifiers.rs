@@ -23,8 +23,19 @@
 //!
 //! The KV-cache, paged and variable-length calls take the window and the softcap through the
 //! same options, run by the modified serving kernels ([`Variant::ServingModified`],
-//! [`Variant::PagedModified`]) in each sequence's own coordinates; ALiBi has no entry point
-//! there yet.
+//! [`Variant::PagedModified`]) in each sequence's own coordinates. Their ALiBi forms mirror the
+//! dense ones, and so does the bias, in each sequence's own coordinates (its query count and
+//! used keys; [`AlibiLayout::PerBatchAndHead`] is one slope per sequence and query head):
+//! [`FlashAttention::forward_kv_cache_alibi`], [`FlashAttention::forward_paged_kv_cache_alibi`],
+//! [`FlashAttention::forward_varlen_alibi`], [`FlashAttention::forward_varlen_kv_cache_alibi`]
+//! and [`FlashAttention::forward_varlen_paged_kv_cache_alibi`] (host slopes, checked and
+//! uploaded as `forward_alibi`'s), their raw forms (`_alibi_raw`, [`RawAlibiSlopes`]; one for
+//! both variable-length cache calls, as without ALiBi), the cudarc backend's `_alibi` and
+//! `_alibi_device_slopes` forms, and the planners [`crate::plan_kv_cache_alibi`],
+//! [`crate::plan_paged_kv_cache_alibi`], [`crate::plan_varlen_alibi`] and
+//! [`crate::plan_varlen_kv_cache_alibi`]. Each call family has one path with ALiBi or without;
+//! a decode step's query heads are not packed into one tile's rows with ALiBi (each row needs
+//! its own head's slope).
 
 use std::sync::Mutex;
 
