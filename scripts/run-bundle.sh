@@ -131,6 +131,12 @@ if wants sanitizer; then
         sanitize "$tool-varlen-cache" "$tool" varlen_cache::every_cache_kernel_on_a_small_batch
         # Every modified kernel (window, softcap, ALiBi; each alone and all three).
         sanitize "$tool-modified" "$tool" modifiers::every_modified_kernel_on_a_small_problem
+        # Every modified serving and paged kernel with ALiBi (and a window and a softcap), on
+        # each serving call, split and not: two to five calls per kernel, so the kernels are
+        # split over two processes.
+        for i in 0 1; do
+            sanitize "$tool-alibi-serving-$i" "$tool" alibi_serving::every_modified_serving_kernel_with_alibi_on_a_small_batch "$i/2"
+        done
     done
     sanitize memcheck-ordering memcheck safety::uploads_kernels_and_downloads_are_ordered
     sanitize memcheck-concurrency memcheck safety::concurrent_calls_give_the_bits_of_serial_calls

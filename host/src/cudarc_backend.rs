@@ -31,11 +31,12 @@ use cudarc::driver::{
     SyncOnDrop,
 };
 
+use crate::varlen::{plan_varlen_cache_with, plan_varlen_with};
 use crate::{
-    check_cache_buffers, plan_alibi, plan_varlen, plan_varlen_kv_cache, problem, AlibiLayout,
-    AlibiSlopes, AttentionShape, BufferLengths, Element, Error, FlashAttention, ForwardOptions,
-    HalfElement, LaunchPlan, LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers,
-    VarlenCacheShape, VarlenShape,
+    check_cache_buffers, plan_alibi, problem, AlibiLayout, AlibiSlopes, AttentionShape,
+    BufferLengths, Element, Error, FlashAttention, ForwardOptions, HalfElement, LaunchPlan,
+    LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers, VarlenCacheShape,
+    VarlenShape,
 };
 
 /// A [`FlashAttention`] whose calls are enqueued on a caller's cudarc stream, of the instance's
@@ -125,7 +126,7 @@ struct Tensors<'b, 'l, T> {
 }
 
 impl<'b, 'l, T> Tensors<'b, 'l, T> {
-    /// The tensors of a call without ALiBi.
+    /// The tensors of a call, without ALiBi.
     fn new(
         q: &'b dyn DevicePtr<T>,
         k: &'b dyn DevicePtr<T>,
@@ -142,15 +143,40 @@ impl<'b, 'l, T> Tensors<'b, 'l, T> {
             alibi: None,
         }
     }
+
+    /// The tensors of an ALiBi call, whose slopes are `alibi`.
+    fn with(self, alibi: Slopes<'b>) -> Self {
+        Self {
+            alibi: Some(alibi),
+            ..self
+        }
+    }
 }
 
-/// The ALiBi slopes of a call, already checked against its plan: host slopes
-/// ([`LaunchPlan::check_alibi_slopes`]), which the call uploads on the caller's stream, or the
-/// caller's slopes on the device ([`LaunchPlan::check_alibi_slopes_len`]).
+/// The ALiBi slopes of a call: host slopes, which the call checks in full and uploads on the
+/// caller's stream, or the caller's slopes on the device, of which it checks the count.
 #[derive(Clone, Copy)]
 enum Slopes<'b> {
-    Host(&'b [f32]),
-    Device(&'b dyn DevicePtr<f32>),
+    Host(AlibiSlopes<'b>),
+    Device(&'b dyn DevicePtr<f32>, AlibiLayout),
+}
+
+impl Slopes<'_> {
+    fn layout(&self) -> AlibiLayout {
+        match self {
+            Slopes::Host(alibi) => alibi.layout,
+            Slopes::Device(_, layout) => *layout,
+        }
+    }
+
+    /// Whether the slopes serve `plan`: host slopes by [`LaunchPlan::check_alibi_slopes`],
+    /// slopes on the device by their count ([`LaunchPlan::check_alibi_slopes_len`]).
+    fn check(&self, plan: &LaunchPlan) -> Result<(), Error> {
+        match self {
+            Slopes::Host(alibi) => plan.check_alibi_slopes(alibi.slopes),
+            Slopes::Device(slopes, _) => plan.check_alibi_slopes_len(slopes.len()),
+        }
+    }
 }
 
 /// What a serving kernel reads besides the tensors: the caller's cache lengths and block table,
@@ -250,11 +276,7 @@ impl CudarcAttention<'_> {
             alibi.layout,
             self.attention.sm_count(),
         )?;
-        plan.check_alibi_slopes(alibi.slopes)?;
-        let tensors = Tensors {
-            alibi: Some(Slopes::Host(alibi.slopes)),
-            ..Tensors::new(q, k, v, output, lse)
-        };
+        let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Host(alibi));
         self.launch(plan, tensors, None)
     }
 
@@ -289,11 +311,7 @@ impl CudarcAttention<'_> {
             layout,
             self.attention.sm_count(),
         )?;
-        plan.check_alibi_slopes_len(slopes.len())?;
-        let tensors = Tensors {
-            alibi: Some(Slopes::Device(slopes)),
-            ..Tensors::new(q, k, v, output, lse)
-        };
+        let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Device(slopes, layout));
         self.launch(plan, tensors, None)
     }
 
@@ -315,16 +333,50 @@ impl CudarcAttention<'_> {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan =
-            problem::plan_kv_cache(T::Half1::DTYPE, &shape, options, self.attention.sm_count())?;
         let tensors = Tensors::new(q, k_cache, v_cache, output, lse);
-        let cache = Cache {
-            batch: shape.batch,
-            cache_lens,
-            block_table: None,
-            cu_seqlens_q: None,
-        };
-        self.launch_on_cache(plan, tensors, cache)
+        self.on_cache(tensors, cache_lens, None, shape, options)
+    }
+
+    /// [`FlashAttention::forward_kv_cache_alibi`] on this stream: [`Self::forward_kv_cache`]
+    /// with ALiBi biases in each sequence's own coordinates, the slopes on the host, checked
+    /// and uploaded as [`Self::forward_alibi`] does (one allocation per call; see
+    /// [`Self::forward_kv_cache_alibi_device_slopes`] for slopes on the device).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_kv_cache_alibi<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_cache: &impl DevicePtr<T>,
+        v_cache: &impl DevicePtr<T>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let tensors = Tensors::new(q, k_cache, v_cache, output, lse).with(Slopes::Host(alibi));
+        self.on_cache(tensors, cache_lens, None, shape, options)
+    }
+
+    /// [`Self::forward_kv_cache_alibi`] with the slopes already on the device, as
+    /// [`Self::forward_alibi_device_slopes`] takes them (only their count is checked).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_kv_cache_alibi_device_slopes<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_cache: &impl DevicePtr<T>,
+        v_cache: &impl DevicePtr<T>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        slopes: &impl DevicePtr<f32>,
+        layout: AlibiLayout,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let slopes = Slopes::Device(slopes, layout);
+        let tensors = Tensors::new(q, k_cache, v_cache, output, lse).with(slopes);
+        self.on_cache(tensors, cache_lens, None, shape, options)
     }
 
     /// [`FlashAttention::forward_paged_kv_cache`] on this stream: `k_pages` and `v_pages`
@@ -346,18 +398,81 @@ impl CudarcAttention<'_> {
         paged: &PagedKvCache,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan_paged_kv_cache(
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse);
+        let pages = Some((block_table as &dyn DevicePtr<u32>, paged));
+        self.on_cache(tensors, cache_lens, pages, shape, options)
+    }
+
+    /// [`FlashAttention::forward_paged_kv_cache_alibi`] on this stream:
+    /// [`Self::forward_paged_kv_cache`] with ALiBi biases, the slopes on the host (as
+    /// [`Self::forward_kv_cache_alibi`] takes them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_paged_kv_cache_alibi<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_pages: &impl DevicePtr<T>,
+        v_pages: &impl DevicePtr<T>,
+        block_table: &impl DevicePtr<u32>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse).with(Slopes::Host(alibi));
+        let pages = Some((block_table as &dyn DevicePtr<u32>, paged));
+        self.on_cache(tensors, cache_lens, pages, shape, options)
+    }
+
+    /// [`Self::forward_paged_kv_cache_alibi`] with the slopes already on the device, as
+    /// [`Self::forward_alibi_device_slopes`] takes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_paged_kv_cache_alibi_device_slopes<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_pages: &impl DevicePtr<T>,
+        v_pages: &impl DevicePtr<T>,
+        block_table: &impl DevicePtr<u32>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        slopes: &impl DevicePtr<f32>,
+        layout: AlibiLayout,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let slopes = Slopes::Device(slopes, layout);
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse).with(slopes);
+        let pages = Some((block_table as &dyn DevicePtr<u32>, paged));
+        self.on_cache(tensors, cache_lens, pages, shape, options)
+    }
+
+    /// The KV-cache calls ([`Self::forward_kv_cache`], [`Self::forward_paged_kv_cache`] with
+    /// `pages`, and their ALiBi forms): plans and launches on the cache.
+    fn on_cache<T: HalfElement>(
+        &self,
+        tensors: Tensors<'_, '_, T>,
+        cache_lens: &dyn DevicePtr<u32>,
+        pages: Option<(&dyn DevicePtr<u32>, &PagedKvCache)>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = problem::plan_cache(
             T::Half1::DTYPE,
             &shape,
-            paged,
+            None,
+            pages.map(|(_, paged)| paged),
+            tensors.alibi.map(|alibi| alibi.layout()),
             options,
             self.attention.sm_count(),
         )?;
-        let tensors = Tensors::new(q, k_pages, v_pages, output, lse);
         let cache = Cache {
             batch: shape.batch,
             cache_lens,
-            block_table: Some(block_table),
+            block_table: pages.map(|(table, _)| table),
             cu_seqlens_q: None,
         };
         self.launch_on_cache(plan, tensors, cache)
@@ -378,9 +493,60 @@ impl CudarcAttention<'_> {
         shape: &VarlenShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_varlen(
+        self.varlen(Tensors::new(q, k, v, output, lse), shape, options)
+    }
+
+    /// [`FlashAttention::forward_varlen_alibi`] on this stream: [`Self::forward_varlen`] with
+    /// ALiBi biases in each sequence's own coordinates (with [`AlibiLayout::PerBatchAndHead`],
+    /// one slope per (sequence, query head)), the slopes on the host, checked and uploaded as
+    /// [`Self::forward_alibi`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_alibi<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k: &impl DevicePtr<T>,
+        v: &impl DevicePtr<T>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        alibi: AlibiSlopes,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Host(alibi));
+        self.varlen(tensors, shape, options)
+    }
+
+    /// [`Self::forward_varlen_alibi`] with the slopes already on the device, as
+    /// [`Self::forward_alibi_device_slopes`] takes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_alibi_device_slopes<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k: &impl DevicePtr<T>,
+        v: &impl DevicePtr<T>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        slopes: &impl DevicePtr<f32>,
+        layout: AlibiLayout,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let slopes = Slopes::Device(slopes, layout);
+        let tensors = Tensors::new(q, k, v, output, lse).with(slopes);
+        self.varlen(tensors, shape, options)
+    }
+
+    /// The variable-length calls ([`Self::forward_varlen`] and its ALiBi forms).
+    fn varlen<T: HalfElement>(
+        &self,
+        tensors: Tensors<'_, '_, T>,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let plan = plan_varlen_with(
             T::Half1::DTYPE,
             &shape.extents()?,
+            tensors.alibi.map(|alibi| alibi.layout()),
             options,
             self.attention.sm_count(),
         )?;
@@ -388,7 +554,7 @@ impl CudarcAttention<'_> {
             offsets: Some((shape.cu_seqlens_q, shape.cu_seqlens_kv)),
             ..Sequences::default()
         };
-        self.launch(plan, Tensors::new(q, k, v, output, lse), Some(sequences))
+        self.launch(plan, tensors, Some(sequences))
     }
 
     /// [`FlashAttention::forward_varlen_kv_cache`] on this stream: the queries of `shape`
@@ -408,22 +574,49 @@ impl CudarcAttention<'_> {
         shape: &VarlenCacheShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let extents = shape.extents()?;
-        let plan = plan_varlen_kv_cache(
-            T::Half1::DTYPE,
-            &extents,
-            None,
-            options,
-            self.attention.sm_count(),
-        )?;
         let tensors = Tensors::new(q, k_cache, v_cache, output, lse);
-        let cache = Cache {
-            batch: extents.longest.batch,
-            cache_lens,
-            block_table: None,
-            cu_seqlens_q: Some(shape.cu_seqlens_q),
-        };
-        self.launch_on_cache(plan, tensors, cache)
+        self.varlen_on_cache(tensors, cache_lens, None, shape, options)
+    }
+
+    /// [`FlashAttention::forward_varlen_kv_cache_alibi`] on this stream:
+    /// [`Self::forward_varlen_kv_cache`] with ALiBi biases in each sequence's own coordinates,
+    /// the slopes on the host, checked and uploaded as [`Self::forward_alibi`] does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_kv_cache_alibi<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_cache: &impl DevicePtr<T>,
+        v_cache: &impl DevicePtr<T>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        alibi: AlibiSlopes,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let tensors = Tensors::new(q, k_cache, v_cache, output, lse).with(Slopes::Host(alibi));
+        self.varlen_on_cache(tensors, cache_lens, None, shape, options)
+    }
+
+    /// [`Self::forward_varlen_kv_cache_alibi`] with the slopes already on the device, as
+    /// [`Self::forward_alibi_device_slopes`] takes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_kv_cache_alibi_device_slopes<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_cache: &impl DevicePtr<T>,
+        v_cache: &impl DevicePtr<T>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        slopes: &impl DevicePtr<f32>,
+        layout: AlibiLayout,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let slopes = Slopes::Device(slopes, layout);
+        let tensors = Tensors::new(q, k_cache, v_cache, output, lse).with(slopes);
+        self.varlen_on_cache(tensors, cache_lens, None, shape, options)
     }
 
     /// [`FlashAttention::forward_varlen_paged_kv_cache`] on this stream: as
@@ -443,19 +636,81 @@ impl CudarcAttention<'_> {
         paged: &PagedKvCache,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse);
+        let pages = Some((block_table as &dyn DevicePtr<u32>, paged));
+        self.varlen_on_cache(tensors, cache_lens, pages, shape, options)
+    }
+
+    /// [`FlashAttention::forward_varlen_paged_kv_cache_alibi`] on this stream:
+    /// [`Self::forward_varlen_paged_kv_cache`] with ALiBi biases, the slopes on the host (as
+    /// [`Self::forward_varlen_kv_cache_alibi`] takes them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_paged_kv_cache_alibi<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_pages: &impl DevicePtr<T>,
+        v_pages: &impl DevicePtr<T>,
+        block_table: &impl DevicePtr<u32>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        alibi: AlibiSlopes,
+        shape: &VarlenCacheShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse).with(Slopes::Host(alibi));
+        let pages = Some((block_table as &dyn DevicePtr<u32>, paged));
+        self.varlen_on_cache(tensors, cache_lens, pages, shape, options)
+    }
+
+    /// [`Self::forward_varlen_paged_kv_cache_alibi`] with the slopes already on the device, as
+    /// [`Self::forward_alibi_device_slopes`] takes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_paged_kv_cache_alibi_device_slopes<T: HalfElement>(
+        &self,
+        q: &impl DevicePtr<T>,
+        k_pages: &impl DevicePtr<T>,
+        v_pages: &impl DevicePtr<T>,
+        block_table: &impl DevicePtr<u32>,
+        cache_lens: &impl DevicePtr<u32>,
+        output: &mut impl DevicePtrMut<T>,
+        lse: Option<&mut dyn DevicePtrMut<f32>>,
+        slopes: &impl DevicePtr<f32>,
+        layout: AlibiLayout,
+        shape: &VarlenCacheShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let slopes = Slopes::Device(slopes, layout);
+        let tensors = Tensors::new(q, k_pages, v_pages, output, lse).with(slopes);
+        let pages = Some((block_table as &dyn DevicePtr<u32>, paged));
+        self.varlen_on_cache(tensors, cache_lens, pages, shape, options)
+    }
+
+    /// The variable-length cache calls ([`Self::forward_varlen_kv_cache`],
+    /// [`Self::forward_varlen_paged_kv_cache`] with `pages`, and their ALiBi forms).
+    fn varlen_on_cache<T: HalfElement>(
+        &self,
+        tensors: Tensors<'_, '_, T>,
+        cache_lens: &dyn DevicePtr<u32>,
+        pages: Option<(&dyn DevicePtr<u32>, &PagedKvCache)>,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
         let extents = shape.extents()?;
-        let plan = plan_varlen_kv_cache(
+        let plan = plan_varlen_cache_with(
             T::Half1::DTYPE,
             &extents,
-            Some(paged),
+            pages.map(|(_, paged)| paged),
+            tensors.alibi.map(|alibi| alibi.layout()),
             options,
             self.attention.sm_count(),
         )?;
-        let tensors = Tensors::new(q, k_pages, v_pages, output, lse);
         let cache = Cache {
             batch: extents.longest.batch,
             cache_lens,
-            block_table: Some(block_table),
+            block_table: pages.map(|(table, _)| table),
             cu_seqlens_q: Some(shape.cu_seqlens_q),
         };
         self.launch_on_cache(plan, tensors, cache)
@@ -491,10 +746,13 @@ impl CudarcAttention<'_> {
     /// for a serving plan, `None` for a dense one).
     fn launch<T: HalfElement>(
         &self,
-        mut plan: LaunchPlan,
+        plan: LaunchPlan,
         tensors: Tensors<'_, '_, T>,
         sequences: Option<Sequences<'_>>,
     ) -> Result<(), Error> {
+        if let Some(alibi) = &tensors.alibi {
+            alibi.check(&plan)?;
+        }
         plan.check_buffers(&BufferLengths {
             q: tensors.q.len(),
             k: tensors.k.len(),
@@ -514,7 +772,7 @@ impl CudarcAttention<'_> {
         if let Some(lse) = &tensors.lse {
             attention.check_context("lse", lse.stream().context())?;
         }
-        if let Some(Slopes::Device(slopes)) = tensors.alibi {
+        if let Some(Slopes::Device(slopes, _)) = tensors.alibi {
             attention.check_context("alibi_slopes", slopes.stream().context())?;
         }
         let sequences = sequences.unwrap_or_default();
@@ -537,7 +795,9 @@ impl CudarcAttention<'_> {
             })
             .transpose()?;
         let uploaded_slopes = match tensors.alibi {
-            Some(Slopes::Host(slopes)) => Some(upload(stream, &slopes[..plan.alibi_slopes_len()])?),
+            Some(Slopes::Host(alibi)) => {
+                Some(upload(stream, &alibi.slopes[..plan.alibi_slopes_len()])?)
+            }
             _ => None,
         };
         let workspace = CallWorkspace::allocate(stream, &plan)?;
@@ -554,14 +814,12 @@ impl CudarcAttention<'_> {
             None => (None, None),
         };
         let slopes: Option<&dyn DevicePtr<f32>> = match (tensors.alibi, &uploaded_slopes) {
-            (Some(Slopes::Device(slopes)), _) => Some(slopes),
+            (Some(Slopes::Device(slopes, _)), _) => Some(slopes),
             (_, Some(uploaded)) => Some(uploaded),
             _ => None,
         };
         let (alibi_slopes, _slopes_read) = address_of(slopes, stream);
-        if let Some(modifiers) = plan.modifiers.as_mut() {
-            modifiers.alibi_slopes = alibi_slopes;
-        }
+        let plan = plan.with_alibi_address(alibi_slopes);
         let (seq_used_kv, _cache_lens_read) = address_of(sequences.cache_lens, stream);
         let (block_table, _block_table_read) = address_of(sequences.block_table, stream);
         let offsets_address = offsets.as_ref().map(|offsets| offsets.device_ptr(stream));

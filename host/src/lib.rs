@@ -83,13 +83,13 @@ pub use modifiers::{
     modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,
 };
 pub use problem::{
-    plan, plan_kv_cache, plan_paged_kv_cache, serving_kernel, split_count, supports,
-    AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout,
-    PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
+    plan, plan_kv_cache, plan_kv_cache_alibi, plan_paged_kv_cache, plan_paged_kv_cache_alibi,
+    serving_kernel, split_count, supports, AttentionShape, BufferLengths, ForwardOptions,
+    ForwardStrides, LaunchPlan, Layout, PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 pub use varlen::{
-    plan_varlen, plan_varlen_kv_cache, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape,
-    VarlenExtents, VarlenShape,
+    plan_varlen, plan_varlen_alibi, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
+    RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape, VarlenExtents, VarlenShape,
 };
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
@@ -176,6 +176,66 @@ fn check_cache_buffers(
             required: plan.block_table_len(),
         }),
         _ => Ok(()),
+    }
+}
+
+/// A KV-cache call's index buffers on the device: the used key counts, and for a paged cache
+/// its block table and geometry (both `Some` or both `None`).
+#[derive(Clone, Copy)]
+struct CacheBuffers<'a> {
+    cache_lens: &'a DeviceSlice<u32>,
+    block_table: Option<&'a DeviceSlice<u32>>,
+    paged: Option<&'a PagedKvCache>,
+}
+
+impl<'a> CacheBuffers<'a> {
+    /// A contiguous cache's.
+    fn contiguous(cache_lens: &'a DeviceSlice<u32>) -> Self {
+        Self {
+            cache_lens,
+            block_table: None,
+            paged: None,
+        }
+    }
+
+    /// A paged cache's.
+    fn paged(
+        cache_lens: &'a DeviceSlice<u32>,
+        block_table: &'a DeviceSlice<u32>,
+        paged: &'a PagedKvCache,
+    ) -> Self {
+        Self {
+            cache_lens,
+            block_table: Some(block_table),
+            paged: Some(paged),
+        }
+    }
+
+    /// [`check_cache_buffers`] for `plan` of `batch` sequences, then the buffers' addresses.
+    fn check(&self, plan: &LaunchPlan, batch: usize) -> Result<SequenceBuffers, Error> {
+        let table_len = self.block_table.map(|table| table.len());
+        check_cache_buffers(plan, batch, self.cache_lens.len(), table_len)?;
+        Ok(SequenceBuffers {
+            seq_used_kv: self.cache_lens.as_device_ptr().as_raw(),
+            block_table: self
+                .block_table
+                .map_or(0, |table| table.as_device_ptr().as_raw()),
+            ..SequenceBuffers::default()
+        })
+    }
+}
+
+/// A raw KV-cache call's index buffers and workspace (`block_table` 0 for a contiguous cache).
+fn cache_buffers_raw(
+    block_table: u64,
+    cache_lens: u64,
+    workspace: Option<RawWorkspace>,
+) -> SequenceBuffers {
+    SequenceBuffers {
+        seq_used_kv: cache_lens,
+        block_table,
+        workspace,
+        ..SequenceBuffers::default()
     }
 }
 
@@ -392,16 +452,10 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan_kv_cache(T::DTYPE, &shape, options, self.sm_count())?;
-        check_cache_buffers(&plan, shape.batch, cache_lens.len(), None)?;
-        let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
-        let buffers = SequenceBuffers {
-            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
-            ..SequenceBuffers::default()
-        };
-        // SAFETY: as in `forward`; `cache_lens` holds `batch` u32 (checked) and the kernel
-        // clamps each to the capacity that the buffers were checked for.
-        unsafe { self.launch_with_own_workspace(plan, tensors, buffers) }
+        let cache = CacheBuffers::contiguous(cache_lens);
+        self.forward_on_cache(
+            q, k_cache, v_cache, cache, output, lse, None, shape, options,
+        )
     }
 
     /// [`Self::forward_kv_cache`] against a paged cache ([`plan_paged_kv_cache`]): `k_pages`
@@ -423,23 +477,104 @@ impl FlashAttention {
         paged: &PagedKvCache,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan_paged_kv_cache(T::DTYPE, &shape, paged, options, self.sm_count())?;
-        check_cache_buffers(
-            &plan,
-            shape.batch,
-            cache_lens.len(),
-            Some(block_table.len()),
+        let cache = CacheBuffers::paged(cache_lens, block_table, paged);
+        self.forward_on_cache(
+            q, k_pages, v_pages, cache, output, lse, None, shape, options,
+        )
+    }
+
+    /// [`Self::forward_kv_cache`] with ALiBi biases, in each sequence's own coordinates: query
+    /// head `h` of sequence `b` adds `-slope * |i + used - seq_len_q - j|` to the scaled (and
+    /// capped, with [`ForwardOptions::softcap`]) score of its query `i` and key `j`, `used`
+    /// being its used keys (`cache_lens[b]`, clamped to the capacity) and `slope` from `alibi`
+    /// (see [`AlibiSlopes`]); the options' window and softcap apply as in `forward_kv_cache`.
+    /// See [`plan_kv_cache_alibi`] for the kernel and the checks (a decode step's query heads
+    /// are not packed); the slopes are checked on the host ([`LaunchPlan::check_alibi_slopes`])
+    /// and uploaded as [`Self::forward_alibi`] uploads them, the split-KV workspace used as in
+    /// `forward_kv_cache`. [`Self::forward_kv_cache_alibi_raw`] takes slopes already on the
+    /// device.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_kv_cache_alibi<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_cache: &DeviceSlice<T>,
+        v_cache: &DeviceSlice<T>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let cache = CacheBuffers::contiguous(cache_lens);
+        let alibi = Some(alibi);
+        self.forward_on_cache(
+            q, k_cache, v_cache, cache, output, lse, alibi, shape, options,
+        )
+    }
+
+    /// [`Self::forward_paged_kv_cache`] with ALiBi biases, as [`Self::forward_kv_cache_alibi`]
+    /// adds them ([`plan_paged_kv_cache_alibi`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_paged_kv_cache_alibi<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_pages: &DeviceSlice<T>,
+        v_pages: &DeviceSlice<T>,
+        block_table: &DeviceSlice<u32>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: AlibiSlopes,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let cache = CacheBuffers::paged(cache_lens, block_table, paged);
+        let alibi = Some(alibi);
+        self.forward_on_cache(
+            q, k_pages, v_pages, cache, output, lse, alibi, shape, options,
+        )
+    }
+
+    /// The KV-cache calls ([`Self::forward_kv_cache`], [`Self::forward_paged_kv_cache`] and
+    /// their ALiBi forms): plans, checks, uploads the slopes and launches with this instance's
+    /// workspace.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_on_cache<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        cache: CacheBuffers,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: Option<AlibiSlopes>,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let layout = alibi.map(|alibi| alibi.layout);
+        let plan = problem::plan_cache(
+            T::DTYPE,
+            &shape,
+            None,
+            cache.paged,
+            layout,
+            options,
+            self.sm_count(),
         )?;
-        let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
-        let buffers = SequenceBuffers {
-            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
-            block_table: block_table.as_device_ptr().as_raw(),
-            ..SequenceBuffers::default()
-        };
-        // SAFETY: as in `forward_kv_cache`; the block table holds every sequence's entries
-        // (checked), and the kernel reads no page at or past `num_pages`, whose K and V rows
-        // the buffers were checked to hold.
-        unsafe { self.launch_with_own_workspace(plan, tensors, buffers) }
+        plan.check_host_alibi(alibi)?;
+        let buffers = cache.check(&plan, shape.batch)?;
+        let tensors = device_tensors(&plan, q, k, v, output, lse)?;
+        self.with_alibi_uploaded(plan, alibi, |plan| {
+            // SAFETY: as in `forward`; `cache_lens` holds `batch` u32 (checked) and the kernel
+            // clamps each to the capacity that the buffers were checked for; a paged call's
+            // block table holds every sequence's entries (checked), and the kernel reads no
+            // page at or past `num_pages`, whose K and V rows the buffers were checked to
+            // hold; `with_alibi_uploaded` keeps the slopes (checked on the host) alive and
+            // unchanged until the kernel is done with them.
+            unsafe { self.launch_with_own_workspace(plan, tensors, buffers) }
+        })
     }
 
     /// Copies `data` into `buffer`, a device buffer of this instance, on its stream
@@ -550,24 +685,9 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan_kv_cache(dtype, &shape, options, self.sm_count())?;
-        // 0 would read as "no lengths: every sequence uses the whole cache".
-        if cache_lens == 0 {
-            return Err(Error::MisalignedBuffer {
-                tensor: "cache_lens",
-                address: cache_lens,
-            });
-        }
-        self.launch(
-            stream.into().0.cast(),
-            plan,
-            tensors,
-            Some(SequenceBuffers {
-                seq_used_kv: cache_lens,
-                workspace,
-                ..SequenceBuffers::default()
-            }),
-        )
+        let buffers = cache_buffers_raw(0, cache_lens, workspace);
+        let stream = stream.into();
+        self.forward_on_cache_raw(stream, dtype, tensors, buffers, None, shape, None, options)
     }
 
     /// As [`Self::forward_paged_kv_cache`] with raw device addresses, a caller's stream and a
@@ -591,25 +711,95 @@ impl FlashAttention {
         paged: &PagedKvCache,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan_paged_kv_cache(dtype, &shape, paged, options, self.sm_count())?;
+        let buffers = cache_buffers_raw(block_table, cache_lens, workspace);
+        let (stream, paged) = (stream.into(), Some(paged));
+        self.forward_on_cache_raw(stream, dtype, tensors, buffers, None, shape, paged, options)
+    }
+
+    /// [`Self::forward_kv_cache_alibi`] as [`Self::forward_kv_cache_raw`] takes its arguments,
+    /// the slopes already on the device ([`RawAlibiSlopes`], 4-byte aligned and not 0): it
+    /// neither allocates nor synchronises, so it can be captured in a CUDA graph. It validates
+    /// the problem ([`plan_kv_cache_alibi`]); it cannot read the slopes.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_kv_cache_raw`], and for the slopes as for
+    /// [`Self::forward_alibi_raw`]: `alibi.address` holds [`AlibiLayout::slopes`] f32 in
+    /// `alibi.layout`, alive and unchanged until the kernel finishes (a slope that
+    /// [`LaunchPlan::check_alibi_slopes`] would reject gives NaN or infinite outputs, never an
+    /// access outside a buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_kv_cache_alibi_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        cache_lens: u64,
+        workspace: Option<RawWorkspace>,
+        alibi: RawAlibiSlopes,
+        shape: AttentionShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let buffers = cache_buffers_raw(0, cache_lens, workspace);
+        let (stream, alibi) = (stream.into(), Some(alibi));
+        self.forward_on_cache_raw(stream, dtype, tensors, buffers, alibi, shape, None, options)
+    }
+
+    /// [`Self::forward_paged_kv_cache_alibi`] as [`Self::forward_paged_kv_cache_raw`] takes its
+    /// arguments, the slopes already on the device ([`Self::forward_kv_cache_alibi_raw`]).
+    ///
+    /// # Safety
+    /// As for [`Self::forward_paged_kv_cache_raw`], and for the slopes as for
+    /// [`Self::forward_kv_cache_alibi_raw`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_paged_kv_cache_alibi_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        block_table: u64,
+        cache_lens: u64,
+        workspace: Option<RawWorkspace>,
+        alibi: RawAlibiSlopes,
+        shape: AttentionShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let buffers = cache_buffers_raw(block_table, cache_lens, workspace);
+        let (stream, alibi, paged) = (stream.into(), Some(alibi), Some(paged));
+        self.forward_on_cache_raw(
+            stream, dtype, tensors, buffers, alibi, shape, paged, options,
+        )
+    }
+
+    /// The raw KV-cache calls ([`Self::forward_kv_cache_raw`],
+    /// [`Self::forward_paged_kv_cache_raw`] and their ALiBi forms).
+    ///
+    /// # Safety
+    /// As for the raw call that calls it.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn forward_on_cache_raw(
+        &self,
+        stream: RawStream,
+        dtype: Dtype,
+        tensors: RawTensors,
+        buffers: SequenceBuffers,
+        alibi: Option<RawAlibiSlopes>,
+        shape: AttentionShape,
+        paged: Option<&PagedKvCache>,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let layout = alibi.map(|alibi| alibi.layout);
+        let plan =
+            problem::plan_cache(dtype, &shape, None, paged, layout, options, self.sm_count())?;
         // 0 would read as "no lengths: every sequence uses the whole cache".
-        if cache_lens == 0 {
+        if buffers.seq_used_kv == 0 {
             return Err(Error::MisalignedBuffer {
                 tensor: "cache_lens",
-                address: cache_lens,
+                address: 0,
             });
         }
-        self.launch(
-            stream.into().0.cast(),
-            plan,
-            tensors,
-            Some(SequenceBuffers {
-                seq_used_kv: cache_lens,
-                block_table,
-                workspace,
-                ..SequenceBuffers::default()
-            }),
-        )
+        let plan = plan.with_alibi_address(alibi.map_or(0, |alibi| alibi.address));
+        self.launch(stream.0.cast(), plan, tensors, Some(buffers))
     }
 
     /// As [`Self::forward`] with raw device addresses and a caller's stream, a plain driver

@@ -23,8 +23,19 @@
 //!
 //! The KV-cache, paged and variable-length calls take the window and the softcap through the
 //! same options, run by the modified serving kernels ([`Variant::ServingModified`],
-//! [`Variant::PagedModified`]) in each sequence's own coordinates; ALiBi has no entry point
-//! there yet.
+//! [`Variant::PagedModified`]) in each sequence's own coordinates. Their ALiBi forms mirror the
+//! dense ones, and so does the bias, in each sequence's own coordinates (its query count and
+//! used keys; [`AlibiLayout::PerBatchAndHead`] is one slope per sequence and query head):
+//! [`FlashAttention::forward_kv_cache_alibi`], [`FlashAttention::forward_paged_kv_cache_alibi`],
+//! [`FlashAttention::forward_varlen_alibi`], [`FlashAttention::forward_varlen_kv_cache_alibi`]
+//! and [`FlashAttention::forward_varlen_paged_kv_cache_alibi`] (host slopes, checked and
+//! uploaded as `forward_alibi`'s), their raw forms (`_alibi_raw`, [`RawAlibiSlopes`]; one for
+//! both variable-length cache calls, as without ALiBi), the cudarc backend's `_alibi` and
+//! `_alibi_device_slopes` forms, and the planners [`crate::plan_kv_cache_alibi`],
+//! [`crate::plan_paged_kv_cache_alibi`], [`crate::plan_varlen_alibi`] and
+//! [`crate::plan_varlen_kv_cache_alibi`]. Each call family has one path with ALiBi or without;
+//! a decode step's query heads are not packed into one tile's rows with ALiBi (each row needs
+//! its own head's slope).
 
 use std::sync::Mutex;
 
@@ -446,9 +457,24 @@ pub fn plan_alibi(
 const LARGEST_BIAS: f64 = f32::MAX as f64 / 4.0;
 
 impl LaunchPlan {
-    /// The ALiBi slopes the launch reads: 0 but for a plan of [`plan_alibi`].
+    /// The ALiBi slopes the launch reads: 0 but for a plan of [`plan_alibi`] or of a serving
+    /// call's ALiBi planner ([`crate::plan_kv_cache_alibi`], [`crate::plan_varlen_alibi`], ...).
     pub fn alibi_slopes_len(&self) -> usize {
         self.alibi_slopes
+    }
+
+    /// The plan with its kernel reading the ALiBi slopes at `address` (0: none); a plan of a
+    /// kernel without modifiers reads none, and stays as it is.
+    pub(crate) fn with_alibi_address(mut self, address: u64) -> Self {
+        if let Some(modifiers) = self.modifiers.as_mut() {
+            modifiers.alibi_slopes = address;
+        }
+        self
+    }
+
+    /// [`Self::check_alibi_slopes`] for a call's host slopes, if it has any.
+    pub(crate) fn check_host_alibi(&self, alibi: Option<AlibiSlopes>) -> Result<(), Error> {
+        alibi.map_or(Ok(()), |alibi| self.check_alibi_slopes(alibi.slopes))
     }
 
     /// The score modifiers of a modified kernel's launch (its ALiBi address still 0), `None`
@@ -482,7 +508,8 @@ impl LaunchPlan {
         Ok(())
     }
 
-    /// Whether `slopes` serve this plan of [`plan_alibi`]: at least
+    /// Whether `slopes` serve this plan of [`plan_alibi`] (or of a serving call's ALiBi planner,
+    /// the problem's longest distance being that of its longest sequences): at least
     /// [`Self::alibi_slopes_len`] of them ([`Error::AlibiSlopesTooShort`]), each finite and
     /// small enough that its bias over the problem's longest distance (`max(seq_len_q,
     /// seq_len_kv)`) stays finite in f32, in the kernel's units and in log2 units
@@ -533,17 +560,13 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let mut plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
+        let plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
         plan.check_alibi_slopes(alibi.slopes)?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
-        let slopes = &alibi.slopes[..plan.alibi_slopes_len()];
-        self.with_uploaded(&self.alibi_slopes, slopes, |address| {
-            if let Some(modifiers) = plan.modifiers.as_mut() {
-                modifiers.alibi_slopes = address;
-            }
+        self.with_alibi_uploaded(plan, Some(alibi), |plan| {
             // SAFETY: as in `forward`; the slopes were checked on the host, and
-            // `with_uploaded` keeps their device copy alive and unchanged until the kernel is
-            // done with it.
+            // `with_alibi_uploaded` keeps their device copy alive and unchanged until the
+            // kernel is done with it.
             unsafe { self.launch(self.stream.as_inner(), plan, tensors, None) }
         })
     }
@@ -581,10 +604,28 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let mut plan = plan_alibi(dtype, &shape, options, alibi.layout, self.sm_count())?;
-        if let Some(modifiers) = plan.modifiers.as_mut() {
-            modifiers.alibi_slopes = alibi.address;
-        }
+        let plan = plan_alibi(dtype, &shape, options, alibi.layout, self.sm_count())?;
+        let plan = plan.with_alibi_address(alibi.address);
         self.launch(stream.into().0.cast(), plan, tensors, None)
+    }
+
+    /// Calls `launch` with `plan` reading a device copy of `alibi`'s slopes (those the plan
+    /// reads, checked on the host: [`LaunchPlan::check_alibi_slopes`]) in this instance's slopes
+    /// buffer, uploaded on its stream ([`Self::with_uploaded`], which holds the buffer's lock
+    /// until `launch` returns); without ALiBi, with `plan` as it is. Taken first where a call
+    /// uploads more (its offsets, or its workspace): one order of the locks for every call.
+    pub(crate) fn with_alibi_uploaded(
+        &self,
+        plan: LaunchPlan,
+        alibi: Option<AlibiSlopes>,
+        launch: impl FnOnce(LaunchPlan) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let Some(alibi) = alibi else {
+            return launch(plan);
+        };
+        let slopes = &alibi.slopes[..plan.alibi_slopes_len()];
+        self.with_uploaded(&self.alibi_slopes, slopes, |address| {
+            launch(plan.with_alibi_address(address))
+        })
     }
 }

@@ -797,7 +797,7 @@ pub fn plan_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, None, options, sm_count)
+    plan_cache(dtype, shape, None, None, None, options, sm_count)
 }
 
 /// The geometry of a paged KV cache: K and V are each `[num_pages, page_size, heads_kv,
@@ -885,17 +885,75 @@ pub fn plan_paged_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, Some(paged), options, sm_count)
+    plan_cache(dtype, shape, None, Some(paged), None, options, sm_count)
 }
 
-/// [`plan_kv_cache`] (`queries` and `paged` `None`), [`plan_paged_kv_cache`] and, with
-/// `queries`, [`crate::plan_varlen_kv_cache`]: then Q and O hold `queries` packed (their batch
+/// [`plan_kv_cache`] for a call with ALiBi biases whose slopes are laid out as `layout`
+/// ([`crate::FlashAttention::forward_kv_cache_alibi`]): the modified serving kernel
+/// ([`Variant::ServingModified`]), and [`LaunchPlan::alibi_slopes_len`] slopes to read. Each
+/// sequence's bias is in its own coordinates: query `i` and key `j` of sequence `b` are
+/// `|i + used_b - seq_len_q - j|` apart, `used_b` its used keys. A decode step's query heads
+/// are not packed into one tile's rows (each row needs its own head's slope), and the key
+/// range is split as without ALiBi. Validates everything the call does but the slopes' values
+/// ([`LaunchPlan::check_alibi_slopes`]).
+///
+/// ```
+/// use flash_attn::{plan_kv_cache_alibi, AlibiLayout, AttentionShape, Dtype, ForwardOptions};
+/// use flash_attn::{Error, Variant};
+///
+/// // A decode step: 4 sequences, 32 query heads over 8 K/V heads, caches of 4,096 keys.
+/// let shape = AttentionShape { heads_kv: 8, seq_len_q: 1, ..AttentionShape::new(4, 32, 4096, 128) };
+/// let options = ForwardOptions::default();
+/// let layout = AlibiLayout::PerBatchAndHead;
+/// let plan = plan_kv_cache_alibi(Dtype::Bf16, &shape, &options, layout, 132)?;
+/// assert_eq!(plan.kernel().spec.variant, Variant::ServingModified);
+/// assert_eq!(plan.alibi_slopes_len(), 4 * 32);
+/// // One row per (sequence, query head): no packing of the query heads of a K/V head.
+/// assert_eq!((plan.params().seq_len_q, plan.grid().1), (1, 32));
+/// # Ok::<(), Error>(())
+/// ```
+pub fn plan_kv_cache_alibi(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    layout: AlibiLayout,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    plan_cache(dtype, shape, None, None, Some(layout), options, sm_count)
+}
+
+/// [`plan_paged_kv_cache`] with ALiBi biases ([`plan_kv_cache_alibi`]): the modified paged
+/// kernel ([`Variant::PagedModified`]), for
+/// [`crate::FlashAttention::forward_paged_kv_cache_alibi`].
+pub fn plan_paged_kv_cache_alibi(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    paged: &PagedKvCache,
+    options: &ForwardOptions,
+    layout: AlibiLayout,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        Some(paged),
+        Some(layout),
+        options,
+        sm_count,
+    )
+}
+
+/// [`plan_kv_cache`] (`queries`, `paged` and `alibi` `None`), [`plan_paged_kv_cache`] and,
+/// with `queries`, [`crate::plan_varlen_kv_cache`]; with `alibi`, their ALiBi forms
+/// ([`plan_kv_cache_alibi`], ...). With `queries`, Q and O hold them packed (their batch
 /// strides unused) and `shape.seq_len_q` is the longest sequence's query count.
 pub(crate) fn plan_cache(
     dtype: Dtype,
     shape: &AttentionShape,
     queries: Option<PackedQueries>,
     paged: Option<&PagedKvCache>,
+    alibi: Option<AlibiLayout>,
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
@@ -904,7 +962,7 @@ pub(crate) fn plan_cache(
     } else {
         Variant::Serving
     };
-    let rule = ScoreRule::new(shape, options, None);
+    let rule = ScoreRule::new(shape, options, alibi);
     let variant = rule.serving_variant(unmodified);
     check_num_splits(options, MAX_SPLITS)?;
     // The dense problem the kernel is chosen for: packed queries at their mean length.
@@ -1120,7 +1178,8 @@ pub(crate) fn plan_cache(
         workspace_bytes,
         counters,
         modifiers,
-        alibi_slopes: 0,
+        // `shape.batch` is the number of sequences, packed queries or not.
+        alibi_slopes: rule.alibi_slopes(shape),
     })
 }
 

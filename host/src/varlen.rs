@@ -22,9 +22,10 @@ use crate::problem::{
     MAX_GRID_YZ,
 };
 use crate::{
-    check_cache_buffers, device_tensors, AttentionShape, BufferLengths, Element, Error,
-    FlashAttention, ForwardOptions, ForwardStrides, LaunchPlan, PagedKvCache, RawStream,
-    RawTensors, RawWorkspace, SequenceBuffers, MAX_TENSOR_BYTES,
+    cache_buffers_raw, device_tensors, AlibiLayout, AlibiSlopes, AttentionShape, BufferLengths,
+    CacheBuffers, Element, Error, FlashAttention, ForwardOptions, ForwardStrides, LaunchPlan,
+    PagedKvCache, RawAlibiSlopes, RawStream, RawTensors, RawWorkspace, SequenceBuffers,
+    MAX_TENSOR_BYTES,
 };
 
 /// A batch of sequences of variable length, its offsets on the host.
@@ -234,6 +235,35 @@ pub fn plan_varlen(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
+    plan_varlen_with(dtype, extents, None, options, sm_count)
+}
+
+/// [`plan_varlen`] for a call with ALiBi biases whose slopes are laid out as `layout`
+/// ([`FlashAttention::forward_varlen_alibi`]): the modified serving kernel
+/// ([`Variant::ServingModified`]), and [`LaunchPlan::alibi_slopes_len`] slopes to read, where
+/// [`AlibiLayout::PerBatchAndHead`] means one slope per (sequence, query head),
+/// `extents.batch * heads_q` of them. Each sequence's bias is in its own coordinates: query `i`
+/// and key `j` of a sequence of `seq_len_q` queries and `seq_len_kv` keys are
+/// `|i + seq_len_kv - seq_len_q - j|` apart. Validates everything the call does but the
+/// offsets and the slopes' values ([`LaunchPlan::check_alibi_slopes`]).
+pub fn plan_varlen_alibi(
+    dtype: Dtype,
+    extents: &VarlenExtents,
+    options: &ForwardOptions,
+    layout: AlibiLayout,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    plan_varlen_with(dtype, extents, Some(layout), options, sm_count)
+}
+
+/// [`plan_varlen`] (`alibi` `None`) and [`plan_varlen_alibi`].
+pub(crate) fn plan_varlen_with(
+    dtype: Dtype,
+    extents: &VarlenExtents,
+    alibi: Option<AlibiLayout>,
+    options: &ForwardOptions,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
     check_num_splits(options, 1)?;
     if extents.batch == 0 {
         return Err(Error::ZeroSizedDimension { dimension: "batch" });
@@ -268,7 +298,7 @@ pub fn plan_varlen(
         strides: Some(packed_strides(extents, options)?),
         ..*options
     };
-    let rule = ScoreRule::new(&longest, options, None);
+    let rule = ScoreRule::new(&longest, options, alibi);
     let variant = rule.serving_variant(Variant::Serving);
     // The kernel of the dense problem of the batch's mean lengths.
     let mean = AttentionShape {
@@ -324,7 +354,8 @@ pub fn plan_varlen(
         workspace_bytes: 0,
         counters: 0,
         modifiers,
-        alibi_slopes: 0,
+        // Of the whole batch (`mean` has its sequences), not of `longest`'s one sequence.
+        alibi_slopes: rule.alibi_slopes(&mean),
     })
 }
 
@@ -415,6 +446,37 @@ pub fn plan_varlen_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
+    plan_varlen_cache_with(dtype, extents, paged, None, options, sm_count)
+}
+
+/// [`plan_varlen_kv_cache`] with ALiBi biases whose slopes are laid out as `layout`
+/// ([`FlashAttention::forward_varlen_kv_cache_alibi`] and
+/// [`FlashAttention::forward_varlen_paged_kv_cache_alibi`]): the modified serving or paged
+/// kernel, [`LaunchPlan::alibi_slopes_len`] slopes (one per (sequence, query head) with
+/// [`AlibiLayout::PerBatchAndHead`]). Each sequence's bias is in its own coordinates: its query
+/// `i` and key `j` are `|i + used - queries - j|` apart, `queries` its query count and `used`
+/// its used keys. Validates everything the calls do but the offsets and the slopes' values
+/// ([`LaunchPlan::check_alibi_slopes`]).
+pub fn plan_varlen_kv_cache_alibi(
+    dtype: Dtype,
+    extents: &VarlenCacheExtents,
+    paged: Option<&PagedKvCache>,
+    options: &ForwardOptions,
+    layout: AlibiLayout,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
+    plan_varlen_cache_with(dtype, extents, paged, Some(layout), options, sm_count)
+}
+
+/// [`plan_varlen_kv_cache`] (`alibi` `None`) and [`plan_varlen_kv_cache_alibi`].
+pub(crate) fn plan_varlen_cache_with(
+    dtype: Dtype,
+    extents: &VarlenCacheExtents,
+    paged: Option<&PagedKvCache>,
+    alibi: Option<AlibiLayout>,
+    options: &ForwardOptions,
+    sm_count: usize,
+) -> Result<LaunchPlan, Error> {
     let queries = PackedQueries {
         tokens_q: extents.tokens_q,
         max_seq_len_q: extents.longest.seq_len_q,
@@ -424,6 +486,7 @@ pub fn plan_varlen_kv_cache(
         &extents.longest,
         Some(queries),
         paged,
+        alibi,
         options,
         sm_count,
     )
@@ -597,27 +660,71 @@ impl FlashAttention {
         shape: &VarlenShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
+        self.forward_varlen_with(q, k, v, output, lse, None, shape, options)
+    }
+
+    /// [`Self::forward_varlen`] with ALiBi biases: query head `h` of sequence `b` adds
+    /// `-slope * |i + seq_len_kv - seq_len_q - j|` to the scaled (and capped) score of its query
+    /// `i` and key `j`, in that sequence's own lengths, `slope` from `alibi` (with
+    /// [`AlibiLayout::PerBatchAndHead`], one per (sequence, query head): `batch` is the number
+    /// of sequences). See [`plan_varlen_alibi`] for the checks; the slopes are checked on the
+    /// host ([`LaunchPlan::check_alibi_slopes`]) and uploaded as [`Self::forward_alibi`]
+    /// uploads them, the offsets as `forward_varlen` uploads them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_alibi<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: AlibiSlopes,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        self.forward_varlen_with(q, k, v, output, lse, Some(alibi), shape, options)
+    }
+
+    /// [`Self::forward_varlen`] and, with `alibi`, [`Self::forward_varlen_alibi`].
+    #[allow(clippy::too_many_arguments)]
+    fn forward_varlen_with<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: Option<AlibiSlopes>,
+        shape: &VarlenShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
         let extents = shape.extents()?;
-        let plan = plan_varlen(T::DTYPE, &extents, options, self.sm_count())?;
+        let layout = alibi.map(|alibi| alibi.layout);
+        let plan = plan_varlen_with(T::DTYPE, &extents, layout, options, self.sm_count())?;
+        plan.check_host_alibi(alibi)?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
-        self.with_offsets_on_device(&[shape.cu_seqlens_q, shape.cu_seqlens_kv], |cu_seqlens_q| {
-            let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
-            // SAFETY: as in `forward`; the offsets were validated on the host against the
-            // token counts that the buffers were checked for, and the longest sequences
-            // against the grid; `with_offsets_on_device` keeps them alive and unchanged
-            // until the kernel is done with them.
-            unsafe {
-                self.launch(
-                    self.stream.as_inner(),
-                    plan,
-                    tensors,
-                    Some(SequenceBuffers {
-                        cu_seqlens_q,
-                        cu_seqlens_kv,
-                        ..SequenceBuffers::default()
-                    }),
-                )
-            }
+        let offsets = [shape.cu_seqlens_q, shape.cu_seqlens_kv];
+        self.with_alibi_uploaded(plan, alibi, |plan| {
+            self.with_offsets_on_device(&offsets, |cu_seqlens_q| {
+                let cu_seqlens_kv = cu_seqlens_q + std::mem::size_of_val(shape.cu_seqlens_q) as u64;
+                // SAFETY: as in `forward`; the offsets were validated on the host against the
+                // token counts that the buffers were checked for, and the longest sequences
+                // against the grid; `with_offsets_on_device` keeps them alive and unchanged
+                // until the kernel is done with them (and `with_alibi_uploaded` the slopes,
+                // checked on the host).
+                unsafe {
+                    self.launch(
+                        self.stream.as_inner(),
+                        plan,
+                        tensors,
+                        Some(SequenceBuffers {
+                            cu_seqlens_q,
+                            cu_seqlens_kv,
+                            ..SequenceBuffers::default()
+                        }),
+                    )
+                }
+            })
         })
     }
 
@@ -653,15 +760,10 @@ impl FlashAttention {
         shape: &VarlenCacheShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let extents = shape.extents()?;
-        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, None, options, self.sm_count())?;
-        check_cache_buffers(&plan, extents.longest.batch, cache_lens.len(), None)?;
-        let tensors = device_tensors(&plan, q, k_cache, v_cache, output, lse)?;
-        let buffers = SequenceBuffers {
-            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
-            ..SequenceBuffers::default()
-        };
-        self.launch_with_offsets(plan, tensors, shape.cu_seqlens_q, buffers)
+        let cache = CacheBuffers::contiguous(cache_lens);
+        self.forward_varlen_on_cache(
+            q, k_cache, v_cache, cache, output, lse, None, shape, options,
+        )
     }
 
     /// [`Self::forward_varlen_kv_cache`] against a paged cache, as
@@ -684,46 +786,111 @@ impl FlashAttention {
         paged: &PagedKvCache,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let extents = shape.extents()?;
-        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, Some(paged), options, self.sm_count())?;
-        check_cache_buffers(
-            &plan,
-            extents.longest.batch,
-            cache_lens.len(),
-            Some(block_table.len()),
-        )?;
-        let tensors = device_tensors(&plan, q, k_pages, v_pages, output, lse)?;
-        let buffers = SequenceBuffers {
-            seq_used_kv: cache_lens.as_device_ptr().as_raw(),
-            block_table: block_table.as_device_ptr().as_raw(),
-            ..SequenceBuffers::default()
-        };
-        self.launch_with_offsets(plan, tensors, shape.cu_seqlens_q, buffers)
+        let cache = CacheBuffers::paged(cache_lens, block_table, paged);
+        self.forward_varlen_on_cache(
+            q, k_pages, v_pages, cache, output, lse, None, shape, options,
+        )
     }
 
-    /// Uploads `cu_seqlens_q` and launches a varlen cache plan with this instance's workspace.
-    fn launch_with_offsets(
+    /// [`Self::forward_varlen_kv_cache`] with ALiBi biases, in each sequence's own coordinates:
+    /// query head `h` of sequence `b` adds `-slope * |i + used - queries - j|` to the scaled
+    /// (and capped) score of its query `i` and key `j`, `queries` its query count and `used`
+    /// its used keys (`cache_lens[b]`, clamped to the capacity), `slope` from `alibi` (with
+    /// [`AlibiLayout::PerBatchAndHead`], one per (sequence, query head)). See
+    /// [`plan_varlen_kv_cache_alibi`]; the slopes are checked on the host
+    /// ([`LaunchPlan::check_alibi_slopes`]) and uploaded as [`Self::forward_alibi`] uploads
+    /// them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_kv_cache_alibi<T: Element>(
         &self,
-        plan: LaunchPlan,
-        tensors: RawTensors,
-        cu_seqlens_q: &[u32],
-        buffers: SequenceBuffers,
+        q: &DeviceSlice<T>,
+        k_cache: &DeviceSlice<T>,
+        v_cache: &DeviceSlice<T>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: AlibiSlopes,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
     ) -> Result<(), Error> {
-        self.with_offsets_on_device(&[cu_seqlens_q], |cu_seqlens_q| {
-            // SAFETY: as in `forward_kv_cache` (and `forward_paged_kv_cache`, whose checks the
-            // caller made); the offsets were validated on the host against the token count
-            // that Q and O were checked for, and the longest sequence against the grid;
-            // `with_offsets_on_device` keeps them alive until the kernel is done with them.
-            unsafe {
-                self.launch_with_own_workspace(
-                    plan,
-                    tensors,
-                    SequenceBuffers {
-                        cu_seqlens_q,
-                        ..buffers
-                    },
-                )
-            }
+        let cache = CacheBuffers::contiguous(cache_lens);
+        let alibi = Some(alibi);
+        self.forward_varlen_on_cache(
+            q, k_cache, v_cache, cache, output, lse, alibi, shape, options,
+        )
+    }
+
+    /// [`Self::forward_varlen_paged_kv_cache`] with ALiBi biases, as
+    /// [`Self::forward_varlen_kv_cache_alibi`] adds them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_varlen_paged_kv_cache_alibi<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k_pages: &DeviceSlice<T>,
+        v_pages: &DeviceSlice<T>,
+        block_table: &DeviceSlice<u32>,
+        cache_lens: &DeviceSlice<u32>,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: AlibiSlopes,
+        shape: &VarlenCacheShape,
+        paged: &PagedKvCache,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let cache = CacheBuffers::paged(cache_lens, block_table, paged);
+        let alibi = Some(alibi);
+        self.forward_varlen_on_cache(
+            q, k_pages, v_pages, cache, output, lse, alibi, shape, options,
+        )
+    }
+
+    /// The variable-length cache calls ([`Self::forward_varlen_kv_cache`],
+    /// [`Self::forward_varlen_paged_kv_cache`] and their ALiBi forms): plans, checks, uploads
+    /// the slopes and the query offsets, and launches with this instance's workspace.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_varlen_on_cache<T: Element>(
+        &self,
+        q: &DeviceSlice<T>,
+        k: &DeviceSlice<T>,
+        v: &DeviceSlice<T>,
+        cache: CacheBuffers,
+        output: &mut DeviceSlice<T>,
+        lse: Option<&mut DeviceSlice<f32>>,
+        alibi: Option<AlibiSlopes>,
+        shape: &VarlenCacheShape,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let extents = shape.extents()?;
+        let layout = alibi.map(|alibi| alibi.layout);
+        let plan = plan_varlen_cache_with(
+            T::DTYPE,
+            &extents,
+            cache.paged,
+            layout,
+            options,
+            self.sm_count(),
+        )?;
+        plan.check_host_alibi(alibi)?;
+        let buffers = cache.check(&plan, extents.longest.batch)?;
+        let tensors = device_tensors(&plan, q, k, v, output, lse)?;
+        self.with_alibi_uploaded(plan, alibi, |plan| {
+            self.with_offsets_on_device(&[shape.cu_seqlens_q], |cu_seqlens_q| {
+                // SAFETY: as in `forward_kv_cache` (and `forward_paged_kv_cache`, whose checks
+                // `cache.check` made); the offsets were validated on the host against the
+                // token count that Q and O were checked for, and the longest sequence against
+                // the grid; `with_offsets_on_device` keeps them alive until the kernel is done
+                // with them (and `with_alibi_uploaded` the slopes, checked on the host).
+                unsafe {
+                    self.launch_with_own_workspace(
+                        plan,
+                        tensors,
+                        SequenceBuffers {
+                            cu_seqlens_q,
+                            ..buffers
+                        },
+                    )
+                }
+            })
         })
     }
 
@@ -754,7 +921,68 @@ impl FlashAttention {
         extents: &VarlenExtents,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_varlen(dtype, extents, options, self.sm_count())?;
+        self.forward_varlen_raw_with(
+            stream.into(),
+            dtype,
+            tensors,
+            offsets,
+            None,
+            extents,
+            options,
+        )
+    }
+
+    /// [`Self::forward_varlen_alibi`] as [`Self::forward_varlen_raw`] takes its arguments, the
+    /// slopes already on the device ([`RawAlibiSlopes`], 4-byte aligned and not 0). It
+    /// validates the extents ([`plan_varlen_alibi`]); it cannot read the slopes.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_varlen_raw`], and for the slopes as for
+    /// [`Self::forward_alibi_raw`]: `alibi.address` holds [`LaunchPlan::alibi_slopes_len`] f32
+    /// (one per (sequence, query head) with [`AlibiLayout::PerBatchAndHead`]), alive and
+    /// unchanged until the kernel finishes (a slope that [`LaunchPlan::check_alibi_slopes`]
+    /// would reject gives NaN or infinite outputs, never an access outside a buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_varlen_alibi_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        offsets: RawSeqOffsets,
+        alibi: RawAlibiSlopes,
+        extents: &VarlenExtents,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let alibi = Some(alibi);
+        self.forward_varlen_raw_with(
+            stream.into(),
+            dtype,
+            tensors,
+            offsets,
+            alibi,
+            extents,
+            options,
+        )
+    }
+
+    /// [`Self::forward_varlen_raw`] and, with `alibi`, [`Self::forward_varlen_alibi_raw`].
+    ///
+    /// # Safety
+    /// As for [`Self::forward_varlen_alibi_raw`], or without `alibi`
+    /// [`Self::forward_varlen_raw`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn forward_varlen_raw_with(
+        &self,
+        stream: RawStream,
+        dtype: Dtype,
+        tensors: RawTensors,
+        offsets: RawSeqOffsets,
+        alibi: Option<RawAlibiSlopes>,
+        extents: &VarlenExtents,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let layout = alibi.map(|alibi| alibi.layout);
+        let plan = plan_varlen_with(dtype, extents, layout, options, self.sm_count())?;
         // 0 would read as "no offsets": every sequence at token 0 of the packed tensors.
         for (tensor, address) in [
             ("cu_seqlens_q", offsets.cu_seqlens_q),
@@ -765,8 +993,8 @@ impl FlashAttention {
             }
         }
         self.launch(
-            stream.into().0.cast(),
-            plan,
+            stream.0.cast(),
+            plan.with_alibi_address(alibi.map_or(0, |alibi| alibi.address)),
             tensors,
             Some(SequenceBuffers {
                 cu_seqlens_q: offsets.cu_seqlens_q,
@@ -808,25 +1036,84 @@ impl FlashAttention {
         paged: Option<&PagedKvCache>,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_varlen_kv_cache(dtype, extents, paged, options, self.sm_count())?;
+        let buffers = SequenceBuffers {
+            cu_seqlens_q,
+            ..cache_buffers_raw(block_table, cache_lens, workspace)
+        };
+        let stream = stream.into();
+        self.forward_varlen_on_cache_raw(
+            stream, dtype, tensors, buffers, None, extents, paged, options,
+        )
+    }
+
+    /// [`Self::forward_varlen_kv_cache_alibi`] and [`Self::forward_varlen_paged_kv_cache_alibi`]
+    /// as [`Self::forward_varlen_kv_cache_raw`] takes their arguments, the slopes already on
+    /// the device ([`RawAlibiSlopes`], 4-byte aligned and not 0). It validates the extents
+    /// ([`plan_varlen_kv_cache_alibi`]); it cannot read the slopes.
+    ///
+    /// # Safety
+    /// As for [`Self::forward_varlen_kv_cache_raw`], and for the slopes as for
+    /// [`Self::forward_varlen_alibi_raw`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_varlen_kv_cache_alibi_raw(
+        &self,
+        stream: impl Into<RawStream>,
+        dtype: Dtype,
+        tensors: RawTensors,
+        cu_seqlens_q: u64,
+        cache_lens: u64,
+        block_table: u64,
+        workspace: Option<RawWorkspace>,
+        alibi: RawAlibiSlopes,
+        extents: &VarlenCacheExtents,
+        paged: Option<&PagedKvCache>,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let buffers = SequenceBuffers {
+            cu_seqlens_q,
+            ..cache_buffers_raw(block_table, cache_lens, workspace)
+        };
+        let (stream, alibi) = (stream.into(), Some(alibi));
+        self.forward_varlen_on_cache_raw(
+            stream, dtype, tensors, buffers, alibi, extents, paged, options,
+        )
+    }
+
+    /// [`Self::forward_varlen_kv_cache_raw`] and, with `alibi`,
+    /// [`Self::forward_varlen_kv_cache_alibi_raw`].
+    ///
+    /// # Safety
+    /// As for [`Self::forward_varlen_kv_cache_alibi_raw`], or without `alibi`
+    /// [`Self::forward_varlen_kv_cache_raw`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn forward_varlen_on_cache_raw(
+        &self,
+        stream: RawStream,
+        dtype: Dtype,
+        tensors: RawTensors,
+        buffers: SequenceBuffers,
+        alibi: Option<RawAlibiSlopes>,
+        extents: &VarlenCacheExtents,
+        paged: Option<&PagedKvCache>,
+        options: &ForwardOptions,
+    ) -> Result<(), Error> {
+        let layout = alibi.map(|alibi| alibi.layout);
+        let plan = plan_varlen_cache_with(dtype, extents, paged, layout, options, self.sm_count())?;
         // 0 would read as "no offsets" and "no lengths": every sequence at token 0 of Q, and
         // using its whole cache.
-        for (tensor, address) in [("cu_seqlens_q", cu_seqlens_q), ("cache_lens", cache_lens)] {
+        for (tensor, address) in [
+            ("cu_seqlens_q", buffers.cu_seqlens_q),
+            ("cache_lens", buffers.seq_used_kv),
+        ] {
             if address == 0 {
                 return Err(Error::MisalignedBuffer { tensor, address });
             }
         }
         self.launch(
-            stream.into().0.cast(),
-            plan,
+            stream.0.cast(),
+            plan.with_alibi_address(alibi.map_or(0, |alibi| alibi.address)),
             tensors,
-            Some(SequenceBuffers {
-                cu_seqlens_q,
-                seq_used_kv: cache_lens,
-                block_table,
-                workspace,
-                ..SequenceBuffers::default()
-            }),
+            Some(buffers),
         )
     }
 }

@@ -5,6 +5,7 @@
 //! snippet and the links that the published packages hold. They run everywhere `cargo test`
 //! runs, CI included.
 
+mod alibi_serving;
 mod config;
 mod cubin;
 mod dispatch;

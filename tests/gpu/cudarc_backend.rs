@@ -2,23 +2,26 @@
 //! `bf16`, uploaded on one stream of the primary context and run on another (so that cudarc's
 //! event tracking is on and the calls must order themselves after the uploads), against the
 //! f64 reference and the cust path's bits (ALiBi with host slopes and with slopes on the
-//! device included); the context, buffer and slope checks, which launch nothing. Outputs and
-//! logsumexps are poisoned with NaN before every run.
+//! device included, on every serving call too); the context, buffer and slope checks, which
+//! launch nothing. Outputs and logsumexps are poisoned with NaN before every run.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
+};
 use cust::memory::{CopyDestination, DeviceBuffer};
 use flash_attn::reference::{
     attention, attention_with, error_stats, random_normal, within_tolerance, Precision, Scoring,
 };
 use flash_attn::{
-    plan_kv_cache, AlibiLayout, AlibiSlopes, AttentionShape, Element, Error, FlashAttention,
-    ForwardOptions, HalfElement, Layout, PagedKvCache, SlidingWindow, VarlenCacheShape,
-    VarlenShape,
+    plan_kv_cache, AlibiLayout, AlibiSlopes, AttentionShape, CudarcAttention, Element, Error,
+    FlashAttention, ForwardOptions, HalfElement, Layout, PagedKvCache, SlidingWindow,
+    VarlenCacheShape, VarlenShape,
 };
 use half2::{bf16, f16};
 
+use crate::alibi_serving::{self, Call, Entry};
 use crate::modifiers::slopes;
 use crate::support::{assert_logsumexps, fresh_seed, gpu};
 
@@ -846,4 +849,222 @@ pub(crate) fn alibi_errors_come_before_any_launch() {
             "a rejected ALiBi call wrote its output"
         );
     }
+}
+
+/// The slopes of one cudarc ALiBi serving call: on the host, or a view of device slopes.
+#[derive(Clone, Copy)]
+enum CudarcSlopes<'a> {
+    Host(AlibiSlopes<'a>),
+    Device(&'a CudaView<'a, f32>),
+}
+
+/// The cudarc buffers of one serving problem's inputs, uploaded on the upload stream.
+struct ServingInputs<T: Half2> {
+    q: CudaSlice<T>,
+    k: CudaSlice<T>,
+    v: CudaSlice<T>,
+    cache_lens: CudaSlice<u32>,
+    table: CudaSlice<u32>,
+}
+
+/// Runs `problem`'s call through its cudarc ALiBi form, host or device `slopes`, into `out`
+/// and `lse`.
+fn cudarc_alibi_call<T: Half2>(
+    on_stream: &CudarcAttention,
+    problem: &alibi_serving::Problem<T::Half1>,
+    inputs: &ServingInputs<T>,
+    slopes: CudarcSlopes,
+    out: &mut CudaSlice<T>,
+    lse: &mut CudaSlice<f32>,
+) -> Result<(), Error> {
+    let ServingInputs {
+        q,
+        k,
+        v,
+        cache_lens: lens,
+        table,
+    } = inputs;
+    let (options, layout) = (&problem.options, problem.layout);
+    let (shape, varlen, cache) = (
+        problem.cache_shape(),
+        problem.varlen_shape(),
+        problem.varlen_cache_shape(),
+    );
+    let lse = Some(lse as &mut dyn DevicePtrMut<f32>);
+    match (problem.call, slopes) {
+        (Call::KvCache, CudarcSlopes::Host(alibi)) => {
+            on_stream.forward_kv_cache_alibi(q, k, v, lens, out, lse, alibi, shape, options)
+        }
+        (Call::KvCache, CudarcSlopes::Device(slopes)) => on_stream
+            .forward_kv_cache_alibi_device_slopes(
+                q, k, v, lens, out, lse, slopes, layout, shape, options,
+            ),
+        (Call::PagedKvCache, CudarcSlopes::Host(alibi)) => on_stream.forward_paged_kv_cache_alibi(
+            q,
+            k,
+            v,
+            table,
+            lens,
+            out,
+            lse,
+            alibi,
+            shape,
+            &problem.paged(),
+            options,
+        ),
+        (Call::PagedKvCache, CudarcSlopes::Device(slopes)) => on_stream
+            .forward_paged_kv_cache_alibi_device_slopes(
+                q,
+                k,
+                v,
+                table,
+                lens,
+                out,
+                lse,
+                slopes,
+                layout,
+                shape,
+                &problem.paged(),
+                options,
+            ),
+        (Call::Varlen, CudarcSlopes::Host(alibi)) => {
+            on_stream.forward_varlen_alibi(q, k, v, out, lse, alibi, &varlen, options)
+        }
+        (Call::Varlen, CudarcSlopes::Device(slopes)) => on_stream
+            .forward_varlen_alibi_device_slopes(
+                q, k, v, out, lse, slopes, layout, &varlen, options,
+            ),
+        (Call::VarlenKvCache, CudarcSlopes::Host(alibi)) => {
+            on_stream.forward_varlen_kv_cache_alibi(q, k, v, lens, out, lse, alibi, &cache, options)
+        }
+        (Call::VarlenKvCache, CudarcSlopes::Device(slopes)) => on_stream
+            .forward_varlen_kv_cache_alibi_device_slopes(
+                q, k, v, lens, out, lse, slopes, layout, &cache, options,
+            ),
+        (Call::VarlenPagedKvCache, CudarcSlopes::Host(alibi)) => on_stream
+            .forward_varlen_paged_kv_cache_alibi(
+                q,
+                k,
+                v,
+                table,
+                lens,
+                out,
+                lse,
+                alibi,
+                &cache,
+                &problem.paged(),
+                options,
+            ),
+        (Call::VarlenPagedKvCache, CudarcSlopes::Device(slopes)) => on_stream
+            .forward_varlen_paged_kv_cache_alibi_device_slopes(
+                q,
+                k,
+                v,
+                table,
+                lens,
+                out,
+                lse,
+                slopes,
+                layout,
+                &cache,
+                &problem.paged(),
+                options,
+            ),
+    }
+}
+
+/// Every serving call's ALiBi forms through cudarc, with a window and a softcap, causal,
+/// split-KV in three where the call splits, one slope per (sequence, head): host slopes
+/// (checked, uploaded on the caller's stream) and slopes on the device (uploaded on the other
+/// stream, read through a view after that write) give the bits of the cust safe call, whose
+/// results `alibi_serving` checks against the reference; too few device slopes are rejected
+/// before anything is enqueued, the poisoned output staying NaN.
+fn alibi_serving_calls<T: Half2>() {
+    let s = streams();
+    let on_stream = s.gpu.on_cudarc_stream(&s.compute).unwrap();
+    let (window, softcap) = crate::support::SERVING_MODIFIERS[2];
+    for call in alibi_serving::CALLS {
+        let options = ForwardOptions {
+            causal: true,
+            window,
+            softcap,
+            num_splits: (call != Call::Varlen).then_some(3),
+            ..ForwardOptions::default()
+        };
+        let problem = alibi_serving::Problem::<T::Half1>::new(
+            call,
+            &call.sequences(true),
+            (8, 2),
+            64,
+            1024,
+            options,
+            AlibiLayout::PerBatchAndHead,
+        );
+        let what = format!(
+            "{call:?}, seed {} (FLASH_ATTN_SEED={})",
+            problem.seed, problem.seed
+        );
+        let (cust_output, cust_lse) = problem.run(&s.gpu, Entry::Safe).unwrap();
+        let to_half2 = |values: &[T::Half1]| -> Vec<T> { bytemuck::cast_slice(values).to_vec() };
+        let (k, v) = problem.device_kv();
+        let inputs = ServingInputs {
+            q: s.uploads.clone_htod(&to_half2(&problem.q)).unwrap(),
+            k: s.uploads.clone_htod(&to_half2(&k)).unwrap(),
+            v: s.uploads.clone_htod(&to_half2(&v)).unwrap(),
+            cache_lens: s.uploads.clone_htod(&problem.cache_lens()).unwrap(),
+            table: s.uploads.clone_htod(&problem.table()).unwrap(),
+        };
+        let device_slopes = s.uploads.clone_htod(&problem.slopes).unwrap();
+        let (all, short) = (
+            device_slopes.slice(..),
+            device_slopes.slice(..problem.slopes.len() - 1),
+        );
+        let (output_len, lse_len) = problem.output_lengths();
+        let runs = [
+            ("host slopes", CudarcSlopes::Host(problem.alibi()), true),
+            ("device slopes", CudarcSlopes::Device(&all), true),
+            ("too few device slopes", CudarcSlopes::Device(&short), false),
+        ];
+        for (slopes_what, slopes, valid) in runs {
+            let what = format!("{slopes_what}, {what}");
+            let mut out = s.uploads.clone_htod(&nan::<T>(output_len)).unwrap();
+            let mut lse = s.uploads.clone_htod(&vec![f32::NAN; lse_len]).unwrap();
+            let result =
+                cudarc_alibi_call(&on_stream, &problem, &inputs, slopes, &mut out, &mut lse);
+            let output = s.compute.clone_dtoh(&out).unwrap();
+            let lse = s.compute.clone_dtoh(&lse).unwrap();
+            if !valid {
+                let required = problem.slopes.len();
+                assert_eq!(
+                    result,
+                    Err(Error::AlibiSlopesTooShort {
+                        length: required - 1,
+                        required
+                    }),
+                    "{what}"
+                );
+                assert!(f64s(&output).all(f64::is_nan), "{what}: output written");
+                continue;
+            }
+            result.unwrap_or_else(|error| panic!("{what}: {error}"));
+            assert!(
+                bits(&output) == bits(&to_half2(&cust_output)),
+                "{what}: output bits differ from the cust path's"
+            );
+            let lse_bits = |lse: &[f32]| lse.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                lse_bits(&lse),
+                lse_bits(&cust_lse),
+                "{what}: logsumexp bits"
+            );
+        }
+    }
+}
+
+pub(crate) fn alibi_serving_calls_give_the_cust_bits_fp16() {
+    alibi_serving_calls::<f16>();
+}
+
+pub(crate) fn alibi_serving_calls_give_the_cust_bits_bf16() {
+    alibi_serving_calls::<bf16>();
 }

@@ -7,6 +7,7 @@
 //! Each test is a plain function named in [`gpu_trials`]; one left out is dead code, which the
 //! build's lints reject.
 
+mod alibi_serving;
 #[cfg(feature = "cudarc")]
 mod cudarc_backend;
 mod edge_cases;
@@ -37,6 +38,13 @@ macro_rules! trials {
 /// The tests that need a GPU.
 fn gpu_trials() -> Vec<Trial> {
     trials![
+        alibi_serving::each_serving_call_with_alibi_fp16,
+        alibi_serving::each_serving_call_with_alibi_bf16,
+        alibi_serving::each_serving_call_with_alibi_at_other_head_dims,
+        alibi_serving::split_kv_decode_with_alibi_on_a_long_cache,
+        alibi_serving::raw_and_safe_calls_agree_bit_for_bit,
+        alibi_serving::alibi_errors_come_before_any_launch,
+        alibi_serving::every_modified_serving_kernel_with_alibi_on_a_small_batch,
         edge_cases::scores_beyond_the_fp16_range_stay_finite_and_accurate,
         edge_cases::rows_that_see_no_key_are_zero_with_minus_infinite_logsumexp,
         edge_cases::nan_in_a_query_affects_only_its_row,
@@ -132,6 +140,8 @@ fn cudarc_trials() -> Vec<Trial> {
         cudarc_backend::alibi_calls_give_the_cust_bits_fp16,
         cudarc_backend::alibi_calls_give_the_cust_bits_bf16,
         cudarc_backend::alibi_errors_come_before_any_launch,
+        cudarc_backend::alibi_serving_calls_give_the_cust_bits_fp16,
+        cudarc_backend::alibi_serving_calls_give_the_cust_bits_bf16,
     ]
 }
 
