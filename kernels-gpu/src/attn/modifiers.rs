@@ -11,7 +11,7 @@
 use flash_attn_params::TileMask;
 
 use crate::attn::softmax::Scores;
-use crate::fragment::{Lane, LaneRows};
+use crate::fragment::Lane;
 use crate::ptx::tanh_approx_f32;
 
 /// Replaces every score `s` with `tanh(s * input_scale)`: the softcap, in units of the cap
@@ -41,76 +41,13 @@ pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 /// distance from its row's diagonal key (`rule`: the block's visibility rule in its
 /// coordinates, [`TileMask::diagonal_column`]) and `slope` the head's slope in the scores'
 /// units (`slope * alibi_slope_scale`); with `one_query` every row is row 0 (as in
-/// [`crate::attn::mask::mask_scores`]). Returns, per row of this lane, a part of the bias that
-/// the caller must add to each of the row's scores ([`OnlineSoftmax::update`]'s row offsets).
-///
-/// Where every key of the block lies on one side of every warp row's diagonal (all blocks
-/// before the diagonal under causal masking, and all but one or two per warp without it), the
-/// distance has one sign `σ` and the bias splits into `σ slope c` for the score's column `c`
-/// (a compile-time constant: one fused multiply-add per score) and `-σ slope d` for the
-/// distance `d` of the lane's first column (the row offset, folded into the softmax's own
-/// per-row arithmetic). The blocks across the diagonal take the absolute value per score: a
-/// subtraction and a fused multiply-add, row offsets 0. Per row one conversion of this lane's
-/// first distance to f32.
+/// [`crate::attn::mask::mask_scores`]). Per row one conversion of this lane's first distance to
+/// f32; per score a subtraction of a compile-time constant and one fused multiply-add.
 ///
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
 /// of 2^-24 in the bias).
-///
-/// [`OnlineSoftmax::update`]: crate::attn::softmax::OnlineSoftmax::update
 #[inline(always)]
 pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
-    scores: &mut Scores<M_TILES, KEY_STEPS>,
-    rule: TileMask,
-    slope: f32,
-    warp_row: usize,
-    lane: Lane,
-    one_query: bool,
-) -> LaneRows<M_TILES> {
-    let row_of = |m, half_m| {
-        if one_query {
-            0
-        } else {
-            (warp_row + lane.row(m, half_m)) as i32
-        }
-    };
-    let first_distance =
-        |m, half_m| (rule.diagonal_column(row_of(m, half_m)) - lane.first_column() as i32) as f32;
-    // Warp-uniform: the warp's first and last rows against the block's first and last keys.
-    let last_key = (16 * KEY_STEPS - 1) as i32;
-    let keys_before_diagonal = rule.diagonal_column(row_of(0, 0)) >= last_key;
-    let keys_after_diagonal = rule.diagonal_column(row_of(M_TILES - 1, 1)) <= 0;
-    let mut row_offsets = [[0.0; 2]; M_TILES];
-    if keys_before_diagonal || keys_after_diagonal {
-        // distance = d - c with sign σ: -slope |d - c| = σ slope c - σ slope d.
-        let signed_slope = if keys_before_diagonal { slope } else { -slope };
-        for m in 0..M_TILES {
-            for half_m in 0..2 {
-                row_offsets[m][half_m] = -signed_slope * first_distance(m, half_m);
-                for n in 0..KEY_STEPS {
-                    for half_n in 0..2 {
-                        for column in 0..2 {
-                            let column_past_first =
-                                Lane::column_past_first(n, half_n, column) as f32;
-                            let score = scores.element(m, half_m, n, half_n, column);
-                            *score =
-                                core::intrinsics::fmaf32(column_past_first, signed_slope, *score);
-                        }
-                    }
-                }
-            }
-        }
-    } else {
-        add_alibi_per_score(scores, rule, slope, warp_row, lane, one_query);
-    }
-    row_offsets
-}
-
-/// [`add_alibi`] with the absolute value taken per score (a subtraction and a fused
-/// multiply-add each) and no row offsets: what `add_alibi` does across the diagonal, and what
-/// the serving kernels do everywhere (the row offsets spilled two of their entries at 255
-/// registers, 4-8 bytes on sm_80 and sm_89).
-#[inline(always)]
-pub fn add_alibi_per_score<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     rule: TileMask,
     slope: f32,

@@ -100,13 +100,6 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// multiplies per row pair and block. The row sums stay per lane (no shuffles) until
     /// [`Self::finish`].
     ///
-    /// With `row_offsets`, each score counts as itself plus its row's offset (the part of a
-    /// bias that is the same for all of a row's scores in this lane, [`add_alibi`]'s): added to
-    /// the row's block maximum and folded into the per-row term of the exponent, never to a
-    /// score. `None` compiles the offsets out.
-    ///
-    /// [`add_alibi`]: crate::attn::modifiers::add_alibi
-    ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles and votes).
     #[inline(always)]
@@ -115,17 +108,13 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         scores: &mut Scores<M_TILES, KEY_STEPS>,
         output: &mut Output<M_TILES, DIM_STEPS>,
         scale_log2: f32,
-        row_offsets: Option<LaneRows<M_TILES>>,
     ) {
         // new_max[m][half]: the row maxima over the running maximum and this block.
         let mut new_max = self.row_max;
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let mut block_max = lane_row_max(&scores.tiles[m], half);
-                if let Some(offsets) = row_offsets {
-                    block_max += offsets[m][half];
-                }
+                let block_max = lane_row_max(&scores.tiles[m], half);
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
@@ -157,19 +146,14 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                 // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
                 // that its probabilities are ex2(-inf) = 0 rather than NaN.
                 let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
-                // The exponent's per-row term: 2^((s + offset) scale - max scale).
-                let row_term = match row_offsets {
-                    Some(offsets) => {
-                        core::intrinsics::fmaf32(offsets[m][half], scale_log2, -max_scaled)
-                    }
-                    None => -max_scaled,
-                };
                 for n in 0..KEY_STEPS {
                     for half_n in 0..2 {
                         for column in 0..2 {
                             let score = scores.element(m, half, n, half_n, column);
                             *score = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
-                                *score, scale_log2, row_term,
+                                *score,
+                                scale_log2,
+                                -max_scaled,
                             ));
                         }
                     }

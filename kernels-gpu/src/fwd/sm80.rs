@@ -33,7 +33,7 @@ use flash_attn_params::{
 use crate::attn::block_info::{BlockInfo, PagedRows, RowBlock};
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
 use crate::attn::mask::mask_scores;
-use crate::attn::modifiers::{add_alibi, add_alibi_per_score, apply_softcap};
+use crate::attn::modifiers::{add_alibi, apply_softcap};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
 use crate::fragment::{Lane, OperandA, OperandB};
@@ -551,44 +551,26 @@ pub unsafe fn forward<
         let block_mask = mask.in_tile(first_position, block * BLOCK_N as u32);
         // Warp-uniform switches (one problem's modifiers), tested once per key block; the
         // modifiers come before the mask, which must leave masked keys at -inf.
-        let mut row_offsets = None;
         if MODIFIED {
             if modifiers.softcap_input_scale != 0.0 {
                 apply_softcap(&mut scores, modifiers.softcap_input_scale);
             }
-            if SERVING {
-                if alibi_slope != 0.0 {
-                    add_alibi_per_score(
-                        &mut scores,
-                        block_mask,
-                        alibi_slope,
-                        warp_row,
-                        this_lane,
-                        one_query,
-                    );
-                }
-            } else {
-                // Always `Some` here (one softmax body per kernel: a second, for the problems
-                // without ALiBi, would cost registers in entries at 255).
-                row_offsets = Some(if alibi_slope != 0.0 {
-                    add_alibi(
-                        &mut scores,
-                        block_mask,
-                        alibi_slope,
-                        warp_row,
-                        this_lane,
-                        one_query,
-                    )
-                } else {
-                    [[0.0; 2]; M_TILES]
-                });
+            if alibi_slope != 0.0 {
+                add_alibi(
+                    &mut scores,
+                    block_mask,
+                    alibi_slope,
+                    warp_row,
+                    this_lane,
+                    one_query,
+                );
             }
         }
         if masked {
             mask_scores(&mut scores, block_mask, warp_row, this_lane, one_query);
         }
 
-        softmax.update(&mut scores, &mut output, params.scale_log2, row_offsets);
+        softmax.update(&mut scores, &mut output, params.scale_log2);
 
         for n in 0..KEY_STEPS {
             // p[m]: the A operand of probabilities for keys 16n...
