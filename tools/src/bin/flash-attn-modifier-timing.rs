@@ -10,6 +10,8 @@
 //!   by the visible fraction of query-key pairs (target: within 10%).
 //!
 //! ALiBi slopes are passed by device address (`forward_alibi_raw`), so that no upload is timed.
+//! A case of ALiBi slopes all 0 ("modified, none on") runs the modified kernel with every
+//! modifier off: what the modified kernel costs before any modifier does.
 //!
 //! `flash-attn-modifier-timing`: one line per case: the kernel, median and p10-p90 in
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
@@ -51,6 +53,8 @@ struct Buffers<T: cust::memory::DeviceCopy> {
     v: DeviceBuffer<T>,
     output: DeviceBuffer<T>,
     slopes: DeviceBuffer<f32>,
+    /// One slope 0 per head: ALiBi's kernel with no bias.
+    zero_slopes: DeviceBuffer<f32>,
 }
 
 impl<T: Element> Buffers<T> {
@@ -67,6 +71,7 @@ impl<T: Element> Buffers<T> {
             v: input(13)?,
             output: DeviceBuffer::from_slice(&vec![T::from_f64(0.0); elements])?,
             slopes: DeviceBuffer::from_slice(&slopes)?,
+            zero_slopes: DeviceBuffer::from_slice(&vec![0.0; shape.heads_q])?,
         })
     }
 
@@ -81,15 +86,16 @@ impl<T: Element> Buffers<T> {
     }
 }
 
-/// Times one call: `options` (a kernel named or not), with ALiBi or without.
+/// Times one call: `options` (a kernel named or not), with ALiBi slopes (one per head) or
+/// without.
 fn time<T: Element>(
     gpu: &FlashAttention,
     buffers: &Buffers<T>,
     shape: AttentionShape,
     options: &ForwardOptions,
-    alibi: bool,
+    alibi: Option<&DeviceBuffer<f32>>,
 ) -> Result<(LaunchTimes, &'static ForwardKernel), Error> {
-    let kernel = if alibi {
+    let kernel = if alibi.is_some() {
         plan_alibi(
             T::DTYPE,
             &shape,
@@ -104,20 +110,26 @@ fn time<T: Element>(
     // About a millisecond of work per repeat at 200 TFLOP/s.
     let launches =
         ((2e8 / shape.flops(options.causal) * 1e3) as usize).max(MIN_LAUNCHES_PER_REPEAT);
-    let slopes = RawAlibiSlopes {
-        address: buffers.slopes.as_device_ptr().as_raw(),
+    let slopes = alibi.map(|slopes| RawAlibiSlopes {
+        address: slopes.as_device_ptr().as_raw(),
         layout: AlibiLayout::PerHead,
-    };
+    });
     let times = time_launches(gpu.stream(), WARMUP_LAUNCHES, REPEATS, launches, || {
         let stream = gpu.stream().as_inner();
         // SAFETY: the buffers hold the dense tensors of `shape` and one slope per head, and
         // outlive the launches (time_launches synchronises before it returns); the stream is
         // the instance's own.
         unsafe {
-            if alibi {
-                gpu.forward_alibi_raw(stream, T::DTYPE, buffers.tensors(), slopes, shape, options)
-            } else {
-                gpu.forward_raw(stream, T::DTYPE, buffers.tensors(), shape, options)
+            match slopes {
+                Some(slopes) => gpu.forward_alibi_raw(
+                    stream,
+                    T::DTYPE,
+                    buffers.tensors(),
+                    slopes,
+                    shape,
+                    options,
+                ),
+                None => gpu.forward_raw(stream, T::DTYPE, buffers.tensors(), shape, options),
             }
         }
     })?;
@@ -161,13 +173,15 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
                 causal,
                 ..ForwardOptions::default()
             };
-            let (plain_times, plain_kernel) = time(gpu, &buffers, shape, &plain, false)?;
+            let (plain_times, plain_kernel) = time(gpu, &buffers, shape, &plain, None)?;
             print_case(&format!("{label} plain"), plain_kernel, &plain_times, "");
             let mut same_tile_plain: Option<(&ForwardKernel, f64)> = None;
-            for (name, softcap, alibi) in [
-                ("softcap", Some(SOFTCAP), false),
-                ("alibi", None, true),
-                ("softcap+alibi", Some(SOFTCAP), true),
+            // The last field: whether the case has a modifier on (the target's cases).
+            for (name, softcap, alibi, modifies) in [
+                ("modified, none on", None, Some(&buffers.zero_slopes), false),
+                ("softcap", Some(SOFTCAP), None, true),
+                ("alibi", None, Some(&buffers.slopes), true),
+                ("softcap+alibi", Some(SOFTCAP), Some(&buffers.slopes), true),
             ] {
                 let options = ForwardOptions { softcap, ..plain };
                 let (times, kernel) = time(gpu, &buffers, shape, &options, alibi)?;
@@ -178,12 +192,14 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
                             kernel: Some(dense),
                             ..plain
                         };
-                        let (times, _) = time(gpu, &buffers, shape, &named, false)?;
+                        let (times, _) = time(gpu, &buffers, shape, &named, None)?;
                         same_tile_plain = Some((dense, times.median()));
                     }
                 }
                 let ratio = times.median() / plain_times.median();
-                worst.modifiers = worst.modifiers.max(ratio);
+                if modifies {
+                    worst.modifiers = worst.modifiers.max(ratio);
+                }
                 let same_tile = same_tile_plain.map_or(String::new(), |(dense, median)| {
                     let same = if dense == plain_kernel {
                         ", = plain"
@@ -212,7 +228,7 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
         causal: true,
         ..ForwardOptions::default()
     };
-    let (causal_times, causal_kernel) = time(gpu, &buffers, shape, &causal, false)?;
+    let (causal_times, causal_kernel) = time(gpu, &buffers, shape, &causal, None)?;
     let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim}");
     print_case(&format!("{label} causal"), causal_kernel, &causal_times, "");
     // Visible pairs: query i sees min(i + 1, 1024) keys, against (i + 1) causally.
@@ -229,7 +245,7 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
             softcap,
             ..causal
         };
-        let (times, kernel) = time(gpu, &buffers, shape, &options, false)?;
+        let (times, kernel) = time(gpu, &buffers, shape, &options, None)?;
         let ratio = times.median() / target;
         if softcap.is_none() {
             worst.window = worst.window.max(ratio);
@@ -273,16 +289,17 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
                             kernel: Some(dense),
                             ..plain
                         };
-                        let (times, _) = time(gpu, &buffers, shape, &named, false)?;
+                        let (times, _) = time(gpu, &buffers, shape, &named, None)?;
                         print_case(&format!("{label} tile plain"), dense, &times, "");
                         Some(times.median())
                     }
                     None => None,
                 };
                 for (name, softcap, alibi) in [
-                    ("tile softcap", Some(SOFTCAP), false),
-                    ("tile alibi", None, true),
-                    ("tile softcap+alibi", Some(SOFTCAP), true),
+                    ("tile none on", None, Some(&buffers.zero_slopes)),
+                    ("tile softcap", Some(SOFTCAP), None),
+                    ("tile alibi", None, Some(&buffers.slopes)),
+                    ("tile softcap+alibi", Some(SOFTCAP), Some(&buffers.slopes)),
                 ] {
                     let options = ForwardOptions {
                         softcap,
@@ -312,7 +329,7 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
             kernel: Some(modified),
             ..ForwardOptions::default()
         };
-        let (times, _) = time(gpu, &buffers, shape, &options, false)?;
+        let (times, _) = time(gpu, &buffers, shape, &options, None)?;
         print_case(&format!("{label} tile window 1024"), modified, &times, "");
     }
     Ok(())
