@@ -3,7 +3,9 @@
 //! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate; the same
 //! problems in paged caches (`forward_paged_kv_cache`, pages of 16, 64 and 256 keys in a
 //! shuffled block table) against the contiguous time; fp16 decode with a softcap, a sliding
-//! window of 4,096 keys and both (the modified serving kernels) against the plain time. Then a
+//! window of 4,096 keys, both, ALiBi (BLOOM's slopes, through `forward_kv_cache_alibi`, whose
+//! time includes the slopes' upload) and ALiBi with the window (the modified serving kernels)
+//! against the plain time. Then a
 //! variable-length prefill (`forward_varlen`): 16 sequences of lengths spread between 128 and
 //! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
 //! kernel (`forward`) on a batch of 16 sequences of the mean length.
@@ -19,8 +21,9 @@
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan, plan_kv_cache, plan_varlen, AttentionShape, Element, Error, FlashAttention,
-    ForwardOptions, Layout, SlidingWindow, VarlenShape,
+    plan, plan_kv_cache, plan_kv_cache_alibi, plan_varlen, AlibiLayout, AlibiSlopes,
+    AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout, SlidingWindow,
+    VarlenShape,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_SHAPES,
@@ -136,17 +139,21 @@ fn time<T: Element>(
 
 /// Times fp16 decode at every shape of [`DECODE_SHAPES`] with the score modifiers (the
 /// modified serving kernels): a softcap of 30 (Gemma 2's), a sliding window of 4,096 keys
-/// (Mistral's) and both, against `plain`, the plain kernels' contiguous medians. A window's
-/// time should scale with the keys it leaves (`min(1, 4096 / L)` of them).
+/// (Mistral's), both, ALiBi (BLOOM's slopes; its query heads are not packed into one block's
+/// rows) and ALiBi with the window, against `plain`, the plain kernels' contiguous medians. A
+/// window's time should scale with the keys it leaves (`min(1, 4096 / L)` of them).
 fn time_modified_decode(gpu: &FlashAttention, plain: &[f64]) -> Result<(), Error> {
     let window = Some(SlidingWindow {
         left: Some(4095),
         right: Some(0),
     });
+    // (label, window, softcap, ALiBi)
     let cases = [
-        ("softcap 30", None, Some(30.0)),
-        ("window 4096", window, None),
-        ("window 4096 + softcap 30", window, Some(30.0)),
+        ("softcap 30", None, Some(30.0), false),
+        ("window 4096", window, None, false),
+        ("window 4096 + softcap 30", window, Some(30.0), false),
+        ("alibi", None, None, true),
+        ("alibi + window 4096", window, None, true),
     ];
     for (shape_index, (batch, length)) in DECODE_SHAPES.into_iter().enumerate() {
         let shape = decode_shape(batch, length);
@@ -157,16 +164,35 @@ fn time_modified_decode(gpu: &FlashAttention, plain: &[f64]) -> Result<(), Error
             lens,
             mut output,
         } = DecodeBuffers::<f16>::new(&shape)?;
-        for (label, window, softcap) in cases {
+        // BLOOM's slopes, 2^(-8 (h + 1) / heads).
+        let slopes: Vec<f32> = (0..shape.heads_q)
+            .map(|h| 2f32.powf(-8.0 * (h + 1) as f32 / shape.heads_q as f32))
+            .collect();
+        let alibi = AlibiSlopes {
+            slopes: &slopes,
+            layout: AlibiLayout::PerHead,
+        };
+        for (label, window, softcap, with_alibi) in cases {
             let options = ForwardOptions {
                 layout: Layout::Bshd,
                 window,
                 softcap,
                 ..ForwardOptions::default()
             };
-            let plan = plan_kv_cache(f16::DTYPE, &shape, &options, gpu.sm_count())?;
+            let plan = if with_alibi {
+                plan_kv_cache_alibi(f16::DTYPE, &shape, &options, alibi.layout, gpu.sm_count())?
+            } else {
+                plan_kv_cache(f16::DTYPE, &shape, &options, gpu.sm_count())?
+            };
             let times = time_launches(gpu.stream(), 50, 30, 100, || {
-                gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
+                let output = &mut output;
+                if with_alibi {
+                    gpu.forward_kv_cache_alibi(
+                        &q, &k, &v, &lens, output, None, alibi, shape, &options,
+                    )
+                } else {
+                    gpu.forward_kv_cache(&q, &k, &v, &lens, output, None, shape, &options)
+                }
             })?;
             let median = times.median();
             let visible = window.map_or(1.0, |_| (4096.0 / length as f64).min(1.0));

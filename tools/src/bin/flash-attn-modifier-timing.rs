@@ -17,13 +17,16 @@
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
 //! is met. `--every-tile` adds, per shape, each modifier on every modified kernel of its head
 //! dim against the dense kernel of the same tile, and the window on each of them (the data for
-//! choosing a modified kernel's tile).
+//! choosing a modified kernel's tile). `--profile-launches` instead launches each case of the
+//! f16 shape 8,16,2048,64 (not causal) once, in the order plain, modified with none on,
+//! softcap, ALiBi, both, and times nothing: the launches for `ncu`.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan, plan_alibi, AlibiLayout, AttentionShape, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant, FORWARD_KERNELS,
+    plan, plan_alibi, AlibiLayout, AttentionShape, Dtype, Element, Error, FlashAttention,
+    ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant,
+    FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use half::{bf16, f16};
@@ -335,8 +338,39 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
     Ok(())
 }
 
+/// One launch of each case of the f16 shape 8,16,2048,64, not causal, for a profiler.
+fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
+    let shape = AttentionShape::new(8, 16, 2048, 64);
+    let buffers = Buffers::<f16>::new(&shape)?;
+    let plain = ForwardOptions::default();
+    let capped = ForwardOptions {
+        softcap: Some(SOFTCAP),
+        ..plain
+    };
+    let slopes = |slopes: &DeviceBuffer<f32>| RawAlibiSlopes {
+        address: slopes.as_device_ptr().as_raw(),
+        layout: AlibiLayout::PerHead,
+    };
+    let stream = gpu.stream().as_inner();
+    let tensors = buffers.tensors();
+    // SAFETY: as in `time`; synchronised before the buffers go.
+    unsafe {
+        gpu.forward_raw(stream, Dtype::F16, tensors, shape, &plain)?;
+        let zero = slopes(&buffers.zero_slopes);
+        gpu.forward_alibi_raw(stream, Dtype::F16, tensors, zero, shape, &plain)?;
+        gpu.forward_raw(stream, Dtype::F16, tensors, shape, &capped)?;
+        let bloom = slopes(&buffers.slopes);
+        gpu.forward_alibi_raw(stream, Dtype::F16, tensors, bloom, shape, &plain)?;
+        gpu.forward_alibi_raw(stream, Dtype::F16, tensors, bloom, shape, &capped)?;
+    }
+    gpu.synchronize()
+}
+
 fn main() -> Result<(), Error> {
     let gpu = FlashAttention::new()?;
+    if std::env::args().any(|argument| argument == "--profile-launches") {
+        return launch_each_case_once(&gpu);
+    }
     println!("score modifiers on {}", gpu.device_name());
     println!(
         "{:<34} {:<38} {:>9} {:>19} ratios",
