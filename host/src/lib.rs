@@ -489,7 +489,7 @@ impl FlashAttention {
     /// being its used keys (`cache_lens[b]`, clamped to the capacity) and `slope` from `alibi`
     /// (see [`AlibiSlopes`]); the options' window and softcap apply as in `forward_kv_cache`.
     /// See [`plan_kv_cache_alibi`] for the kernel and the checks (a decode step's query heads
-    /// are not packed); the slopes are checked on the host ([`LaunchPlan::check_alibi_slopes`])
+    /// are packed as without ALiBi); the slopes are checked on the host ([`LaunchPlan::check_alibi_slopes`])
     /// and uploaded as [`Self::forward_alibi`] uploads them, the split-KV workspace used as in
     /// `forward_kv_cache`. [`Self::forward_kv_cache_alibi_raw`] takes slopes already on the
     /// device.

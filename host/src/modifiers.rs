@@ -34,8 +34,8 @@
 //! `_alibi_device_slopes` forms, and the planners [`crate::plan_kv_cache_alibi`],
 //! [`crate::plan_paged_kv_cache_alibi`], [`crate::plan_varlen_alibi`] and
 //! [`crate::plan_varlen_kv_cache_alibi`]. Each call family has one path with ALiBi or without;
-//! a decode step's query heads are not packed into one tile's rows with ALiBi (each row needs
-//! its own head's slope).
+//! a decode step's query heads are packed into one tile's rows with ALiBi as without (the
+//! kernel reads each row's own head's slope).
 
 use std::sync::Mutex;
 
@@ -300,12 +300,6 @@ impl ScoreRule {
         let past_the_diagonal = (rows as i128 + right).min(seq_len_q as i128);
         // Both offsets within ±2^30 (checked), so this fits.
         Some((left + past_the_diagonal).max(1) as usize)
-    }
-
-    /// Whether ALiBi biases the scores: its slope is the query head's, which a decode step's
-    /// packing of the query heads of a K/V head into one block's rows cannot give.
-    pub(crate) fn has_alibi(&self) -> bool {
-        self.alibi.is_some()
     }
 
     /// Whether the rule is causal masking (the dense kernels' flag: the given right bound is

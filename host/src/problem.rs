@@ -892,10 +892,10 @@ pub fn plan_paged_kv_cache(
 /// ([`crate::FlashAttention::forward_kv_cache_alibi`]): the modified serving kernel
 /// ([`Variant::ServingModified`]), and [`LaunchPlan::alibi_slopes_len`] slopes to read. Each
 /// sequence's bias is in its own coordinates: query `i` and key `j` of sequence `b` are
-/// `|i + used_b - seq_len_q - j|` apart, `used_b` its used keys. A decode step's query heads
-/// are not packed into one tile's rows (each row needs its own head's slope), and the key
-/// range is split as without ALiBi. Validates everything the call does but the slopes' values
-/// ([`LaunchPlan::check_alibi_slopes`]).
+/// `|i + used_b - seq_len_q - j|` apart, `used_b` its used keys. A decode step packs the query
+/// heads of a K/V head into one tile's rows as without ALiBi (each row reads its own head's
+/// slope), and the key range is split as without ALiBi. Validates everything the call does
+/// but the slopes' values ([`LaunchPlan::check_alibi_slopes`]).
 ///
 /// ```
 /// use flash_attn::{plan_kv_cache_alibi, AlibiLayout, AttentionShape, Dtype, ForwardOptions};
@@ -908,8 +908,8 @@ pub fn plan_paged_kv_cache(
 /// let plan = plan_kv_cache_alibi(Dtype::Bf16, &shape, &options, layout, 132)?;
 /// assert_eq!(plan.kernel().spec.variant, Variant::ServingModified);
 /// assert_eq!(plan.alibi_slopes_len(), 4 * 32);
-/// // One row per (sequence, query head): no packing of the query heads of a K/V head.
-/// assert_eq!((plan.params().seq_len_q, plan.grid().1), (1, 32));
+/// // The 4 query heads of each K/V head packed into one tile's rows, as without ALiBi.
+/// assert_eq!((plan.params().seq_len_q, plan.grid().1), (4, 8));
 /// # Ok::<(), Error>(())
 /// ```
 pub fn plan_kv_cache_alibi(
@@ -1079,9 +1079,8 @@ pub(crate) fn plan_cache(
     );
     let group = shape.heads_q / shape.heads_kv;
     // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
-    // the offsets; nor with ALiBi, whose slope is the query head's (a packed row's head is
-    // not the block's).
-    if queries.is_none() && shape.seq_len_q == 1 && group > 1 && !rule.has_alibi() {
+    // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
+    if queries.is_none() && shape.seq_len_q == 1 && group > 1 {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
         // the same query position, which sees every used key (causal or not).

@@ -253,7 +253,8 @@ pub struct ModifierParams {
     pub alibi_slope_scale: f32,
     /// The device address of the f32 ALiBi slopes, or 0 for none: query head `h` of batch `b`
     /// (a serving kernel's sequence `b`) reads `alibi_slopes[b * alibi_batch_stride + h]` (a
-    /// stride of 0: one slope per head).
+    /// stride of 0: one slope per head); in a packed decode block ([`Self::rows_share_one_query`])
+    /// row `r` of K/V head `k` is query head `h = k * seq_len_q + r`.
     pub alibi_slopes: u64,
     /// Slopes from one batch entry to the next in `alibi_slopes`: `heads_q` for one slope per
     /// (batch, query head), 0 for one per query head.
@@ -261,8 +262,8 @@ pub struct ModifierParams {
     /// Nonzero where every row of a block is the one query of its sequence (a serving kernel's
     /// decode step that packs the query heads of a K/V head into rows, `seq_len_q` being the
     /// group's size): the window is that query's (of a sequence of one query), the same for
-    /// every row. 0 in the dense kernels, which never read it, and with ALiBi slopes: a packed
-    /// block's head index is a K/V head's, whose slope is not its rows'.
+    /// every row, and with ALiBi each row reads its own query head's slope. 0 in the dense
+    /// kernels, which never read it.
     pub rows_share_one_query: u32,
 }
 

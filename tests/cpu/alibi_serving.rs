@@ -1,6 +1,6 @@
 //! ALiBi on the serving calls without a GPU: the planners' kernels (the modified serving and
-//! paged ones), their slopes (per sequence for a variable-length batch), a decode step left
-//! unpacked, split-KV as without ALiBi, and the errors, which are the dense calls'.
+//! paged ones), their slopes (per sequence for a variable-length batch), a decode step packed
+//! and split as without ALiBi, and the errors, which are the dense calls'.
 
 use flash_attn::{
     plan_kv_cache, plan_kv_cache_alibi, plan_paged_kv_cache, plan_paged_kv_cache_alibi,
@@ -143,8 +143,15 @@ fn the_serving_planners_run_alibi_on_the_modified_serving_kernels() {
                 assert_eq!(modifiers.alibi_slopes, 0, "{call}");
                 assert!(modifiers.alibi_slope_scale > 0.0, "{call}");
                 // The kernel reads `alibi_slopes[batch * stride + head]` for the grid's
-                // (batch, head): the last of them is the last slope.
+                // (batch, head), a packed decode block's row `r` of K/V head `k` being head
+                // `k * seq_len_q + r`: the last of them is the last slope.
                 let (_, grid_heads, grid_batch) = plan.grid();
+                let rows_per_head = if modifiers.rows_share_one_query != 0 {
+                    plan.params().seq_len_q
+                } else {
+                    1
+                };
+                let grid_heads = grid_heads * rows_per_head;
                 assert_eq!(grid_batch as usize, sequences, "{call}");
                 assert_eq!(grid_heads as usize, heads_q, "{call}");
                 let stride = modifiers.alibi_batch_stride as usize;
@@ -156,18 +163,18 @@ fn the_serving_planners_run_alibi_on_the_modified_serving_kernels() {
 }
 
 /// A decode step with grouped heads packs the query heads of a K/V head into one tile's rows
-/// under a softcap, but not with ALiBi, whose slope is each query head's own: one row per
-/// (sequence, query head), a grid over the query heads, and no row standing for another's
-/// query.
+/// with ALiBi as without it (the kernel reads each packed row's own head's slope): the same
+/// kernel, grid, rows and buffers as the softcapped problem's, the slopes' batch stride that of
+/// the query heads.
 #[test]
-fn alibi_leaves_a_decode_step_unpacked() {
+fn alibi_packs_a_decode_step_as_without_it() {
     let softcap = ForwardOptions {
         softcap: Some(30.0),
         ..ForwardOptions::default()
     };
     let group = (DECODE.heads_q / DECODE.heads_kv) as u32;
     for layout in LAYOUTS {
-        for (packed, unpacked) in [
+        for (plain, alibi) in [
             (
                 plan_kv_cache(Dtype::F16, &DECODE, &softcap, H100_SM_COUNT),
                 plan_kv_cache_alibi(Dtype::F16, &DECODE, &softcap, layout, H100_SM_COUNT),
@@ -184,22 +191,23 @@ fn alibi_leaves_a_decode_step_unpacked() {
                 ),
             ),
         ] {
-            let (packed, unpacked) = (packed.unwrap(), unpacked.unwrap());
-            assert_eq!(packed.kernel().spec.variant, unpacked.kernel().spec.variant);
-            assert_eq!(
-                (packed.params().seq_len_q, packed.grid().1),
-                (group, DECODE.heads_kv as u32)
-            );
-            assert_eq!(packed.modifiers().unwrap().rows_share_one_query, 1);
-            let params = unpacked.params();
-            assert_eq!(
-                (params.seq_len_q, params.heads_q, params.kv_group_size),
-                (1, DECODE.heads_q as u32, group)
-            );
-            assert_eq!(unpacked.grid().1, DECODE.heads_q as u32);
-            assert_eq!(unpacked.modifiers().unwrap().rows_share_one_query, 0);
-            // Both reach the same buffers.
-            assert_eq!(packed.required(), unpacked.required());
+            let (plain, alibi) = (plain.unwrap(), alibi.unwrap());
+            assert_eq!(plain.kernel(), alibi.kernel());
+            for plan in [&plain, &alibi] {
+                let params = plan.params();
+                assert_eq!(
+                    (params.seq_len_q, params.heads_q, plan.grid().1),
+                    (group, DECODE.heads_kv as u32, DECODE.heads_kv as u32)
+                );
+                assert_eq!(plan.modifiers().unwrap().rows_share_one_query, 1);
+            }
+            let batch_stride = match layout {
+                AlibiLayout::PerHead => 0,
+                AlibiLayout::PerBatchAndHead => DECODE.heads_q as u32,
+            };
+            assert_eq!(alibi.modifiers().unwrap().alibi_batch_stride, batch_stride);
+            assert_eq!(plain.splits(), alibi.splits());
+            assert_eq!(plain.required(), alibi.required());
         }
     }
 }

@@ -11,7 +11,7 @@
 use flash_attn_params::TileMask;
 
 use crate::attn::softmax::Scores;
-use crate::fragment::Lane;
+use crate::fragment::{Lane, LaneRows};
 use crate::ptx::tanh_approx_f32;
 
 /// Replaces every score `s` with `tanh(s * input_scale)`: the softcap, in units of the cap
@@ -39,8 +39,9 @@ pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 
 /// Adds the ALiBi bias `-slope * |distance|` to every score, `distance` being the score's
 /// distance from its row's diagonal key (`rule`: the block's visibility rule in its
-/// coordinates, [`TileMask::diagonal_column`]) and `slope` the head's slope in the scores'
-/// units (`slope * alibi_slope_scale`); with `one_query` every row is row 0 (as in
+/// coordinates, [`TileMask::diagonal_column`]) and `slope` its row's slope in the scores' units
+/// (`slopes[m][half_m]`, `slope * alibi_slope_scale`: the head's, or in a packed decode block
+/// each row's own head's); with `one_query` every row is row 0 (as in
 /// [`crate::attn::mask::mask_scores`]). Per row one conversion of this lane's first distance to
 /// f32; per score a subtraction of a compile-time constant and one fused multiply-add.
 ///
@@ -50,7 +51,7 @@ pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     rule: TileMask,
-    slope: f32,
+    slopes: &LaneRows<M_TILES>,
     warp_row: usize,
     lane: Lane,
     one_query: bool,
@@ -63,6 +64,7 @@ pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
                 (warp_row + lane.row(m, half_m)) as i32
             };
             let first_distance = (rule.diagonal_column(row) - lane.first_column() as i32) as f32;
+            let slope = slopes[m][half_m];
             for n in 0..KEY_STEPS {
                 for half_n in 0..2 {
                     for column in 0..2 {

@@ -36,7 +36,7 @@ use crate::attn::mask::mask_scores;
 use crate::attn::modifiers::{add_alibi, apply_softcap};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
-use crate::fragment::{Lane, OperandA, OperandB};
+use crate::fragment::{Lane, LaneRows, OperandA, OperandB};
 use crate::mma::WarpMma16x8x16;
 use crate::ptx::{
     bar_red_or_0, bar_sync_0, cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group,
@@ -325,15 +325,36 @@ pub unsafe fn forward<
     if info.is_past_the_queries() {
         return;
     }
-    // The head's ALiBi slope in the scores' units; 0 for no bias (and a slope of 0 adds none).
-    // Read first, so that its latency hides under the prologue's copies.
-    let alibi_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
+    // The ALiBi slope of each of this lane's rows in the scores' units (all 0 without ALiBi):
+    // the block's head's, or in a packed decode block each row's own, row `r` being query head
+    // `head * seq_len_q + r` (rows past the group, never stored, read the group's last). Read
+    // first, so that the loads' latency hides under the prologue's copies.
+    let mut alibi_slopes: LaneRows<M_TILES> = [[0.0; 2]; M_TILES];
+    if MODIFIED && modifiers.alibi_slopes != 0 {
         let slopes = modifiers.alibi_slopes as *const f32;
-        let index =
-            info.batch as usize * modifiers.alibi_batch_stride as usize + info.head as usize;
-        *slopes.add(index) * modifiers.alibi_slope_scale
+        let batch_base = info.batch as usize * modifiers.alibi_batch_stride as usize;
+        if one_query {
+            let first_row = info.first_query as usize + warp * (BLOCK_M / WARPS);
+            let last_row = info.seq_len_q as usize - 1;
+            for (m, slopes_of_tile) in alibi_slopes.iter_mut().enumerate() {
+                for (half, slope) in slopes_of_tile.iter_mut().enumerate() {
+                    let row = (first_row + Lane::of(lane).row(m, half)).min(last_row);
+                    let head = info.head as usize * info.seq_len_q as usize + row;
+                    *slope = *slopes.add(batch_base + head) * modifiers.alibi_slope_scale;
+                }
+            }
+        } else {
+            let slope = *slopes.add(batch_base + info.head as usize) * modifiers.alibi_slope_scale;
+            alibi_slopes = [[slope; 2]; M_TILES];
+        }
+    }
+    // Whether to add the bias: a dense kernel's one slope tested for 0 (a slope of 0 adds
+    // none; testing the address instead spilled the 255-register D=64 m128 entry on sm_90), a
+    // serving kernel's address (its rows' slopes may differ).
+    let has_alibi = if SERVING {
+        MODIFIED && modifiers.alibi_slopes != 0
     } else {
-        0.0
+        alibi_slopes[0][0] != 0.0
     };
     // A page index outside the cache is never read: the whole block learns of it before any
     // copy, and the sequence's rows are NaN (written once, by split 0).
@@ -555,11 +576,11 @@ pub unsafe fn forward<
             if modifiers.softcap_input_scale != 0.0 {
                 apply_softcap(&mut scores, modifiers.softcap_input_scale);
             }
-            if alibi_slope != 0.0 {
+            if has_alibi {
                 add_alibi(
                     &mut scores,
                     block_mask,
-                    alibi_slope,
+                    &alibi_slopes,
                     warp_row,
                     this_lane,
                     one_query,
