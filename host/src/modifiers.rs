@@ -617,6 +617,8 @@ impl FlashAttention {
         let Some(alibi) = alibi else {
             return launch(plan);
         };
+        // Checked before (`check_host_alibi`); an error, not a panic, if a caller did not.
+        plan.check_alibi_slopes_len(alibi.slopes.len())?;
         let slopes = &alibi.slopes[..plan.alibi_slopes_len()];
         self.with_uploaded(&self.alibi_slopes, slopes, |address| {
             launch(plan.with_alibi_address(address))
