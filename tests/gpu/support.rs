@@ -39,8 +39,15 @@ pub fn load_options() -> LoadOptions {
 
 /// Whether the tests that run every kernel run `kernel` in this process: all of them, unless
 /// `FLASH_ATTN_KERNEL_SHARD=i/n` (0 <= i < n) keeps only those whose index is `i` modulo `n`,
-/// so that n processes (compute-sanitizer runs, say) can split the kernels between them.
+/// so that n processes (compute-sanitizer runs, say) can split the kernels between them, or
+/// `FLASH_ATTN_KERNEL_FILTER=text` only those whose entry name contains `text` (say `_s1`,
+/// the kernels a change to the one-stage pipeline touches).
 pub fn in_kernel_shard(kernel: &ForwardKernel) -> bool {
+    if let Ok(text) = std::env::var("FLASH_ATTN_KERNEL_FILTER") {
+        if !kernel.entry.contains(&text) {
+            return false;
+        }
+    }
     let Ok(shard) = std::env::var("FLASH_ATTN_KERNEL_SHARD") else {
         return true;
     };

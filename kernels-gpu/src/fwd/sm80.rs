@@ -7,7 +7,9 @@
 //! 2. `S = Q Kᵀ`, with Q fragments held in registers for the whole loop, or (the `_qsmem`
 //!    entries) re-read from the Q tile at every dim step; between its dim steps, start the copy
 //!    of block `j + STAGES - 1` (K after the first, V after the second), so loads overlap the
-//!    math of `STAGES - 1` blocks;
+//!    math of `STAGES - 1` blocks; with one stage (head dims of 192 and above), K and V take
+//!    turns in their one buffer each: V's copy runs under the S MMAs and the softmax, the next
+//!    block's K under the `P V` MMAs;
 //! 3. the modified kernels (`MODIFIED`) apply the softcap and the ALiBi bias; then mask keys past
 //!    the end and, if causal, keys after the query's diagonal (a sliding window's: outside the
 //!    window; only in the blocks that contain such keys, which run in loops of their own);
@@ -446,6 +448,14 @@ pub unsafe fn forward<
         }
         cp_async_commit_group();
     }
+    if STAGES == 1 {
+        // One stage: K of the first block in its own group; the loop copies each V under the
+        // S MMAs and each next K under the `P V` MMAs.
+        if first_block < key_blocks {
+            copy_key_tile(first_block, 0);
+        }
+        cp_async_commit_group();
+    }
 
     let warp_row = warp * (BLOCK_M / WARPS);
     // Lane roles in ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i.
@@ -460,10 +470,10 @@ pub unsafe fn forward<
         let row = warp_row + 16 * m + lane % 16;
         OperandA(ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16)))
     };
-    // Q has landed: the `STAGES - 1` K/V groups committed after it may still be in flight.
-    // The barrier makes every thread's Q copies visible, and (with no key block) orders them
-    // before the epilogue reuses the Q tile.
-    cp_async_wait_at_most(STAGES - 1);
+    // Q has landed: the `STAGES - 1` K/V groups committed after it (with one stage, the first
+    // K) may still be in flight. The barrier makes every thread's Q copies visible, and (with
+    // no key block) orders them before the epilogue reuses the Q tile.
+    cp_async_wait_at_most(STAGES.max(2) - 1);
     bar_sync_0();
     // q_fragments[m][d], loaded once for the whole loop when Q lives in registers.
     let q_fragments: Option<[[OperandA; DIM_STEPS]; M_TILES]> = Q_IN_REGISTERS
@@ -513,23 +523,21 @@ pub unsafe fn forward<
     // carries no mask code and no branch that would split its schedule.
     let mut key_block = #[inline(always)]
     |block: u32, masked: bool| {
-        if STAGES == 1 {
-            // One buffer: all warps must be done with the previous block before it is
-            // overwritten, and this block must land before anyone reads it.
-            bar_sync_0();
-            copy_key_block(block, 0);
-            cp_async_commit_group();
-            cp_async_wait_at_most(0);
-        } else {
-            // The oldest ring slot has landed: the `STAGES - 2` groups committed after it may
-            // still be in flight.
-            cp_async_wait_at_most(STAGES.saturating_sub(2));
-        }
+        // The oldest ring slot has landed (with one stage: this block's K, the only group in
+        // flight): the `STAGES - 2` groups committed after it may still be in flight.
+        cp_async_wait_at_most(STAGES.saturating_sub(2));
         // Makes every thread's copies of this block visible, and guarantees that all warps are
-        // done with the slot the prefetch below overwrites (it held block - 1).
+        // done with the slot the prefetch below overwrites (it held block - 1; with one stage,
+        // the V tile, read by block - 1's `P V`).
         bar_sync_0();
-
-        if !warp_has_rows {
+        if STAGES == 1 {
+            // One stage, K and V in turn (FlashAttention-2's order): V lands under the S MMAs
+            // and the softmax, the next K under the `P V` MMAs. Copying both at the top of
+            // the block and waiting left every warp idle for the copy's whole latency.
+            copy_value_tile(block, 0);
+            cp_async_commit_group();
+        }
+        if STAGES > 1 && !warp_has_rows {
             // No row of this warp exists: it only copies its share of the next tiles. (`stage`
             // first: the order in which this closure first names the two slots orders their
             // registers, and the dense kernels' PTX keeps its own.)
@@ -541,57 +549,74 @@ pub unsafe fn forward<
             return;
         }
 
+        // With more than one stage every warp here has rows (the test folds to a constant).
         let mut scores = Scores::<M_TILES, KEY_STEPS>::zero();
-        for d in 0..DIM_STEPS {
-            // q[m]: this dim step's A fragments, from registers or re-read from the Q tile.
-            let q: [OperandA; M_TILES] = core::array::from_fn(|m| match &q_fragments {
-                Some(fragments) => fragments[m][d],
-                None => load_q_fragment(m, d),
-            });
-            for n in 0..KEY_STEPS {
-                // Matrices: (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7),
-                // (keys 8-15, dims 8-15): the B fragments of key tiles 16n and 16n + 8.
-                let key = 16 * n + lane_row_in_8 + 8 * (lane_matrix / 2);
-                let chunk = 2 * d + lane_matrix % 2;
-                let [b_low, b_high] =
-                    OperandB::pair_of_x4(ldmatrix_x4(k_tile(stage).chunk_address(key, chunk)));
-                for m in 0..M_TILES {
-                    Mma::mma(&mut scores.tiles[m][n][0], &q[m], &b_low);
-                    Mma::mma(&mut scores.tiles[m][n][1], &q[m], &b_high);
+        if STAGES > 1 || warp_has_rows {
+            for d in 0..DIM_STEPS {
+                // q[m]: this dim step's A fragments, from registers or re-read from the Q tile.
+                let q: [OperandA; M_TILES] = core::array::from_fn(|m| match &q_fragments {
+                    Some(fragments) => fragments[m][d],
+                    None => load_q_fragment(m, d),
+                });
+                for n in 0..KEY_STEPS {
+                    // Matrices: (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7),
+                    // (keys 8-15, dims 8-15): the B fragments of key tiles 16n and 16n + 8.
+                    let key = 16 * n + lane_row_in_8 + 8 * (lane_matrix / 2);
+                    let chunk = 2 * d + lane_matrix % 2;
+                    let [b_low, b_high] =
+                        OperandB::pair_of_x4(ldmatrix_x4(k_tile(stage).chunk_address(key, chunk)));
+                    for m in 0..M_TILES {
+                        Mma::mma(&mut scores.tiles[m][n][0], &q[m], &b_low);
+                        Mma::mma(&mut scores.tiles[m][n][1], &q[m], &b_high);
+                    }
+                }
+                // The prefetch is split over the first two dim steps of the S MMAs (K after the
+                // first, V after the second), so that its address arithmetic and `cp.async` issue
+                // hide under the MMAs in flight. After all the S MMAs (before log 19) it held the
+                // softmax back: 32,16,512,64 took 124.5 us, here 119.5. Before the MMAs it spilled
+                // the BLOCK_M = 128 kernel; K and V together after the first step ran 117.0 us but
+                // spilled 12-16 bytes on sm_89 (log 19).
+                prefetch_part!(block, d);
+            }
+
+            let block_mask = mask.in_tile(first_position, block * BLOCK_N as u32);
+            // Warp-uniform switches (one problem's modifiers), tested once per key block; the
+            // modifiers come before the mask, which must leave masked keys at -inf.
+            if MODIFIED {
+                if modifiers.softcap_input_scale != 0.0 {
+                    apply_softcap(&mut scores, modifiers.softcap_input_scale);
+                }
+                if has_alibi {
+                    add_alibi(
+                        &mut scores,
+                        block_mask,
+                        &alibi_slopes,
+                        warp_row,
+                        this_lane,
+                        one_query,
+                    );
                 }
             }
-            // The prefetch is split over the first two dim steps of the S MMAs (K after the
-            // first, V after the second), so that its address arithmetic and `cp.async` issue
-            // hide under the MMAs in flight. After all the S MMAs (before log 19) it held the
-            // softmax back: 32,16,512,64 took 124.5 us, here 119.5. Before the MMAs it spilled
-            // the BLOCK_M = 128 kernel; K and V together after the first step ran 117.0 us but
-            // spilled 12-16 bytes on sm_89 (log 19).
-            prefetch_part!(block, d);
-        }
-
-        let block_mask = mask.in_tile(first_position, block * BLOCK_N as u32);
-        // Warp-uniform switches (one problem's modifiers), tested once per key block; the
-        // modifiers come before the mask, which must leave masked keys at -inf.
-        if MODIFIED {
-            if modifiers.softcap_input_scale != 0.0 {
-                apply_softcap(&mut scores, modifiers.softcap_input_scale);
+            if masked {
+                mask_scores(&mut scores, block_mask, warp_row, this_lane, one_query);
             }
-            if has_alibi {
-                add_alibi(
-                    &mut scores,
-                    block_mask,
-                    &alibi_slopes,
-                    warp_row,
-                    this_lane,
-                    one_query,
-                );
+
+            softmax.update(&mut scores, &mut output, params.scale_log2);
+        }
+        if STAGES == 1 {
+            // V has landed and every warp is done with K: the next block's K goes in. Every
+            // warp, one with no rows too, meets this one barrier instruction (compute-sanitizer's
+            // synccheck rejects a block whose warps meet at different ones).
+            cp_async_wait_at_most(0);
+            bar_sync_0();
+            if block + 1 < key_blocks {
+                copy_key_tile(block + 1, 0);
+            }
+            cp_async_commit_group();
+            if !warp_has_rows {
+                return;
             }
         }
-        if masked {
-            mask_scores(&mut scores, block_mask, warp_row, this_lane, one_query);
-        }
-
-        softmax.update(&mut scores, &mut output, params.scale_log2);
 
         for n in 0..KEY_STEPS {
             // p[m]: the A operand of probabilities for keys 16n...
