@@ -3,7 +3,8 @@
 //! (f32 matmuls and softmax on the GPU), then the time per call beside candle's; then the
 //! variants (a strided view, a sliding window, a KV cache) against candle's attention, ALiBi
 //! (slopes per head, and per sequence and head with a window) against the f64 CPU reference,
-//! and the errors for a CPU tensor, an f32 one and f16 slopes.
+//! ALiBi on the KV-cache, paged and variable-length calls against candle's attention with the
+//! same biases, and the errors for a CPU tensor, an f32 one and f16 slopes.
 //!
 //! ```sh
 //! cd integrations/candle && source env.sh && cargo run --release --example candle
@@ -21,6 +22,7 @@ use flash_attn::reference::{
 use flash_attn::{AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Layout};
 use flash_attn_candle::{
     flash_attn, flash_attn_alibi, flash_attn_alibi_windowed, flash_attn_kv_cache,
+    flash_attn_kv_cache_alibi, flash_attn_paged_kv_cache_alibi, flash_attn_varlen_alibi,
     flash_attn_windowed, ForwardOptions, SlidingWindow,
 };
 use half::bf16;
@@ -213,6 +215,100 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &scoring,
     )?;
 
+    // ALiBi on the serving calls, slopes per sequence and head, each against candle's f32
+    // attention with the same biases. The decode step above against its KV cache:
+    let decoded = flash_attn_kv_cache_alibi(
+        &q_step,
+        &k_cache,
+        &v_cache,
+        &cache_lens,
+        &slopes_2d,
+        &options,
+    )?;
+    // The same keys in pages of 16, the pages shuffled (page g of the caches, sequence-major,
+    // at 37 g mod 128).
+    let page_size = 16;
+    let pages = shape.batch * cache_slots / page_size;
+    let shuffled = |page: usize| (37 * page) % pages;
+    let page_of_slot: Vec<u32> = (0..pages)
+        .map(|slot| (0..pages).find(|&page| shuffled(page) == slot).unwrap() as u32)
+        .collect();
+    let page_of_slot = Tensor::new(&page_of_slot[..], &device)?;
+    let to_pages = |cache: &Tensor| {
+        cache
+            .reshape((pages, page_size, 8, 128))?
+            .index_select(&page_of_slot, 0)
+    };
+    let (k_pages, v_pages) = (to_pages(&k_cache)?, to_pages(&v_cache)?);
+    let pages_per_sequence = cache_slots / page_size;
+    let block_table: Vec<u32> = (0..pages).map(|page| shuffled(page) as u32).collect();
+    let block_table = Tensor::from_vec(block_table, (shape.batch, pages_per_sequence), &device)?;
+    let paged = flash_attn_paged_kv_cache_alibi(
+        &q_step,
+        &k_pages,
+        &v_pages,
+        &block_table,
+        &cache_lens,
+        &slopes_2d,
+        &options,
+    )?;
+    for (sequence, &length) in used.iter().enumerate() {
+        let length = length as usize;
+        let slopes = &per_sequence[sequence * shape.heads_q..(sequence + 1) * shape.heads_q];
+        let expected = candle_attention_alibi(
+            &q_step.i(sequence..sequence + 1)?,
+            &k_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
+            &v_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
+            scale,
+            Mask::Causal,
+            Some(slopes),
+        )?;
+        for (call, output) in [
+            ("flash_attn_kv_cache_alibi", &decoded),
+            ("flash_attn_paged_kv_cache_alibi (pages of 16)", &paged),
+        ] {
+            let what = format!("{call}, sequence {sequence} ({length} keys used)");
+            ok &= compare(&what, &output.i(sequence..sequence + 1)?, &expected, 2e-2)?;
+        }
+    }
+    // A variable-length batch: the first 300 tokens of sequence 0 and 212 of sequence 1.
+    let lengths = [300usize, 212];
+    let packed = |tensor: &Tensor| -> candle_core::Result<Tensor> {
+        let parts = lengths
+            .iter()
+            .enumerate()
+            .map(|(sequence, &length)| tensor.i(sequence)?.narrow(0, 0, length))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&parts, 0)
+    };
+    let cu_seqlens = [0, lengths[0] as u32, (lengths[0] + lengths[1]) as u32];
+    let varlen = flash_attn_varlen_alibi(
+        &packed(&q)?,
+        &packed(&k)?,
+        &packed(&v)?,
+        &cu_seqlens,
+        &cu_seqlens,
+        &slopes_2d,
+        &options,
+    )?;
+    for (sequence, &length) in lengths.iter().enumerate() {
+        let slopes = &per_sequence[sequence * shape.heads_q..(sequence + 1) * shape.heads_q];
+        let narrow = |tensor: &Tensor| tensor.i(sequence..sequence + 1)?.narrow(1, 0, length);
+        let expected = candle_attention_alibi(
+            &narrow(&q)?,
+            &narrow(&k)?,
+            &narrow(&v)?,
+            scale,
+            Mask::Causal,
+            Some(slopes),
+        )?;
+        let ours = varlen
+            .narrow(0, cu_seqlens[sequence] as usize, length)?
+            .unsqueeze(0)?;
+        let what = format!("flash_attn_varlen_alibi, sequence {sequence} ({length} tokens)");
+        ok &= compare(&what, &ours, &expected, 2e-2)?;
+    }
+
     // The errors: a CPU tensor, an f32 tensor, f16 slopes.
     let on_cpu = q.to_device(&Device::Cpu)?;
     match flash_attn(&on_cpu, &k, &v, scale, true) {
@@ -333,6 +429,19 @@ fn candle_attention(
     scale: f32,
     mask: Mask,
 ) -> candle_core::Result<Tensor> {
+    candle_attention_alibi(q, k, v, scale, mask, None)
+}
+
+/// [`candle_attention`] with ALiBi biases where `alibi_slopes` (one per query head) are given:
+/// `-slope * |i + seq_kv - seq_q - j|` added to the scaled score of query `i` and key `j`.
+fn candle_attention_alibi(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f32,
+    mask: Mask,
+    alibi_slopes: Option<&[f32]>,
+) -> candle_core::Result<Tensor> {
     let (_, seq_q, heads_q, _) = q.dims4()?;
     let (_, seq_kv, heads_kv, _) = k.dims4()?;
     let q = q.to_dtype(DType::F32)?.transpose(1, 2)?.contiguous()?;
@@ -340,23 +449,28 @@ fn candle_attention(
     let v = repeat_heads(&v.to_dtype(DType::F32)?, heads_q / heads_kv)?;
     let scores = (q.matmul(&k.t()?.contiguous()?)? * scale as f64)?;
     let offset = seq_kv as i64 - seq_q as i64;
-    let bias: Vec<f32> = (0..seq_q as i64)
-        .flat_map(|i| {
-            (0..seq_kv as i64).map(move |j| {
-                let diagonal = i + offset;
-                let visible = match mask {
-                    Mask::Causal => j <= diagonal,
-                    Mask::Window(left) => j <= diagonal && j >= diagonal - left as i64,
-                };
-                if visible {
-                    0.0
-                } else {
-                    f32::NEG_INFINITY
-                }
+    let no_bias = vec![0.0; heads_q];
+    let slopes = alibi_slopes.unwrap_or(&no_bias);
+    let bias: Vec<f32> = slopes
+        .iter()
+        .flat_map(|&slope| {
+            (0..seq_q as i64).flat_map(move |i| {
+                (0..seq_kv as i64).map(move |j| {
+                    let diagonal = i + offset;
+                    let visible = match mask {
+                        Mask::Causal => j <= diagonal,
+                        Mask::Window(left) => j <= diagonal && j >= diagonal - left as i64,
+                    };
+                    if visible {
+                        -slope * (diagonal - j).abs() as f32
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
             })
         })
         .collect();
-    let bias = Tensor::from_vec(bias, (seq_q, seq_kv), q.device())?;
+    let bias = Tensor::from_vec(bias, (heads_q, seq_q, seq_kv), q.device())?;
     let scores = scores.broadcast_add(&bias)?;
     let max = scores.max_keepdim(D::Minus1)?;
     let weights = scores.broadcast_sub(&max)?.exp()?;

@@ -241,7 +241,7 @@ pub fn flash_attn_with_options(
     v: &Tensor,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    let op = Attention::new(Call::Dense, options)?;
+    let op = Attention::new(Call::Dense, None, options)?;
     check_inputs(q, k, v)?;
     rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
     rank(k, "k", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
@@ -328,51 +328,68 @@ pub fn flash_attn_alibi_with_options(
     rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
     rank(k, "k", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
     rank(v, "v", 4, "[batch, seq_len_kv, heads_kv, head_dim]")?;
-    let layout = alibi_layout(alibi_slopes, q.dims())?;
-    let op = Attention::new(
-        Call::Alibi {
-            slopes: alibi_slopes.clone(),
-            layout,
-        },
-        options,
-    )?;
+    let alibi = Alibi::new(alibi_slopes, q.dims()[0], q.dims()[2])?;
+    let op = Attention::new(Call::Dense, Some(alibi), options)?;
     check_inputs(q, k, v)?;
-    check_device(alibi_slopes, "alibi_slopes", q)?;
+    op.check_alibi_device(q)?;
     q.apply_op3_no_bwd(k, v, &op)
 }
 
-/// The ALiBi layout of `slopes` for a Q of `q_dims` (`[batch, seq_len_q, heads_q, head_dim]`):
-/// an f32 tensor `[heads_q]` or `[batch, heads_q]` ([`Error::Dtype`], [`Error::Rank`],
-/// [`Error::ShapeMismatch`] otherwise). Needs no GPU: the device is checked apart.
-fn alibi_layout(slopes: &Tensor, q_dims: &[usize]) -> Result<AlibiLayout, Error> {
-    const EXPECTED: &str = "[heads_q] or [batch, heads_q]";
-    if slopes.dtype() != DType::F32 {
-        return Err(Error::Dtype {
-            tensor: "alibi_slopes",
-            dtype: slopes.dtype(),
-            expected: "f32",
-        });
-    }
-    let (batch, heads_q) = (q_dims[0], q_dims[2]);
-    let layout = match *slopes.dims() {
-        [heads] if heads == heads_q => AlibiLayout::PerHead,
-        [b, heads] if b == batch && heads == heads_q => AlibiLayout::PerBatchAndHead,
-        [_] | [_, _] => {
-            return Err(Error::ShapeMismatch {
-                what: "alibi_slopes must be [heads_q] or [batch, heads_q] of q",
-                dims: slopes.dims().to_vec(),
-                other: q_dims.to_vec(),
-            })
-        }
-        _ => {
-            return Err(Error::Rank {
+/// A call's ALiBi slopes: the f32 tensor and the layout its shape gives.
+struct Alibi {
+    slopes: Tensor,
+    layout: AlibiLayout,
+}
+
+impl Alibi {
+    /// The slopes of a call over `batch` sequences and `heads_q` query heads: an f32 tensor
+    /// `[heads_q]` or `[batch, heads_q]` ([`Error::Dtype`], [`Error::Rank`],
+    /// [`Error::ShapeMismatch`] otherwise). Needs no GPU: the device is checked apart.
+    fn new(slopes: &Tensor, batch: usize, heads_q: usize) -> Result<Self, Error> {
+        const EXPECTED: &str = "[heads_q] or [batch, heads_q]";
+        if slopes.dtype() != DType::F32 {
+            return Err(Error::Dtype {
                 tensor: "alibi_slopes",
-                dims: slopes.dims().to_vec(),
-                expected: EXPECTED,
-            })
+                dtype: slopes.dtype(),
+                expected: "f32",
+            });
         }
-    };
-    Ok(layout)
+        let layout = match *slopes.dims() {
+            [heads] if heads == heads_q => AlibiLayout::PerHead,
+            [b, heads] if b == batch && heads == heads_q => AlibiLayout::PerBatchAndHead,
+            [_] | [_, _] => {
+                return Err(Error::ShapeMismatch {
+                    what: "alibi_slopes must be [heads_q] or [batch, heads_q] of the call's \
+                           [batch, heads_q]",
+                    dims: slopes.dims().to_vec(),
+                    other: vec![batch, heads_q],
+                })
+            }
+            _ => {
+                return Err(Error::Rank {
+                    tensor: "alibi_slopes",
+                    dims: slopes.dims().to_vec(),
+                    expected: EXPECTED,
+                })
+            }
+        };
+        Ok(Self {
+            slopes: slopes.clone(),
+            layout,
+        })
+    }
+
+    /// [`Self::new`] for the slopes where given.
+    fn given(slopes: Option<&Tensor>, batch: usize, heads_q: usize) -> Result<Option<Self>, Error> {
+        slopes
+            .map(|slopes| Self::new(slopes, batch, heads_q))
+            .transpose()
+    }
+
+    /// [`Error::NotCuda`] or [`Error::DeviceMismatch`] unless the slopes are on `q`'s GPU.
+    fn check_device(&self, q: &Tensor) -> Result<(), Error> {
+        check_device(&self.slopes, "alibi_slopes", q)
+    }
 }
 
 /// Attention against a KV cache (decoding): Q `[b, s_q, h_q, d]` (the new tokens), the caches
@@ -387,8 +404,35 @@ pub fn flash_attn_kv_cache(
     cache_lens: &Tensor,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    check_inputs(q, k_cache, v_cache)?;
+    kv_cache(q, k_cache, v_cache, cache_lens, None, options)
+}
+
+/// [`flash_attn_kv_cache`] with ALiBi biases, `alibi_slopes` as [`flash_attn_alibi`] takes
+/// them (`[heads_q]` or `[batch, heads_q]`); the distance of query `i` (of `s_q`) to key `j`
+/// is `|i + cache_lens[b] - s_q - j|`, each sequence's queries being its last positions.
+pub fn flash_attn_kv_cache_alibi(
+    q: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    cache_lens: &Tensor,
+    alibi_slopes: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    kv_cache(q, k_cache, v_cache, cache_lens, Some(alibi_slopes), options)
+}
+
+/// [`flash_attn_kv_cache`], with ALiBi where `alibi_slopes` is given.
+fn kv_cache(
+    q: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    cache_lens: &Tensor,
+    alibi_slopes: Option<&Tensor>,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
     rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
+    let alibi = Alibi::given(alibi_slopes, q.dims()[0], q.dims()[2])?;
+    check_inputs(q, k_cache, v_cache)?;
     rank(
         k_cache,
         "k_cache",
@@ -406,8 +450,10 @@ pub fn flash_attn_kv_cache(
         Call::KvCache {
             cache_lens: cache_lens.clone(),
         },
+        alibi,
         options,
     )?;
+    op.check_alibi_device(q)?;
     q.apply_op3_no_bwd(k_cache, v_cache, &op)
 }
 
@@ -423,8 +469,59 @@ pub fn flash_attn_paged_kv_cache(
     cache_lens: &Tensor,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    check_inputs(q, k_pages, v_pages)?;
+    let cache = PagedCache {
+        k_pages,
+        v_pages,
+        block_table,
+        cache_lens,
+    };
+    paged_kv_cache(q, cache, None, options)
+}
+
+/// [`flash_attn_paged_kv_cache`] with ALiBi biases, as [`flash_attn_kv_cache_alibi`] adds
+/// them.
+pub fn flash_attn_paged_kv_cache_alibi(
+    q: &Tensor,
+    k_pages: &Tensor,
+    v_pages: &Tensor,
+    block_table: &Tensor,
+    cache_lens: &Tensor,
+    alibi_slopes: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    let cache = PagedCache {
+        k_pages,
+        v_pages,
+        block_table,
+        cache_lens,
+    };
+    paged_kv_cache(q, cache, Some(alibi_slopes), options)
+}
+
+/// The tensors of a paged KV cache.
+struct PagedCache<'t> {
+    k_pages: &'t Tensor,
+    v_pages: &'t Tensor,
+    block_table: &'t Tensor,
+    cache_lens: &'t Tensor,
+}
+
+/// [`flash_attn_paged_kv_cache`], with ALiBi where `alibi_slopes` is given.
+fn paged_kv_cache(
+    q: &Tensor,
+    cache: PagedCache<'_>,
+    alibi_slopes: Option<&Tensor>,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    let PagedCache {
+        k_pages,
+        v_pages,
+        block_table,
+        cache_lens,
+    } = cache;
     rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
+    let alibi = Alibi::given(alibi_slopes, q.dims()[0], q.dims()[2])?;
+    check_inputs(q, k_pages, v_pages)?;
     rank(
         k_pages,
         "k_pages",
@@ -450,8 +547,10 @@ pub fn flash_attn_paged_kv_cache(
             block_table: block_table.clone(),
             cache_lens: cache_lens.clone(),
         },
+        alibi,
         options,
     )?;
+    op.check_alibi_device(q)?;
     q.apply_op3_no_bwd(k_pages, v_pages, &op)
 }
 
@@ -469,8 +568,39 @@ pub fn flash_attn_varlen(
     cu_seqlens_kv: &[u32],
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    check_inputs(q, k, v)?;
+    varlen(q, k, v, (cu_seqlens_q, cu_seqlens_kv), None, options)
+}
+
+/// [`flash_attn_varlen`] with ALiBi biases (candle-flash-attn's `flash_attn_varlen_alibi`):
+/// `alibi_slopes` `[heads_q]` or `[sequences, heads_q]` (`sequences` =
+/// `cu_seqlens_q.len() - 1`), otherwise as [`flash_attn_alibi`] takes them; each sequence's
+/// distances in its own bottom-right-aligned coordinates.
+pub fn flash_attn_varlen_alibi(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cu_seqlens_q: &[u32],
+    cu_seqlens_kv: &[u32],
+    alibi_slopes: &Tensor,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
+    let offsets = (cu_seqlens_q, cu_seqlens_kv);
+    varlen(q, k, v, offsets, Some(alibi_slopes), options)
+}
+
+/// [`flash_attn_varlen`], with ALiBi where `alibi_slopes` is given.
+fn varlen(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    (cu_seqlens_q, cu_seqlens_kv): (&[u32], &[u32]),
+    alibi_slopes: Option<&Tensor>,
+    options: &ForwardOptions,
+) -> candle_core::Result<Tensor> {
     rank(q, "q", 3, "[total_q, heads_q, head_dim]")?;
+    let sequences = cu_seqlens_q.len().saturating_sub(1);
+    let alibi = Alibi::given(alibi_slopes, sequences, q.dims()[1])?;
+    check_inputs(q, k, v)?;
     rank(k, "k", 3, "[total_kv, heads_kv, head_dim]")?;
     rank(v, "v", 3, "[total_kv, heads_kv, head_dim]")?;
     let op = Attention::new(
@@ -478,8 +608,10 @@ pub fn flash_attn_varlen(
             cu_seqlens_q: cu_seqlens_q.to_vec(),
             cu_seqlens_kv: cu_seqlens_kv.to_vec(),
         },
+        alibi,
         options,
     )?;
+    op.check_alibi_device(q)?;
     q.apply_op3_no_bwd(k, v, &op)
 }
 
@@ -512,10 +644,6 @@ fn window_options(softmax_scale: f32, left: Option<usize>, right: Option<usize>)
 /// Which forward pass, and what it reads besides Q, K and V.
 enum Call {
     Dense,
-    Alibi {
-        slopes: Tensor,
-        layout: AlibiLayout,
-    },
     KvCache {
         cache_lens: Tensor,
     },
@@ -529,21 +657,30 @@ enum Call {
     },
 }
 
-/// The custom op: one call with its options.
+/// The custom op: one call with its ALiBi slopes (if any) and options.
 struct Attention {
     call: Call,
+    alibi: Option<Alibi>,
     options: ForwardOptions,
 }
 
 impl Attention {
-    fn new(call: Call, options: &ForwardOptions) -> Result<Self, Error> {
+    fn new(call: Call, alibi: Option<Alibi>, options: &ForwardOptions) -> Result<Self, Error> {
         if options.strides.is_some() {
             return Err(Error::StridesGiven);
         }
         Ok(Self {
             call,
+            alibi,
             options: *options,
         })
+    }
+
+    /// [`Alibi::check_device`] for the call's slopes, if it has any.
+    fn check_alibi_device(&self, q: &Tensor) -> Result<(), Error> {
+        self.alibi
+            .as_ref()
+            .map_or(Ok(()), |alibi| alibi.check_device(q))
     }
 }
 
@@ -725,6 +862,20 @@ fn contiguous_view<E: candle_core::cuda_backend::CudaDType, R>(
     }
 }
 
+/// `body` with the call's ALiBi slopes, if it has any, as a view flash-attn reads (candle's
+/// lock on them held) and their layout.
+fn with_slopes<R>(
+    alibi: Option<&Alibi>,
+    body: impl FnOnce(Option<(CudaView<'_, f32>, AlibiLayout)>) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
+    match alibi {
+        Some(alibi) => contiguous_view::<f32, _>("alibi_slopes", &alibi.slopes, |slopes| {
+            body(Some((slopes, alibi.layout)))
+        }),
+        None => body(None),
+    }
+}
+
 fn dims_mismatch(what: &'static str, dims: &[usize], other: &[usize]) -> candle_core::Error {
     Error::ShapeMismatch {
         what,
@@ -784,8 +935,12 @@ impl Attention {
             view::<T>(v, v_layout)?,
         );
         let mut output = device.alloc_zeros::<T>(q_layout.shape().elem_count())?;
+        let o = &mut output;
+        let launched = |result: Result<(), flash_attn::Error>| -> candle_core::Result<()> {
+            result.map_err(|error| Error::from(error).into())
+        };
         match &self.call {
-            Call::Dense | Call::Alibi { .. } | Call::KvCache { .. } => {
+            Call::Dense | Call::KvCache { .. } => {
                 let shape = AttentionShape {
                     batch: q_dims[0],
                     heads_q,
@@ -801,51 +956,31 @@ impl Attention {
                         k_dims,
                     ));
                 }
+                let (q, k, v) = (&q_view, &k_view, &v_view);
                 match &self.call {
-                    Call::Alibi { slopes, layout } => {
-                        contiguous_view::<f32, _>("alibi_slopes", slopes, |slopes| {
-                            on_stream
-                                .forward_alibi_device_slopes(
-                                    &q_view,
-                                    &k_view,
-                                    &v_view,
-                                    &mut output,
-                                    None,
-                                    &slopes,
-                                    *layout,
-                                    shape,
-                                    &options,
-                                )
-                                .map_err(|error| Error::from(error).into())
-                        })?
-                    }
                     Call::KvCache { cache_lens } => {
                         contiguous_view::<u32, _>("cache_lens", cache_lens, |lens| {
-                            on_stream
-                                .forward_kv_cache(
-                                    &q_view,
-                                    &k_view,
-                                    &v_view,
-                                    &lens,
-                                    &mut output,
-                                    None,
-                                    shape,
-                                    &options,
-                                )
-                                .map_err(|error| Error::from(error).into())
+                            with_slopes(self.alibi.as_ref(), |slopes| {
+                                launched(match slopes {
+                                    Some((slopes, layout)) => on_stream
+                                        .forward_kv_cache_alibi_device_slopes(
+                                            q, k, v, &lens, o, None, &slopes, layout, shape,
+                                            &options,
+                                        ),
+                                    None => on_stream
+                                        .forward_kv_cache(q, k, v, &lens, o, None, shape, &options),
+                                })
+                            })
                         })?
                     }
-                    _ => on_stream
-                        .forward(
-                            &q_view,
-                            &k_view,
-                            &v_view,
-                            &mut output,
-                            None,
-                            shape,
-                            &options,
-                        )
-                        .map_err(Error::from)?,
+                    _ => with_slopes(self.alibi.as_ref(), |slopes| {
+                        launched(match slopes {
+                            Some((slopes, layout)) => on_stream.forward_alibi_device_slopes(
+                                q, k, v, o, None, &slopes, layout, shape, &options,
+                            ),
+                            None => on_stream.forward(q, k, v, o, None, shape, &options),
+                        })
+                    })?,
                 }
             }
             Call::PagedKvCache {
@@ -892,22 +1027,21 @@ impl Attention {
                     v: paged.strides(heads_kv, head_dim).unwrap_or(strides.v),
                     ..strides
                 });
+                let (q, k, v) = (&q_view, &k_view, &v_view);
                 contiguous_view::<u32, _>("block_table", block_table, |table| {
                     contiguous_view::<u32, _>("cache_lens", cache_lens, |lens| {
-                        on_stream
-                            .forward_paged_kv_cache(
-                                &q_view,
-                                &k_view,
-                                &v_view,
-                                &table,
-                                &lens,
-                                &mut output,
-                                None,
-                                shape,
-                                &paged,
-                                &options,
-                            )
-                            .map_err(|error| Error::from(error).into())
+                        with_slopes(self.alibi.as_ref(), |slopes| {
+                            launched(match slopes {
+                                Some((slopes, layout)) => on_stream
+                                    .forward_paged_kv_cache_alibi_device_slopes(
+                                        q, k, v, &table, &lens, o, None, &slopes, layout, shape,
+                                        &paged, &options,
+                                    ),
+                                None => on_stream.forward_paged_kv_cache(
+                                    q, k, v, &table, &lens, o, None, shape, &paged, &options,
+                                ),
+                            })
+                        })
                     })
                 })?
             }
@@ -922,17 +1056,15 @@ impl Attention {
                     heads_kv,
                     head_dim,
                 };
-                on_stream
-                    .forward_varlen(
-                        &q_view,
-                        &k_view,
-                        &v_view,
-                        &mut output,
-                        None,
-                        &shape,
-                        &options,
-                    )
-                    .map_err(Error::from)?
+                let (q, k, v) = (&q_view, &k_view, &v_view);
+                with_slopes(self.alibi.as_ref(), |slopes| {
+                    launched(match slopes {
+                        Some((slopes, layout)) => on_stream.forward_varlen_alibi_device_slopes(
+                            q, k, v, o, None, &slopes, layout, &shape, &options,
+                        ),
+                        None => on_stream.forward_varlen(q, k, v, o, None, &shape, &options),
+                    })
+                })?
             }
         }
         let output = CudaStorage::wrap_cuda_slice(output, device);
@@ -1023,17 +1155,19 @@ mod tests {
 
     #[test]
     fn alibi_slopes_per_head_or_per_sequence_and_head() {
-        let q_dims = [2, 16, 8, 64];
+        // A call over 2 sequences of 8 query heads.
+        let (batch, heads_q) = (2, 8);
         let slopes = |dims: &[usize], dtype| Tensor::zeros(dims, dtype, &Device::Cpu).unwrap();
+        let layout = |slopes: &Tensor| Alibi::new(slopes, batch, heads_q).map(|alibi| alibi.layout);
         assert_eq!(
-            alibi_layout(&slopes(&[8], DType::F32), &q_dims).unwrap(),
+            layout(&slopes(&[8], DType::F32)).unwrap(),
             AlibiLayout::PerHead
         );
         assert_eq!(
-            alibi_layout(&slopes(&[2, 8], DType::F32), &q_dims).unwrap(),
+            layout(&slopes(&[2, 8], DType::F32)).unwrap(),
             AlibiLayout::PerBatchAndHead
         );
-        let error = alibi_layout(&slopes(&[8], DType::BF16), &q_dims).unwrap_err();
+        let error = layout(&slopes(&[8], DType::BF16)).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -1047,11 +1181,11 @@ mod tests {
         );
         // Heads of K and V, the batch and heads swapped, another batch.
         for dims in [&[2][..], &[8, 2], &[3, 8]] {
-            let error = alibi_layout(&slopes(dims, DType::F32), &q_dims).unwrap_err();
+            let error = layout(&slopes(dims, DType::F32)).unwrap_err();
             assert!(matches!(error, Error::ShapeMismatch { .. }), "{error}");
         }
         for dims in [&[][..], &[2, 8, 1]] {
-            let error = alibi_layout(&slopes(dims, DType::F32), &q_dims).unwrap_err();
+            let error = layout(&slopes(dims, DType::F32)).unwrap_err();
             assert!(
                 matches!(
                     error,

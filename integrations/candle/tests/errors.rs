@@ -1,10 +1,11 @@
 //! The errors that need no GPU: tensors on the CPU, options this crate does not take, ALiBi
-//! slopes of the wrong dtype or shape.
+//! slopes of the wrong dtype or shape (dense and serving calls).
 
 use candle_core::{DType, Device, Tensor};
 use flash_attn_candle::{
     flash_attn, flash_attn_alibi, flash_attn_alibi_windowed_softcap, flash_attn_kv_cache,
-    flash_attn_varlen, flash_attn_with_options, ForwardOptions,
+    flash_attn_kv_cache_alibi, flash_attn_paged_kv_cache_alibi, flash_attn_varlen,
+    flash_attn_varlen_alibi, flash_attn_with_options, ForwardOptions,
 };
 
 fn tensor(dims: &[usize], dtype: DType) -> Tensor {
@@ -69,11 +70,11 @@ fn alibi_slopes_of_the_wrong_dtype_or_shape_are_refused_by_name() {
         ),
         (
             tensor(&[2], DType::F32),
-            "alibi_slopes must be [heads_q] or [batch, heads_q] of q: [2] against [2, 16, 4, 64]",
+            "alibi_slopes must be [heads_q] or [batch, heads_q] of the call's [batch, heads_q]: [2] against [2, 4]",
         ),
         (
             tensor(&[4, 2], DType::F32),
-            "alibi_slopes must be [heads_q] or [batch, heads_q] of q",
+            "alibi_slopes must be [heads_q] or [batch, heads_q] of the call's [batch, heads_q]: [4, 2]",
         ),
         (
             tensor(&[2, 4, 1], DType::F32),
@@ -100,4 +101,79 @@ fn alibi_slopes_of_the_wrong_dtype_or_shape_are_refused_by_name() {
         error.contains("alibi_slopes is BF16; expected f32"),
         "unexpected error: {error}"
     );
+}
+
+#[test]
+fn serving_alibi_slopes_are_checked_against_the_calls_batch_and_heads() {
+    let options = ForwardOptions::default();
+    // A KV cache and a paged cache: q [batch 2, 1 new token, heads_q 4, head_dim 64].
+    let q = tensor(&[2, 1, 4, 64], DType::F16);
+    let cache = tensor(&[2, 64, 2, 64], DType::F16);
+    let pages = tensor(&[8, 16, 2, 64], DType::F16);
+    let cache_lens = Tensor::new(&[16u32, 64], &Device::Cpu).unwrap();
+    let block_table = Tensor::new(&[[0u32, 1, 2, 3], [4, 5, 6, 7]], &Device::Cpu).unwrap();
+    // A varlen batch of 3 sequences (2 + 3 + 5 tokens), 4 query heads.
+    let packed_q = tensor(&[10, 4, 64], DType::F16);
+    let packed_kv = tensor(&[10, 2, 64], DType::F16);
+    let cu_seqlens: &[u32] = &[0, 2, 5, 10];
+    let calls = |slopes: &Tensor| {
+        [
+            flash_attn_kv_cache_alibi(&q, &cache, &cache, &cache_lens, slopes, &options),
+            flash_attn_paged_kv_cache_alibi(
+                &q,
+                &pages,
+                &pages,
+                &block_table,
+                &cache_lens,
+                slopes,
+                &options,
+            ),
+        ]
+        .map(|result| result.unwrap_err().to_string())
+    };
+    let varlen = |slopes: &Tensor| {
+        flash_attn_varlen_alibi(
+            &packed_q, &packed_kv, &packed_kv, cu_seqlens, cu_seqlens, slopes, &options,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let shape_error = "alibi_slopes must be [heads_q] or [batch, heads_q] of the call's \
+                       [batch, heads_q]";
+    for error in calls(&tensor(&[3, 4], DType::F32)) {
+        assert!(
+            error.contains(&format!("{shape_error}: [3, 4] against [2, 4]")),
+            "unexpected error: {error}"
+        );
+    }
+    for error in calls(&tensor(&[4], DType::BF16)) {
+        assert!(
+            error.contains("alibi_slopes is BF16; expected f32"),
+            "unexpected error: {error}"
+        );
+    }
+    // Slopes that fit (per head, per sequence and head): the CPU tensors are refused next.
+    for slopes in [tensor(&[4], DType::F32), tensor(&[2, 4], DType::F32)] {
+        for error in calls(&slopes) {
+            assert!(
+                error.contains("q is on Cpu, not a CUDA device"),
+                "unexpected error: {error}"
+            );
+        }
+    }
+    // Varlen: the batch is the number of sequences, cu_seqlens_q.len() - 1.
+    let error = varlen(&tensor(&[2, 4], DType::F32));
+    assert!(
+        error.contains(&format!("{shape_error}: [2, 4] against [3, 4]")),
+        "unexpected error: {error}"
+    );
+    let error = varlen(&tensor(&[4, 1], DType::F32));
+    assert!(error.contains(shape_error), "unexpected error: {error}");
+    for slopes in [tensor(&[4], DType::F32), tensor(&[3, 4], DType::F32)] {
+        let error = varlen(&slopes);
+        assert!(
+            error.contains("q is on Cpu, not a CUDA device"),
+            "unexpected error: {error}"
+        );
+    }
 }

@@ -19,7 +19,9 @@
 //! dim against the dense kernel of the same tile, and the window on each of them (the data for
 //! choosing a modified kernel's tile). `--profile-launches` instead launches each case of the
 //! f16 shape 8,16,2048,64 (not causal) once, in the order plain, modified with none on,
-//! softcap, ALiBi, both, and times nothing: the launches for `ncu`.
+//! softcap, ALiBi, both, and times nothing: the launches for `ncu`. `--window-sweep` instead
+//! times windows of 256 to 8191 keys at the window shape on each modified tile, against the
+//! tile's geometric floor (what separates the window's cost from the pairs its tiles compute).
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -338,6 +340,80 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
     Ok(())
 }
 
+/// Query-key pairs in the key blocks that a tile of `block_m` rows by `block_n` keys computes
+/// over a causal problem of `seq_len` with a window of `width` keys (the diagonal and
+/// `width - 1` before it): per query tile, every key block from the first row's first visible
+/// key to the last row's diagonal.
+fn computed_pairs(seq_len: usize, width: usize, block_m: usize, block_n: usize) -> usize {
+    (0..seq_len.div_ceil(block_m))
+        .map(|tile| {
+            let first_row = tile * block_m;
+            let last_row = (first_row + block_m).min(seq_len) - 1;
+            let first_block = (first_row + 1).saturating_sub(width) / block_n;
+            let last_block = last_row / block_n;
+            (last_block - first_block + 1) * block_n * (last_row - first_row + 1)
+        })
+        .sum()
+}
+
+/// `--window-sweep`: windows of 256 to 8191 keys at the window shape, f16, on each modified
+/// kernel of its head dim, against the same tile's dense causal time scaled by the visible
+/// fraction; beside each ratio, the tile's geometric floor (the fraction of computed pairs
+/// that the window leaves visible, against causal's), and the ratio over that floor: what the
+/// window costs beyond the pairs it computes.
+fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
+    let (batch, heads, seq_len, head_dim) = WINDOW_SHAPE;
+    let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+    let buffers = Buffers::<f16>::new(&shape)?;
+    let label = format!("F16 {batch},{heads},{seq_len},{head_dim}");
+    for modified in modified_kernels::<f16>(head_dim) {
+        let Some(dense) = dense_of(modified) else {
+            continue;
+        };
+        let causal = ForwardOptions {
+            causal: true,
+            ..ForwardOptions::default()
+        };
+        let named = ForwardOptions {
+            kernel: Some(dense),
+            ..causal
+        };
+        let (causal_times, _) = time(gpu, &buffers, shape, &named, None)?;
+        print_case(&format!("{label} causal"), dense, &causal_times, "");
+        let tile = modified.spec.tile;
+        let causal_pairs = seq_len * (seq_len + 1) / 2;
+        let causal_computed = computed_pairs(seq_len, seq_len, tile.block_m, tile.block_n);
+        for width in [256, 512, 1024, 2048, 4096, seq_len - 1] {
+            let options = ForwardOptions {
+                window: Some(SlidingWindow {
+                    left: Some(width as i64 - 1),
+                    right: Some(0),
+                }),
+                kernel: Some(modified),
+                ..causal
+            };
+            let (times, _) = time(gpu, &buffers, shape, &options, None)?;
+            let visible: usize = (0..seq_len).map(|i| (i + 1).min(width)).sum();
+            let fraction = visible as f64 / causal_pairs as f64;
+            let ratio = times.median() / (causal_times.median() * fraction);
+            let computed = computed_pairs(seq_len, width, tile.block_m, tile.block_n);
+            let floor =
+                (computed as f64 / visible as f64) / (causal_computed as f64 / causal_pairs as f64);
+            print_case(
+                &format!("{label} window {width}"),
+                modified,
+                &times,
+                &format!(
+                    "x{ratio:.3} vs causal x visible {fraction:.4}; geometric floor x{floor:.3}, \
+                     over it x{:.3}",
+                    ratio / floor
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// One launch of each case of the f16 shape 8,16,2048,64, not causal, for a profiler.
 fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
     let shape = AttentionShape::new(8, 16, 2048, 64);
@@ -370,6 +446,9 @@ fn main() -> Result<(), Error> {
     let gpu = FlashAttention::new()?;
     if std::env::args().any(|argument| argument == "--profile-launches") {
         return launch_each_case_once(&gpu);
+    }
+    if std::env::args().any(|argument| argument == "--window-sweep") {
+        return window_sweep(&gpu);
     }
     println!("score modifiers on {}", gpu.device_name());
     println!(
