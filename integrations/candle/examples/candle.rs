@@ -163,16 +163,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         causal: true,
         ..ForwardOptions::default()
     };
+    // Sequence `sequence`'s query and the `length` keys of its cache that it uses.
+    let used_cache = |sequence: usize, length: usize| -> candle_core::Result<[Tensor; 3]> {
+        let one = |tensor: &Tensor| tensor.i(sequence..sequence + 1);
+        Ok([
+            one(&q_step)?,
+            one(&k_cache)?.narrow(1, 0, length)?,
+            one(&v_cache)?.narrow(1, 0, length)?,
+        ])
+    };
     let decoded = flash_attn_kv_cache(&q_step, &k_cache, &v_cache, &cache_lens, &options)?;
     for (sequence, &length) in used.iter().enumerate() {
         let length = length as usize;
-        let expected = candle_attention(
-            &q_step.i(sequence..sequence + 1)?,
-            &k_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
-            &v_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
-            scale,
-            Mask::Causal,
-        )?;
+        let [q_used, k_used, v_used] = used_cache(sequence, length)?;
+        let expected = candle_attention(&q_used, &k_used, &v_used, scale, Mask::Causal)?;
         let what = format!("flash_attn_kv_cache, sequence {sequence} ({length} keys used)");
         ok &= compare(&what, &decoded.i(sequence..sequence + 1)?, &expected, 2e-2)?;
     }
@@ -255,14 +259,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (sequence, &length) in used.iter().enumerate() {
         let length = length as usize;
         let slopes = &per_sequence[sequence * shape.heads_q..(sequence + 1) * shape.heads_q];
-        let expected = candle_attention_alibi(
-            &q_step.i(sequence..sequence + 1)?,
-            &k_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
-            &v_cache.i(sequence..sequence + 1)?.narrow(1, 0, length)?,
-            scale,
-            Mask::Causal,
-            Some(slopes),
-        )?;
+        let [q_used, k_used, v_used] = used_cache(sequence, length)?;
+        let expected =
+            candle_attention_alibi(&q_used, &k_used, &v_used, scale, Mask::Causal, Some(slopes))?;
         for (call, output) in [
             ("flash_attn_kv_cache_alibi", &decoded),
             ("flash_attn_paged_kv_cache_alibi (pages of 16)", &paged),

@@ -469,13 +469,7 @@ pub fn flash_attn_paged_kv_cache(
     cache_lens: &Tensor,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    let cache = PagedCache {
-        k_pages,
-        v_pages,
-        block_table,
-        cache_lens,
-    };
-    paged_kv_cache(q, cache, None, options)
+    paged_kv_cache(q, k_pages, v_pages, block_table, cache_lens, None, options)
 }
 
 /// [`flash_attn_paged_kv_cache`] with ALiBi biases, as [`flash_attn_kv_cache_alibi`] adds
@@ -489,36 +483,27 @@ pub fn flash_attn_paged_kv_cache_alibi(
     alibi_slopes: &Tensor,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    let cache = PagedCache {
+    paged_kv_cache(
+        q,
         k_pages,
         v_pages,
         block_table,
         cache_lens,
-    };
-    paged_kv_cache(q, cache, Some(alibi_slopes), options)
-}
-
-/// The tensors of a paged KV cache.
-struct PagedCache<'t> {
-    k_pages: &'t Tensor,
-    v_pages: &'t Tensor,
-    block_table: &'t Tensor,
-    cache_lens: &'t Tensor,
+        Some(alibi_slopes),
+        options,
+    )
 }
 
 /// [`flash_attn_paged_kv_cache`], with ALiBi where `alibi_slopes` is given.
 fn paged_kv_cache(
     q: &Tensor,
-    cache: PagedCache<'_>,
+    k_pages: &Tensor,
+    v_pages: &Tensor,
+    block_table: &Tensor,
+    cache_lens: &Tensor,
     alibi_slopes: Option<&Tensor>,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    let PagedCache {
-        k_pages,
-        v_pages,
-        block_table,
-        cache_lens,
-    } = cache;
     rank(q, "q", 4, "[batch, seq_len_q, heads_q, head_dim]")?;
     let alibi = Alibi::given(alibi_slopes, q.dims()[0], q.dims()[2])?;
     check_inputs(q, k_pages, v_pages)?;
