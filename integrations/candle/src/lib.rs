@@ -553,7 +553,7 @@ pub fn flash_attn_varlen(
     cu_seqlens_kv: &[u32],
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    varlen(q, k, v, (cu_seqlens_q, cu_seqlens_kv), None, options)
+    varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, None, options)
 }
 
 /// [`flash_attn_varlen`] with ALiBi biases (candle-flash-attn's `flash_attn_varlen_alibi`):
@@ -569,8 +569,8 @@ pub fn flash_attn_varlen_alibi(
     alibi_slopes: &Tensor,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
-    let offsets = (cu_seqlens_q, cu_seqlens_kv);
-    varlen(q, k, v, offsets, Some(alibi_slopes), options)
+    let slopes = Some(alibi_slopes);
+    varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, slopes, options)
 }
 
 /// [`flash_attn_varlen`], with ALiBi where `alibi_slopes` is given.
@@ -578,7 +578,8 @@ fn varlen(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    (cu_seqlens_q, cu_seqlens_kv): (&[u32], &[u32]),
+    cu_seqlens_q: &[u32],
+    cu_seqlens_kv: &[u32],
     alibi_slopes: Option<&Tensor>,
     options: &ForwardOptions,
 ) -> candle_core::Result<Tensor> {
