@@ -236,10 +236,8 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
     let (causal_times, causal_kernel) = time(gpu, &buffers, shape, &causal, None)?;
     let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim}");
     print_case(&format!("{label} causal"), causal_kernel, &causal_times, "");
-    // Visible pairs: query i sees min(i + 1, 1024) keys, against (i + 1) causally.
     let width = WINDOW.left.unwrap() as usize + 1;
-    let visible: usize = (0..seq_len).map(|i| (i + 1).min(width)).sum();
-    let fraction = visible as f64 / (seq_len * (seq_len + 1) / 2) as f64;
+    let fraction = visible_pairs(seq_len, width) as f64 / visible_pairs(seq_len, seq_len) as f64;
     let target = causal_times.median() * fraction;
     for (name, softcap) in [
         ("window 1024", None),
@@ -340,6 +338,12 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
     Ok(())
 }
 
+/// Query-key pairs that a causal problem of `seq_len` leaves visible under a window of `width`
+/// keys (the diagonal and `width - 1` before it): query `i` sees `min(i + 1, width)` keys.
+fn visible_pairs(seq_len: usize, width: usize) -> usize {
+    (0..seq_len).map(|i| (i + 1).min(width)).sum()
+}
+
 /// Query-key pairs in the key blocks that a tile of `block_m` rows by `block_n` keys computes
 /// over a causal problem of `seq_len` with a window of `width` keys (the diagonal and
 /// `width - 1` before it): per query tile, every key block from the first row's first visible
@@ -366,13 +370,14 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
     let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
     let buffers = Buffers::<f16>::new(&shape)?;
     let label = format!("F16 {batch},{heads},{seq_len},{head_dim}");
+    let causal = ForwardOptions {
+        causal: true,
+        ..ForwardOptions::default()
+    };
+    let causal_pairs = visible_pairs(seq_len, seq_len);
     for modified in modified_kernels::<f16>(head_dim) {
         let Some(dense) = dense_of(modified) else {
             continue;
-        };
-        let causal = ForwardOptions {
-            causal: true,
-            ..ForwardOptions::default()
         };
         let named = ForwardOptions {
             kernel: Some(dense),
@@ -381,7 +386,6 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
         let (causal_times, _) = time(gpu, &buffers, shape, &named, None)?;
         print_case(&format!("{label} causal"), dense, &causal_times, "");
         let tile = modified.spec.tile;
-        let causal_pairs = seq_len * (seq_len + 1) / 2;
         let causal_computed = computed_pairs(seq_len, seq_len, tile.block_m, tile.block_n);
         for width in [256, 512, 1024, 2048, 4096, seq_len - 1] {
             let options = ForwardOptions {
@@ -393,7 +397,7 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
                 ..causal
             };
             let (times, _) = time(gpu, &buffers, shape, &options, None)?;
-            let visible: usize = (0..seq_len).map(|i| (i + 1).min(width)).sum();
+            let visible = visible_pairs(seq_len, width);
             let fraction = visible as f64 / causal_pairs as f64;
             let ratio = times.median() / (causal_times.median() * fraction);
             let computed = computed_pairs(seq_len, width, tile.block_m, tile.block_n);
