@@ -14,10 +14,16 @@
 //!
 //! Alignment holds by construction: a tile's base is 128-byte aligned (checked by
 //! [`flash_attn_params::TileConfig::new`]), rows are whole chunks apart, and
-//! [`SharedTile::chunk_address`] is the only way to form an address, always base plus whole
-//! 16-byte chunks.
+//! [`SharedTile::chunk_address`] (or its split form, [`SharedTile::fragment_address`]) is the
+//! only way to form an address, always base plus whole 16-byte chunks.
 
-use flash_attn_params::{SmemLayout, CHUNK_BYTES, CHUNK_ELEMS, ROW_PADDING_BYTES, SWIZZLE_CHUNKS};
+use flash_attn_params::{SmemLayout, CHUNK_ELEMS, SWIZZLE_CHUNKS};
+
+/// A lane's own part of the addresses it passes to `ldmatrix` in one tile layout (see
+/// [`SmemLayout::lane_offset`]): formed once per kernel, so that each address in a loop is a
+/// register plus constants.
+#[derive(Clone, Copy)]
+pub struct LaneChunk(u32);
 
 /// A `[rows, HEAD_DIM]` tile of 16-bit elements at a `.shared` address, addressed in 16-byte
 /// chunks.
@@ -31,8 +37,32 @@ pub trait SharedTile: Copy {
     /// shared-memory window address and `offset` a tile offset from `TileConfig`.
     fn at(smem_base: u32, offset: usize) -> Self;
 
+    /// The tile's `.shared` address.
+    fn base(self) -> u32;
+
     /// The 16-byte-aligned address of chunk `chunk` (columns `8 chunk .. 8 chunk + 8`) of `row`.
-    fn chunk_address(self, row: usize, chunk: usize) -> u32;
+    #[inline(always)]
+    fn chunk_address(self, row: usize, chunk: usize) -> u32 {
+        self.base() + Self::LAYOUT.chunk_offset(row, chunk, Self::ROW_CHUNKS) as u32
+    }
+
+    /// This lane's part of [`Self::fragment_address`]: row `lane_row` of each 8-row group,
+    /// chunk `lane_chunk`.
+    #[inline(always)]
+    fn lane_chunk(lane_row: usize, lane_chunk: usize) -> LaneChunk {
+        LaneChunk(Self::LAYOUT.lane_offset(lane_row, lane_chunk, Self::ROW_CHUNKS))
+    }
+
+    /// [`Self::chunk_address`] of row `8 * row_group + lane_row`, chunk `chunk + lane_chunk`
+    /// of `lane`'s, for a `chunk` that shares no set bit with `lane_chunk`: `row_group` and
+    /// `chunk` are compile-time constants in the unrolled loops, so this is the lane's offset
+    /// XOR a constant (one register per distinct constant, for the whole kernel) plus the base
+    /// and a constant.
+    #[inline(always)]
+    fn fragment_address(self, lane: LaneChunk, row_group: usize, chunk: usize) -> u32 {
+        let step = Self::LAYOUT.step_offset(row_group, chunk, Self::ROW_CHUNKS);
+        self.base() + (lane.0 ^ step.flip) + step.add
+    }
 }
 
 /// A swizzled `[rows, HEAD_DIM]` fp16 tile at a `.shared` address.
@@ -61,9 +91,8 @@ impl<const HEAD_DIM: usize> SharedTile for SwizzledTile<HEAD_DIM> {
     }
 
     #[inline(always)]
-    fn chunk_address(self, row: usize, chunk: usize) -> u32 {
-        let slot = chunk ^ (row % SWIZZLE_CHUNKS);
-        self.base + ((row * Self::ROW_CHUNKS + slot) * CHUNK_BYTES) as u32
+    fn base(self) -> u32 {
+        self.base
     }
 }
 
@@ -86,8 +115,7 @@ impl<const HEAD_DIM: usize> SharedTile for PaddedTile<HEAD_DIM> {
     }
 
     #[inline(always)]
-    fn chunk_address(self, row: usize, chunk: usize) -> u32 {
-        let row_bytes = HEAD_DIM * 2 + ROW_PADDING_BYTES;
-        self.base + (row * row_bytes + chunk * CHUNK_BYTES) as u32
+    fn base(self) -> u32 {
+        self.base
     }
 }

@@ -31,6 +31,71 @@ pub enum SmemLayout {
     Padded,
 }
 
+/// The compile-time part of an `ldmatrix` address: [`SmemLayout::lane_offset`]`^ flip + add`
+/// is the offset of one lane's chunk (see [`SmemLayout::step_offset`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepOffset {
+    /// The swizzle's part: XORed into the lane's offset (0 in the padded layout).
+    pub flip: u32,
+    /// Added after the XOR.
+    pub add: u32,
+}
+
+impl SmemLayout {
+    /// The byte offset of chunk `chunk` of row `row` in a tile of `row_chunks` 16-byte chunks
+    /// of data per row: the layout's one rule, which [`Self::lane_offset`] and
+    /// [`Self::step_offset`] split in two.
+    pub const fn chunk_offset(self, row: usize, chunk: usize, row_chunks: usize) -> usize {
+        match self {
+            SmemLayout::Swizzled => {
+                (row * row_chunks + (chunk ^ (row % SWIZZLE_CHUNKS))) * CHUNK_BYTES
+            }
+            SmemLayout::Padded => {
+                row * (row_chunks * CHUNK_BYTES + ROW_PADDING_BYTES) + chunk * CHUNK_BYTES
+            }
+        }
+    }
+
+    /// A lane's own part of the offsets of the chunks it addresses in a loop: row `lane_row`
+    /// (any) of each 8-row group, chunk `lane_chunk`. The offset of row
+    /// `8 * row_group + lane_row`, chunk `chunk + lane_chunk`, where `chunk` and `lane_chunk`
+    /// share no set bit (`chunk + lane_chunk == chunk | lane_chunk`), is this `^ flip + add` of
+    /// [`Self::step_offset`]`(row_group, chunk)`.
+    ///
+    /// Why split: with the lane's part formed once, a loop's addresses are a handful of
+    /// registers (one per distinct `flip`) plus constants. Computed whole, LLVM hoisted all
+    /// `KEY_STEPS * DIM_STEPS` K addresses and as many V ones out of each key loop: 64
+    /// registers and about 100 instructions at each loop's entry at D=128 (ncu, log 39).
+    pub const fn lane_offset(self, lane_row: usize, lane_chunk: usize, row_chunks: usize) -> u32 {
+        self.chunk_offset(lane_row, lane_chunk, row_chunks) as u32
+    }
+
+    /// The compile-time part of [`Self::lane_offset`]'s addresses for row group `row_group`
+    /// and chunk `chunk`. The swizzle flips the low three bits of the chunk by the row's: the
+    /// lane's part already holds `lane_chunk ^ (lane_row % 8)` there, and `chunk` shares no bit
+    /// with `lane_chunk`, so its low bits XOR in (`flip`) and the rest, with the rows, adds.
+    pub const fn step_offset(
+        self,
+        row_group: usize,
+        chunk: usize,
+        row_chunks: usize,
+    ) -> StepOffset {
+        match self {
+            SmemLayout::Swizzled => {
+                let flipped = chunk % SWIZZLE_CHUNKS;
+                StepOffset {
+                    flip: (flipped * CHUNK_BYTES) as u32,
+                    add: ((8 * row_group * row_chunks + chunk - flipped) * CHUNK_BYTES) as u32,
+                }
+            }
+            SmemLayout::Padded => StepOffset {
+                flip: 0,
+                add: self.chunk_offset(8 * row_group, chunk, row_chunks) as u32,
+            },
+        }
+    }
+}
+
 /// Where each warp keeps its Q fragments during the main loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QSource {

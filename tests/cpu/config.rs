@@ -115,6 +115,54 @@ fn entry_names_spell_out_their_spec() {
     }
 }
 
+/// The split shared-memory address (a lane's part, then a compile-time XOR and add per row
+/// group and chunk) is the layout's own chunk offset for every lane, step and row width, and
+/// the swizzle is a permutation of each row's chunks.
+#[test]
+fn the_split_fragment_offset_is_the_layouts_chunk_offset() {
+    for layout in CANDIDATE_LAYOUTS {
+        for row_chunks in (4..=32).step_by(4) {
+            if layout == Swizzled && row_chunks % 8 != 0 {
+                continue;
+            }
+            for lane_row in 0..64 {
+                let mut slots: Vec<usize> = (0..row_chunks)
+                    .map(|chunk| layout.chunk_offset(lane_row, chunk, row_chunks))
+                    .collect();
+                slots.sort_unstable();
+                let row_bytes = 16 * row_chunks + if layout == Padded { 16 } else { 0 };
+                let row_start = lane_row * row_bytes;
+                let expected: Vec<usize> = (0..row_chunks).map(|c| row_start + 16 * c).collect();
+                assert_eq!(
+                    slots, expected,
+                    "{layout:?} row {lane_row} of {row_chunks} chunks"
+                );
+                for lane_chunk in 0..row_chunks {
+                    let lane = layout.lane_offset(lane_row, lane_chunk, row_chunks);
+                    for row_group in 0..8 {
+                        for chunk in (0..row_chunks).filter(|chunk| {
+                            chunk & lane_chunk == 0 && chunk + lane_chunk < row_chunks
+                        }) {
+                            let step = layout.step_offset(row_group, chunk, row_chunks);
+                            let whole = layout.chunk_offset(
+                                8 * row_group + lane_row,
+                                chunk + lane_chunk,
+                                row_chunks,
+                            );
+                            assert_eq!(
+                                ((lane ^ step.flip) + step.add) as usize,
+                                whole,
+                                "{layout:?}, {row_chunks} chunks, lane row {lane_row}, lane \
+                                 chunk {lane_chunk}, row group {row_group}, chunk {chunk}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn derived_quantities_of_the_default_tile() {
     let tile = TileConfig::new(64, 64, 4, 2, 64, Swizzled, Registers);

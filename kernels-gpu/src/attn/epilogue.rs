@@ -44,20 +44,22 @@ pub unsafe fn write_output<
     // Lanes of a warp may drift apart: the warp barrier orders every lane's last read of the
     // staging rows before the staging stores.
     bar_warp_sync();
+    // Row `lane.row(m, half_m)` of the warp's is row group `2 m + half_m` of the lane's own.
+    let staging_lane = Tile::lane_chunk(warp_row + lane.row(0, 0), 0);
     for m in 0..M_TILES {
         for d in 0..DIM_STEPS {
             for half_d in 0..2 {
                 let fragment = output.tiles[m][d][half_d];
                 for half_m in 0..2 {
-                    let row = warp_row + lane.row(m, half_m);
                     let inverse = rows.inverse_sum[m][half_m];
                     let packed = T::pack(
                         fragment[2 * half_m] * inverse,
                         fragment[2 * half_m + 1] * inverse,
                     );
-                    let chunk = 2 * d + half_d;
+                    let chunk =
+                        staging.fragment_address(staging_lane, 2 * m + half_m, 2 * d + half_d);
                     // This lane's two elements: 4 bytes from its first column on.
-                    let address = staging.chunk_address(row, chunk) + 4 * lane.position as u32;
+                    let address = chunk + 4 * lane.position as u32;
                     st_shared_b32(address, packed);
                 }
             }

@@ -7,9 +7,62 @@ use flash_attn_params::TileMask;
 use crate::attn::softmax::Scores;
 use crate::fragment::Lane;
 
+/// Which of a row's two limits a key block's mask tests. A block whose keys all lie before
+/// the end of what the tile's first row sees needs no end test, one whose keys all lie at or
+/// after the start of what its last row sees needs no start test: a 1024-key window's two
+/// edge blocks then test one limit each, not both (one compare per score fewer).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct MaskBounds {
+    /// Test `key_start(r) <= k` (a rule without a left bound has no start test either way).
+    pub start: bool,
+    /// Test `k < key_end(r)`.
+    pub end: bool,
+}
+
+impl MaskBounds {
+    /// A block that every row sees whole: no mask.
+    pub const NONE: MaskBounds = MaskBounds {
+        start: false,
+        end: false,
+    };
+    /// Keys past some row's end (the diagonal, a window's right end, the sequence's end).
+    pub const END: MaskBounds = MaskBounds {
+        start: false,
+        end: true,
+    };
+}
+
 /// Masks `scores`, the warp's block of scores (rows from `warp_row` of the block, keys from 0),
-/// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block);
-/// with `one_query` every row is row 0 (a packed decode step's rows: one query position).
+/// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block),
+/// testing the limits that `bounds` names; with `one_query` every row is row 0 (a packed decode
+/// step's rows: one query position).
+///
+/// `bounds` is warp-uniform: each combination is its own unrolled body behind one branch per
+/// block (none where `bounds` is a constant at the call site).
+#[inline(always)]
+pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
+    rule: TileMask,
+    bounds: MaskBounds,
+    warp_row: usize,
+    lane: Lane,
+    one_query: bool,
+) {
+    match (bounds.start, bounds.end) {
+        (true, true) => {
+            mask_limits::<true, true, M_TILES, KEY_STEPS>(scores, rule, warp_row, lane, one_query)
+        }
+        (true, false) => {
+            mask_limits::<true, false, M_TILES, KEY_STEPS>(scores, rule, warp_row, lane, one_query)
+        }
+        (false, true) => {
+            mask_limits::<false, true, M_TILES, KEY_STEPS>(scores, rule, warp_row, lane, one_query)
+        }
+        (false, false) => {}
+    }
+}
+
+/// [`mask_scores`] with compile-time limits: `START` and `END` say which it tests.
 ///
 /// Per row the rule is one range, `key_start(r) <= k < key_end(r)`; with this lane's part of
 /// `k` split off into the row's limits, each element is compared with a compile-time constant.
@@ -19,7 +72,7 @@ use crate::fragment::Lane;
 /// last query sees, which keeps `key_end(r)` far above `i32::MIN` (at least `-BLOCK_M`); the
 /// start, which a window's left offset can push anywhere, is subtracted saturating.
 #[inline(always)]
-pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
+fn mask_limits<const START: bool, const END: bool, const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     rule: TileMask,
     warp_row: usize,
@@ -37,12 +90,13 @@ pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
             let key_limit = rule.key_end(row) - first_column;
             let start_limit = rule
                 .key_start(row)
+                .filter(|_| START)
                 .map(|start| start.saturating_sub(first_column));
             for n in 0..KEY_STEPS {
                 for half_n in 0..2 {
                     for column in 0..2 {
                         let column_past_first = Lane::column_past_first(n, half_n, column) as i32;
-                        if column_past_first >= key_limit
+                        if (END && column_past_first >= key_limit)
                             || start_limit.is_some_and(|start| column_past_first < start)
                         {
                             *scores.element(m, half_m, n, half_n, column) = f32::NEG_INFINITY;

@@ -34,7 +34,7 @@ use flash_attn_params::{
 
 use crate::attn::block_info::{BlockInfo, PagedRows, RowBlock};
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
-use crate::attn::mask::mask_scores;
+use crate::attn::mask::{mask_scores, MaskBounds};
 use crate::attn::modifiers::{add_alibi, apply_softcap};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
@@ -458,18 +458,19 @@ pub unsafe fn forward<
     }
 
     let warp_row = warp * (BLOCK_M / WARPS);
-    // Lane roles in ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i.
-    let lane_row_in_8 = lane % 8;
-    let lane_matrix = lane / 8;
+    // Lane roles in ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i (the matrices
+    // of K and of V are listed where the loop reads them).
+    let (lane_row_in_8, lane_matrix) = (lane % 8, lane / 8);
+    let k_lane = Tile::lane_chunk(lane_row_in_8 + 8 * (lane_matrix / 2), lane_matrix % 2);
+    let v_lane = Tile::lane_chunk(lane_row_in_8 + 8 * (lane_matrix % 2), lane_matrix / 2);
     let this_lane = Lane::of(lane);
 
     // The 16x16 A fragment of Q rows warp_row + 16m.., dims 16d... Matrices 0..3 = (rows 0-7,
     // dims 0-7), (rows 8-15, dims 0-7), (rows 0-7, dims 8-15), (rows 8-15, dims 8-15): the A
     // fragment order. A warp only ever reads its own rows of the Q tile.
-    let load_q_fragment = |m: usize, d: usize| {
-        let row = warp_row + 16 * m + lane % 16;
-        OperandA(ldmatrix_x4(q_tile.chunk_address(row, 2 * d + lane / 16)))
-    };
+    let q_lane = Tile::lane_chunk(warp_row + lane % 16, lane / 16);
+    let load_q_fragment =
+        |m: usize, d: usize| OperandA(ldmatrix_x4(q_tile.fragment_address(q_lane, 2 * m, 2 * d)));
     // Q has landed: the `STAGES - 1` K/V groups committed after it (with one stage, the first
     // K) may still be in flight. The barrier makes every thread's Q copies visible, and (with
     // no key block) orders them before the epilogue reuses the Q tile.
@@ -519,10 +520,11 @@ pub unsafe fn forward<
         };
     }
 
-    // One key block. `masked` is a constant at each call site, so the unmasked loop below
-    // carries no mask code and no branch that would split its schedule.
+    // One key block, masked at the limits `bounds` names: a constant at each call site but the
+    // window's left edge, so the unmasked loop below carries no mask code and no branch that
+    // would split its schedule.
     let mut key_block = #[inline(always)]
-    |block: u32, masked: bool| {
+    |block: u32, bounds: MaskBounds| {
         // The oldest ring slot has landed (with one stage: this block's K, the only group in
         // flight): the `STAGES - 2` groups committed after it may still be in flight.
         cp_async_wait_at_most(STAGES.saturating_sub(2));
@@ -561,10 +563,8 @@ pub unsafe fn forward<
                 for n in 0..KEY_STEPS {
                     // Matrices: (keys 0-7, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 0-7),
                     // (keys 8-15, dims 8-15): the B fragments of key tiles 16n and 16n + 8.
-                    let key = 16 * n + lane_row_in_8 + 8 * (lane_matrix / 2);
-                    let chunk = 2 * d + lane_matrix % 2;
-                    let [b_low, b_high] =
-                        OperandB::pair_of_x4(ldmatrix_x4(k_tile(stage).chunk_address(key, chunk)));
+                    let address = k_tile(stage).fragment_address(k_lane, 2 * n, 2 * d);
+                    let [b_low, b_high] = OperandB::pair_of_x4(ldmatrix_x4(address));
                     for m in 0..M_TILES {
                         Mma::mma(&mut scores.tiles[m][n][0], &q[m], &b_low);
                         Mma::mma(&mut scores.tiles[m][n][1], &q[m], &b_high);
@@ -597,9 +597,14 @@ pub unsafe fn forward<
                     );
                 }
             }
-            if masked {
-                mask_scores(&mut scores, block_mask, warp_row, this_lane, one_query);
-            }
+            mask_scores(
+                &mut scores,
+                block_mask,
+                bounds,
+                warp_row,
+                this_lane,
+                one_query,
+            );
 
             softmax.update(&mut scores, &mut output, params.scale_log2);
         }
@@ -625,11 +630,8 @@ pub unsafe fn forward<
                 // Transposed matrices: (keys 0-7, dims 0-7), (keys 8-15, dims 0-7),
                 // (keys 0-7, dims 8-15), (keys 8-15, dims 8-15): the B fragments of dim tiles
                 // 16d and 16d + 8.
-                let key = 16 * n + lane_row_in_8 + 8 * (lane_matrix % 2);
-                let chunk = 2 * d + lane_matrix / 2;
-                let [b_low, b_high] = OperandB::pair_of_x4(ldmatrix_x4_trans(
-                    v_tile(stage).chunk_address(key, chunk),
-                ));
+                let address = v_tile(stage).fragment_address(v_lane, 2 * n, 2 * d);
+                let [b_low, b_high] = OperandB::pair_of_x4(ldmatrix_x4_trans(address));
                 for m in 0..M_TILES {
                     Mma::mma(&mut output.tiles[m][d][0], &p[m], &b_low);
                     Mma::mma(&mut output.tiles[m][d][1], &p[m], &b_high);
@@ -641,7 +643,7 @@ pub unsafe fn forward<
     };
 
     // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
-    // every query of the block, sees (none past the end). The rest need the per-element mask.
+    // every query of the block, sees (none past the end). The rest need the end test.
     let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_position);
     // A split's own range (`first_block <= key_blocks`, and both 0 in a dense kernel).
     let unmasked_blocks = if SERVING {
@@ -651,8 +653,9 @@ pub unsafe fn forward<
     };
     if MODIFIED {
         // A window's left end too: blocks before `unmasked_start` hold keys before the first
-        // that the block's last query row (and so some row) sees. Masked blocks at both ends,
-        // the unmasked ones between them (none where the window is narrower than the block).
+        // that the block's last query row (and so some row) sees: they need the start test,
+        // and the end test only past `unmasked_blocks` (a window narrower than the tile). The
+        // blocks from `unmasked_start` on hold no such key: the unmasked ones, then the end's.
         let unmasked_start = mask
             .key_start(last_position)
             .div_ceil(BLOCK_N as u32)
@@ -660,20 +663,24 @@ pub unsafe fn forward<
             .min(key_blocks);
         let unmasked_end = unmasked_blocks.max(unmasked_start).min(key_blocks);
         for block in first_block..unmasked_start {
-            key_block(block, true);
+            let bounds = MaskBounds {
+                start: true,
+                end: block >= unmasked_blocks,
+            };
+            key_block(block, bounds);
         }
         for block in unmasked_start..unmasked_end {
-            key_block(block, false);
+            key_block(block, MaskBounds::NONE);
         }
         for block in unmasked_end..key_blocks {
-            key_block(block, true);
+            key_block(block, MaskBounds::END);
         }
     } else {
         for block in first_block..unmasked_blocks {
-            key_block(block, false);
+            key_block(block, MaskBounds::NONE);
         }
         for block in unmasked_blocks..key_blocks {
-            key_block(block, true);
+            key_block(block, MaskBounds::END);
         }
     }
 
