@@ -346,7 +346,12 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
                     path.display()
                 )
             });
-            for (entry, module) in entry_modules(&ptx) {
+            for (entry, module) in entry_modules(&ptx, |entry| {
+                modules
+                    .iter()
+                    .find(|module| module.entry == entry)
+                    .map_or(0, |module| module.spec.tile.threads())
+            }) {
                 let module_path = module_path(&modules_dir, arch.name, entry);
                 std::fs::write(&module_path, module).unwrap_or_else(|error| {
                     panic!("cannot write {}: {error}", module_path.display())
@@ -641,7 +646,10 @@ fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
 /// module is then the same text in the shipping set and in the whole space, so the GPU runs of
 /// a whole-space bundle cover the shipping build's modules byte for byte, and the PTX digests
 /// of the ptxas gate hold for both.
-fn entry_modules(ptx: &str) -> Vec<(&str, String)> {
+///
+/// Each entry also gets its launch bounds ([`with_launch_bounds`]), `threads(entry)` threads
+/// per block (0 for an entry that is not a built spec, which the caller then rejects).
+fn entry_modules(ptx: &str, threads: impl Fn(&str) -> usize) -> Vec<(&str, String)> {
     const ENTRY: &str = ".visible .entry ";
     let Some(first) = ptx.find(ENTRY) else {
         return Vec::new();
@@ -661,13 +669,33 @@ fn entry_modules(ptx: &str) -> Vec<(&str, String)> {
                 .expect("an entry has parameters");
         // An entry's body ends at the first closing brace at the start of a line.
         let end = start + ptx[start..].find("\n}\n").expect("an entry has a body") + 3;
-        modules.push((
-            &ptx[name_start..name_end],
-            format!("{preamble}{}", labels_as_function_zero(&ptx[start..end])),
-        ));
+        let name = &ptx[name_start..name_end];
+        let body = with_launch_bounds(&labels_as_function_zero(&ptx[start..end]), threads(name));
+        modules.push((name, format!("{preamble}{body}")));
         rest = end;
     }
     modules
+}
+
+/// `body`, one entry's PTX, with the launch bounds `.maxntid threads, 1, 1` (the block size the
+/// host launches it with, which is then also the most it accepts) and `.minnctapersm 1` after
+/// its parameter list; unchanged for `threads` 0.
+///
+/// Why: without a bound ptxas squeezes a kernel's registers towards the next occupancy step,
+/// and it does so by scheduling the `ldmatrix` loads later: `d64_m64_n64_w4_s3` went to 129
+/// registers with its K fragments loaded one or three ahead of their MMAs, 4-6% slower at
+/// D=64 under causal masking than the 162-register schedule ptxas gives it with the bounds,
+/// which loads eight ahead (log 39). How many blocks share an SM is left to the shared memory,
+/// as before.
+fn with_launch_bounds(body: &str, threads: usize) -> String {
+    const PARAMETERS_END: &str = "\n)\n";
+    match body.find(PARAMETERS_END) {
+        Some(at) if threads > 0 => {
+            let (head, tail) = body.split_at(at + PARAMETERS_END.len());
+            format!("{head}.maxntid {threads}, 1, 1\n.minnctapersm 1\n{tail}")
+        }
+        _ => body.to_owned(),
+    }
 }
 
 /// `body`, one function's PTX, with its basic-block labels `$L__BB<n>_<block>` renamed to
