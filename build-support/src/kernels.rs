@@ -18,7 +18,7 @@
 //! name, the dispatch table and the fallbacks, which the build also turns into the tables the
 //! runtime includes ([`crate::dispatch`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -332,7 +332,11 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
             ptx_dir: modules_dir.clone(),
         })
         .collect();
-    let expected: HashSet<String> = modules.iter().map(|m| m.entry.clone()).collect();
+    // Each built entry and its block size (its launch bounds, see `with_launch_bounds`).
+    let expected: HashMap<String, usize> = modules
+        .iter()
+        .map(|module| (module.entry.clone(), module.spec.tile.threads()))
+        .collect();
     for arch in ptx_targets() {
         let arch_dir = modules_dir.join(arch.name);
         std::fs::create_dir_all(&arch_dir)
@@ -346,12 +350,9 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
                     path.display()
                 )
             });
-            for (entry, module) in entry_modules(&ptx, |entry| {
-                modules
-                    .iter()
-                    .find(|module| module.entry == entry)
-                    .map_or(0, |module| module.spec.tile.threads())
-            }) {
+            for (entry, module) in
+                entry_modules(&ptx, |entry| expected.get(entry).copied().unwrap_or(0))
+            {
                 let module_path = module_path(&modules_dir, arch.name, entry);
                 std::fs::write(&module_path, module).unwrap_or_else(|error| {
                     panic!("cannot write {}: {error}", module_path.display())
@@ -359,13 +360,19 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
                 written.insert(entry.to_owned());
             }
         }
-        if written != expected {
+        let missing: Vec<&String> = expected
+            .keys()
+            .filter(|entry| !written.contains(*entry))
+            .collect();
+        let extra: Vec<&String> = written
+            .iter()
+            .filter(|entry| !expected.contains_key(*entry))
+            .collect();
+        if !missing.is_empty() || !extra.is_empty() {
             panic!(
                 "the shards' PTX entries for {} differ from the built specs: missing \
-                 {:?}, extra {:?}",
+                 {missing:?}, extra {extra:?}",
                 arch.name,
-                expected.difference(&written).collect::<Vec<_>>(),
-                written.difference(&expected).collect::<Vec<_>>()
             );
         }
     }
