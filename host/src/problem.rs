@@ -674,7 +674,8 @@ pub(crate) fn check_problem(
 /// the idle rows of each sequence's last block) at the problem's grid and key length, so the
 /// serving kernels follow it: long prefills of large grids run the 128-row serving tiles of
 /// head dims 64 and 128 where the table's pick has 128 rows (at D=128 non-causal the table's
-/// `m128_n32_w4_s3_pad_qsmem` itself; its causal picks have 64 rows), and decode (one query row
+/// `m128_n64_w4_s1_qsmem` runs dense and `m128_n32_w4_s3_pad_qsmem` serves; its causal picks
+/// have 64 rows), and decode (one query row
 /// per sequence), chunks of fewer than 128 queries, the paged kernels and the other head dims
 /// run the 64-row tile. The variable-length plans pass the dense problem of the batch's mean
 /// lengths. The tiles are [`crate::SERVING_TILES`]: m64 n64 with 3 stages at head dims 32, 64
@@ -692,7 +693,7 @@ pub(crate) fn check_problem(
 /// };
 /// let kernel = serving_kernel(Dtype::F16, &decode, false, Variant::Serving, 132)?;
 /// assert_eq!(kernel.entry, "flash_fwd_f16_d128_m64_n64_w4_s2_serving");
-/// // A long prefill of a large grid: the dense table's 128-row tile.
+/// // A long prefill of a large grid, where the dense table picks 128 rows: the 128-row tile.
 /// let prefill = AttentionShape::new(4, 32, 2048, 128);
 /// let kernel = serving_kernel(Dtype::F16, &prefill, false, Variant::Serving, 132)?;
 /// assert_eq!(kernel.entry, "flash_fwd_f16_d128_m128_n32_w4_s3_pad_qsmem_serving");

@@ -139,8 +139,9 @@ impl Variant {
 ///   moved out of that loop they spilled 28 bytes at 255 registers. These kernels do not pad
 ///   ([`pads_head_dim`]).
 /// - D=64 and D=128, serving only: a 128-row tile of 4 warps (32 rows each, the padded layout)
-///   for long prefills, where the dense table picks 128-row tiles. At D=128 the table's own
-///   `m128_n32_w4_s3_pad_qsmem` (255 registers on sm_80, sm_89 and sm_90, no spill, 85 KiB);
+///   for long prefills, where the dense table picks 128-row tiles. At D=128 the table's pick
+///   when it was chosen, `m128_n32_w4_s3_pad_qsmem` (255 registers on sm_80, sm_89 and sm_90,
+///   no spill, 85 KiB; the table now picks `m128_n64_w4_s1_qsmem`, BENCHMARKS.md log 40);
 ///   at D=64 `m128_n64_w4_s2_pad` (253-255 registers, no spill, 54 KiB), as fast as the table's
 ///   `m128_n64_w4_s3` in the tuner's dense screening on the H100 (342 against 344 TFLOP/s at
 ///   2x16x4096), which spilled as a serving kernel (8-16 bytes on all three; `_s3_pad` 4 bytes
@@ -313,11 +314,11 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
     TileConfig::new(64, 64, 4, 2, 128, SmemLayout::Swizzled, QSource::Registers),
     TileConfig::new(
         128,
-        32,
+        64,
         4,
-        3,
+        1,
         128,
-        SmemLayout::Padded,
+        SmemLayout::Swizzled,
         QSource::SharedMemory,
     ),
 ];

@@ -6,12 +6,14 @@
 //! time (`scripts/build-bundle.sh` builds the bundle so). A default build holds only the
 //! shipping set, the kernels the current table names, and the tuner refuses to run on it.
 //!
-//! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]`,
+//! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]
+//! [--masking non-causal|causal]`,
 //! or, without a GPU,
 //! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
 //!
 //! For each element type (fp16, bf16), head dim (every kernel head dim, or those of
-//! `--head-dims`: the table keeps its other tuned entries), masking (off, on) and shape of the
+//! `--head-dims`: the table keeps its other tuned entries), masking (off and on, or the one of
+//! `--masking`: a D=128 tuning of both takes ~1000 s, more than one device call) and shape of the
 //! sweep (`tuning::sweep_shapes`: a small-grid and a large-grid shape per key-length bucket, for
 //! the device's multiprocessor count), each configuration of that element type and head dim is
 //! first validated (fresh random inputs, output poisoned with NaN, every output element finite,
@@ -61,6 +63,7 @@ use half::{bf16, f16};
 
 const USAGE: &str =
     "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]\n\
+     \x20                      [--masking non-causal|causal]\n\
      \x20      flash-attn-tune --reset-table PATH\n\
      \x20      flash-attn-tune --replot-from PATH [--out DIR]\n\
      \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch-table.tsv go\n\
@@ -70,6 +73,8 @@ const USAGE: &str =
      \x20                    host/dispatch-table.tsv)\n\
      \x20 --seed N           replay the validation inputs of an earlier run\n\
      \x20 --head-dims D,..   tune only these kernel head dims (the table keeps the others' entries)\n\
+     \x20 --masking M        tune only non-causal or only causal problems (the table keeps the\n\
+     \x20                    other masking's entries)\n\
      \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)\n\
      \x20 --replot-from PATH redraw DIR/tuning.svg from that run's tuning.json and exit (no GPU\n\
      \x20                    needed)";
@@ -117,6 +122,8 @@ struct Args {
     replot_from: Option<PathBuf>,
     /// The kernel head dims to tune: all of them by default.
     head_dims: Vec<usize>,
+    /// The maskings to tune (`causal` values): both by default.
+    maskings: Vec<bool>,
 }
 
 /// The parsed arguments; `Ok(None)` for `--help`.
@@ -129,6 +136,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         reset_table: None,
         replot_from: None,
         head_dims: SUPPORTED_HEAD_DIMS.to_vec(),
+        maskings: vec![false, true],
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -153,6 +161,15 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
                         )),
                     })
                     .collect::<Result<_, _>>()?;
+            }
+            "--masking" => {
+                parsed.maskings = match value("--masking")?.as_str() {
+                    "non-causal" => vec![false],
+                    "causal" => vec![true],
+                    other => {
+                        return Err(format!("--masking {other:?}: must be non-causal or causal"))
+                    }
+                };
             }
             "--help" | "-h" => return Ok(None),
             other => return Err(format!("unknown argument {other:?}")),
@@ -445,14 +462,16 @@ fn validate<T: Element>(
     })
 }
 
-/// The exposed kernels of one element type and head dim, each timed on every shape of the sweep.
+/// The exposed kernels of one element type and head dim, each timed on every shape of the sweep
+/// with each masking (`causal` values) of `maskings`.
 struct KernelPool {
     dtype: Dtype,
     head_dim: usize,
+    maskings: Vec<bool>,
     candidates: Vec<&'static ForwardKernel>,
 }
 
-/// Validates and times every candidate of `pool` on `shape`, causal and not.
+/// Validates and times every candidate of `pool` on `shape` with each of its maskings.
 fn sweep_shape<T: Element>(
     gpu: &FlashAttention,
     pool: &KernelPool,
@@ -464,7 +483,7 @@ fn sweep_shape<T: Element>(
     let inputs = HostInputs::<T>::random(&shape, seed);
     let mut problem = DeviceProblem::upload(shape, &inputs)?;
     let poison = vec![T::from_f64(f64::NAN); inputs.q.len()];
-    for causal in [false, true] {
+    for &causal in &pool.maskings {
         let reference = RowReference::new(&inputs, shape, causal, seed ^ causal as u64);
         for &kernel in &pool.candidates {
             progress.show(&format!(
@@ -630,6 +649,7 @@ fn run(args: &Args) -> Result<usize, String> {
         .map(|(dtype, head_dim)| KernelPool {
             dtype,
             head_dim,
+            maskings: args.maskings.clone(),
             candidates: FORWARD_KERNELS
                 .iter()
                 .filter(|k| k.spec.variant == Variant::Dense)
@@ -639,7 +659,11 @@ fn run(args: &Args) -> Result<usize, String> {
         .collect();
     let runs: usize = pools
         .iter()
-        .map(|pool| pool.candidates.len() * sweep_shapes(pool.head_dim, gpu.sm_count()).len() * 2)
+        .map(|pool| {
+            pool.candidates.len()
+                * sweep_shapes(pool.head_dim, gpu.sm_count()).len()
+                * pool.maskings.len()
+        })
         .sum();
     let mut progress = Progress::new(runs);
     let mut screening = Vec::with_capacity(runs);
