@@ -8,7 +8,10 @@
 #        (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
-#   tests, sanitizer: run side by side, after one process has filled the JIT cache;
+#   tests, sanitizer: run side by side, after one process has filled the JIT cache (with the
+#          514 kernels of the space, together more than a 600 s device call: the warm-up took
+#          132 s, the sanitizer runs alone 400 s more, the tests alone 330 s; BENCHMARKS.md log
+#          40: run them in separate calls);
 #   examples: each example once (quickstart, decode_loop, cudarc), its output in the summary;
 #   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80: the sm_80 PTX through the JIT;
 #   sanitizer80: the four compute-sanitizer tools over every kernel on small problems, on the
@@ -41,6 +44,25 @@ note() { echo "$*" | tee -a "$summary"; }
 
 phases=${*:-load tests examples sm80 sanitizer sanitizer80 bench peers decode modifiers noise}
 wants() { [[ " $phases " == *" $1 "* ]]; }
+
+# The executables each asked-for phase runs, checked before any GPU work: a device call that
+# carried part of the bundle went on without the JIT warm-up (flash-attn-load-time missing),
+# every test and sanitizer process JIT-compiled the whole space at once, and the call ran out
+# of time with half its results (BENCHMARKS.md log 40).
+needed=()
+if wants load || wants tests || wants sanitizer || wants tune; then needed+=(flash-attn-load-time); fi
+if wants tests || wants sanitizer || wants sm80 || wants sanitizer80; then needed+=(gpu-tests); fi
+if wants tune; then needed+=(flash-attn-tune); fi
+if wants bench; then needed+=(forward-bench serving-bench); fi
+if wants peers || wants noise; then needed+=(flash-attn-timing flash-attn-regression); fi
+if wants decode; then needed+=(flash-attn-decode-timing); fi
+if wants modifiers; then needed+=(flash-attn-modifier-timing); fi
+for executable in "${needed[@]}"; do
+    if [ ! -x "$here/$executable" ]; then
+        echo "run.sh: phases '$phases' need ./$executable, which is not in $here" >&2
+        exit 2
+    fi
+done
 
 note "bundle $(cat COMMIT) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%Y-%m-%dT%H:%MZ)"
 
@@ -120,9 +142,13 @@ if wants sanitizer; then
     for tool in memcheck initcheck; do
         sanitize "$tool-far-offsets" "$tool" safety::offsets_past_two_to_the_32_elements_reach_the_right_rows
     done
-    # The serving kernels (KV cache, split-KV with its last-block combine), split and not.
+    # The serving kernels (KV cache, split-KV with its last-block combine), split and not, over
+    # two processes (racecheck over all of them in one ran past 400 s beside the other runs:
+    # log 40).
     for tool in memcheck racecheck synccheck initcheck; do
-        sanitize "$tool-serving" "$tool" kv_cache::every_serving_kernel_on_a_small_cache
+        for i in 0 1; do
+            sanitize "$tool-serving-$i" "$tool" kv_cache::every_serving_kernel_on_a_small_cache "$i/2"
+        done
         # Every paged kernel, with a page index past the cache in one sequence of each run.
         sanitize "$tool-paged" "$tool" paged::every_paged_kernel_on_a_small_cache
         # Every serving kernel on a ragged variable-length batch.

@@ -13,7 +13,8 @@ use flash_attn::{
 use half::{bf16, f16};
 
 use crate::support::{
-    assert_logsumexps, fresh_seed, gpu, modifiers_for, SERVING_HEAD_DIMS, SERVING_MODIFIERS,
+    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_HEAD_DIMS,
+    SERVING_MODIFIERS,
 };
 
 /// One KV-cache problem: random inputs (mean 0.5), cache lengths, and the check of one run.
@@ -274,13 +275,14 @@ pub(crate) fn too_few_cache_lengths_are_rejected() {
     }
 }
 
-/// Every serving kernel, split and not, on problems small enough for compute-sanitizer.
+/// Every serving kernel, split and not, on problems small enough for compute-sanitizer (split
+/// over processes with `FLASH_ATTN_KERNEL_SHARD`).
 pub(crate) fn every_serving_kernel_on_a_small_cache() {
     let gpu = gpu();
-    for kernel in flash_attn::FORWARD_KERNELS
-        .iter()
-        .filter(|k| k.spec.variant.with_modifiers() == flash_attn::Variant::ServingModified)
-    {
+    for kernel in flash_attn::FORWARD_KERNELS.iter().filter(|k| {
+        k.spec.variant.with_modifiers() == flash_attn::Variant::ServingModified
+            && in_kernel_shard(k)
+    }) {
         let d = kernel.spec.tile.head_dim;
         let (window, softcap) = modifiers_for(kernel);
         for (shape, lens, splits) in [
