@@ -462,20 +462,20 @@ fn validate<T: Element>(
     })
 }
 
-/// The exposed kernels of one element type and head dim, each timed on every shape of the sweep
-/// with each masking (`causal` values) of `maskings`.
+/// The exposed kernels of one element type and head dim, each timed on every shape of the sweep.
 struct KernelPool {
     dtype: Dtype,
     head_dim: usize,
-    maskings: Vec<bool>,
     candidates: Vec<&'static ForwardKernel>,
 }
 
-/// Validates and times every candidate of `pool` on `shape` with each of its maskings.
+/// Validates and times every candidate of `pool` on `shape` with each masking (`causal` value)
+/// of `maskings`.
 fn sweep_shape<T: Element>(
     gpu: &FlashAttention,
     pool: &KernelPool,
     shape: AttentionShape,
+    maskings: &[bool],
     (repeats, seed): (usize, u64),
     progress: &mut Progress,
     measurements: &mut Vec<Measurement>,
@@ -483,7 +483,7 @@ fn sweep_shape<T: Element>(
     let inputs = HostInputs::<T>::random(&shape, seed);
     let mut problem = DeviceProblem::upload(shape, &inputs)?;
     let poison = vec![T::from_f64(f64::NAN); inputs.q.len()];
-    for &causal in &pool.maskings {
+    for &causal in maskings {
         let reference = RowReference::new(&inputs, shape, causal, seed ^ causal as u64);
         for &kernel in &pool.candidates {
             progress.show(&format!(
@@ -649,7 +649,6 @@ fn run(args: &Args) -> Result<usize, String> {
         .map(|(dtype, head_dim)| KernelPool {
             dtype,
             head_dim,
-            maskings: args.maskings.clone(),
             candidates: FORWARD_KERNELS
                 .iter()
                 .filter(|k| k.spec.variant == Variant::Dense)
@@ -662,7 +661,7 @@ fn run(args: &Args) -> Result<usize, String> {
         .map(|pool| {
             pool.candidates.len()
                 * sweep_shapes(pool.head_dim, gpu.sm_count()).len()
-                * pool.maskings.len()
+                * args.maskings.len()
         })
         .sum();
     let mut progress = Progress::new(runs);
@@ -673,12 +672,24 @@ fn run(args: &Args) -> Result<usize, String> {
             problem_seed = problem_seed.wrapping_add(1);
             let settings = (repeats.screen, problem_seed);
             match pool.dtype {
-                Dtype::F16 => {
-                    sweep_shape::<f16>(&gpu, pool, shape, settings, &mut progress, &mut screening)
-                }
-                Dtype::Bf16 => {
-                    sweep_shape::<bf16>(&gpu, pool, shape, settings, &mut progress, &mut screening)
-                }
+                Dtype::F16 => sweep_shape::<f16>(
+                    &gpu,
+                    pool,
+                    shape,
+                    &args.maskings,
+                    settings,
+                    &mut progress,
+                    &mut screening,
+                ),
+                Dtype::Bf16 => sweep_shape::<bf16>(
+                    &gpu,
+                    pool,
+                    shape,
+                    &args.maskings,
+                    settings,
+                    &mut progress,
+                    &mut screening,
+                ),
             }
             .map_err(gpu_error)?;
         }
