@@ -412,10 +412,12 @@ pub const CANDIDATE_Q_SOURCES: [QSource; 2] = [QSource::Registers, QSource::Shar
 /// search space (`FLASH_ATTN_KERNELS=all`, which the tuner and the GPU suite build) grows by a
 /// few dozen entries per head dim rather than a hundred: one layout (swizzled where the rows
 /// are whole 128-byte groups, else padded), no 128-key blocks above head dim 96, no more than
-/// 128 f32 accumulators of O per thread (a warp's rows times the head dim at most 32 * 128),
-/// and one stage only where two do not fit in shared memory (head dims 192 and above). Each
-/// limit cut tiles that spilled on sm_89 (ptxas 12.9): 128-key blocks at head dim 160, and
-/// 32 rows per warp at head dims 160 to 256, spilled 16 bytes to 2.4 KB.
+/// 128 f32 accumulators of O per thread (a warp's rows times the head dim at most 32 * 128).
+/// Each limit cut tiles that spilled on sm_89 (ptxas 12.9): 128-key blocks at head dim 160, and
+/// 32 rows per warp at head dims 160 to 256, spilled 16 bytes to 2.4 KB. Every stage count is a
+/// candidate: one stage first only where two did not fit in shared memory (head dims 192 and
+/// above), until the one-stage `m128_n64_w4_s1_qsmem` won D=128's large non-causal grids by
+/// 3.7-4.0% (BENCHMARKS.md log 40).
 pub const FULL_GRID_HEAD_DIMS: [usize; 2] = [64, 128];
 
 /// Whether `tile` is in the candidate space of its head dim (see [`FULL_GRID_HEAD_DIMS`]).
@@ -432,7 +434,6 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
     tile.layout as u8 == layout as u8
         && (tile.block_n <= 64 || head_dim <= 96)
         && tile.block_m / tile.warps * head_dim <= 32 * 128
-        && (tile.stages > 1 || head_dim >= 192)
 }
 
 /// Calls `visit(candidate, verdict)` for every candidate tile, in the order of the PTX entries:
