@@ -14,6 +14,8 @@ use crate::support::{gpu, in_kernel_shard, Problem};
 /// that pad).
 fn check_every_kernel(shapes: &[AttentionShape]) {
     let gpu = gpu();
+    // A filter or shard that selects no kernel must fail, not pass having checked nothing.
+    let mut checked = 0;
     for &shape in shapes {
         let variant = if padded_head_dim(shape.head_dim) == Some(shape.head_dim) {
             Variant::Dense
@@ -40,9 +42,14 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
                         bf16_problem.check(&gpu, &bf16_problem.options(Layout::Bhsd, Some(kernel)))
                     }
                 };
+                checked += 1;
             }
         }
     }
+    assert!(
+        checked > 0,
+        "no kernel was checked (FLASH_ATTN_KERNEL_FILTER / FLASH_ATTN_KERNEL_SHARD select none)"
+    );
 }
 
 /// Every kernel on a small problem of its head dim, with a tail, and two problems padded to a
