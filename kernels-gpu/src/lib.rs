@@ -209,6 +209,16 @@ macro_rules! main_loop {
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), Dense, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+        $crate::fwd::sm90::forward::<
+            $crate::element::$dtype,
+            $block_m,
+            $block_n,
+            $warps,
+            $stages,
+            $head_dim,
+        >($params)
+    };
 }
 
 #[panic_handler]

@@ -2,3 +2,4 @@
 //! `cp.async`).
 
 pub mod sm80;
+pub mod sm90;
