@@ -217,6 +217,8 @@ macro_rules! main_loop {
             $warps,
             $stages,
             $head_dim,
+            { $block_n / 16 },
+            { $head_dim / 16 },
         >($params)
     };
 }

@@ -1,12 +1,14 @@
 //! MMA atoms: one warp-wide matrix-multiply instruction each, on typed fragments
 //! ([`crate::fragment`]), apart from the element types they multiply. A main loop is generic
-//! over its atom; a Hopper `wgmma` atom will sit beside these.
+//! over its atom: [`MmaSync`] (a warp's `mma.sync`) for the sm80 loop, [`Wgmma`] (a
+//! warpgroup's `wgmma`) for the sm90 one.
 
 use core::marker::PhantomData;
 
 use crate::element::{Bf16, Element, F16};
-use crate::fragment::{AccumulatorTile, OperandA, OperandB};
-use crate::ptx::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32};
+use crate::fragment::{Accumulator, AccumulatorTile, OperandA, OperandB};
+use crate::ptx::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32, WgmmaBf16, WgmmaF16, WgmmaShape};
+use crate::smem::SmemDescriptor;
 
 /// A warp-wide `acc += a · b` on one m16n8k16 tile, for 16-bit inputs of type
 /// [`Self::Input`], accumulated in f32.
@@ -38,4 +40,73 @@ impl WarpMma16x8x16 for MmaSync<Bf16> {
     unsafe fn mma(acc: &mut AccumulatorTile, a: &OperandA, b: &OperandB) {
         mma_m16n8k16_bf16_f32(acc, &a.0, &b.0)
     }
+}
+
+/// Hopper's warpgroup MMA atom on 16-bit inputs `T` (sm_90a): `m64nNk16` with f32 accumulators,
+/// `N = 16 N_STEPS`. Each warp of the warpgroup sees its 16 rows of the accumulator as an
+/// [`Accumulator<1, N_STEPS>`], the layout of the m16n8 tiles of [`MmaSync`], so the mask, the
+/// online softmax and the epilogue serve both atoms.
+pub trait WarpgroupMma<const N_STEPS: usize> {
+    /// `acc (+)= A B`, A (`m64k16`) and B (`k16nN`) in shared memory, both K-major (see
+    /// [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss)); without `accumulate`, `acc = A B`.
+    ///
+    /// # Safety
+    /// As for [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss).
+    unsafe fn ss(
+        acc: &mut Accumulator<1, N_STEPS>,
+        a: SmemDescriptor,
+        b: SmemDescriptor,
+        accumulate: bool,
+    );
+
+    /// `acc (+)= A B`, A (`m64k16`) this warp's 16 rows in registers, B (`k16nN`) in shared
+    /// memory, N-major (see [`WgmmaShape::rs`](crate::ptx::WgmmaShape::rs)).
+    ///
+    /// # Safety
+    /// As for [`WgmmaShape::rs`](crate::ptx::WgmmaShape::rs).
+    unsafe fn rs(
+        acc: &mut Accumulator<1, N_STEPS>,
+        a: &OperandA,
+        b: SmemDescriptor,
+        accumulate: bool,
+    );
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` (sm_90a) for element type `T`.
+pub struct Wgmma<T>(PhantomData<T>);
+
+/// The accumulator's registers in the instruction's order: `tiles[0][n][half][e]` is register
+/// `8 n + 4 half + e`, which is also its place in memory (`Accumulator` is `repr(transparent)`
+/// over the nested arrays).
+macro_rules! warpgroup_mma {
+    ($($input:ident => $shape:ident: $($steps:literal),*;)*) => {$($(
+        impl WarpgroupMma<$steps> for Wgmma<$input> {
+            #[inline(always)]
+            unsafe fn ss(
+                acc: &mut Accumulator<1, $steps>,
+                a: SmemDescriptor,
+                b: SmemDescriptor,
+                accumulate: bool,
+            ) {
+                let registers = &mut *(acc as *mut Accumulator<1, $steps>).cast::<[f32; 8 * $steps]>();
+                <$shape as WgmmaShape<{ 8 * $steps }>>::ss(registers, a.0, b.0, accumulate)
+            }
+
+            #[inline(always)]
+            unsafe fn rs(
+                acc: &mut Accumulator<1, $steps>,
+                a: &OperandA,
+                b: SmemDescriptor,
+                accumulate: bool,
+            ) {
+                let registers = &mut *(acc as *mut Accumulator<1, $steps>).cast::<[f32; 8 * $steps]>();
+                <$shape as WgmmaShape<{ 8 * $steps }>>::rs(registers, &a.0, b.0, accumulate)
+            }
+        }
+    )*)*};
+}
+
+warpgroup_mma! {
+    F16 => WgmmaF16: 2, 4, 6, 8, 10, 12, 14, 16;
+    Bf16 => WgmmaBf16: 2, 4, 6, 8, 10, 12, 14, 16;
 }

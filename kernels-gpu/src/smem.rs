@@ -1,4 +1,5 @@
-//! Shared-memory tiles: the XOR-swizzled layout and the padded one.
+//! Shared-memory tiles: the XOR-swizzled layout and the padded one (the sm80 loop), and the
+//! layout of Hopper's `wgmma` operands with its descriptors (the sm90 loop).
 //!
 //! A tile is `[rows, head_dim]` 16-bit elements, one row after another, stored as 16-byte
 //! chunks; [`SharedTile`] is what the kernel needs of a layout.
@@ -17,7 +18,7 @@
 //! [`SharedTile::chunk_address`] (or its split form, [`SharedTile::fragment_address`]) is the
 //! only way to form an address, always base plus whole 16-byte chunks.
 
-use flash_attn_params::{SmemLayout, CHUNK_ELEMS, SWIZZLE_CHUNKS};
+use flash_attn_params::{SmemLayout, CHUNK_BYTES, CHUNK_ELEMS, SWIZZLE_CHUNKS};
 
 /// A lane's own part of the addresses it passes to `ldmatrix` in one tile layout (see
 /// [`SmemLayout::lane_offset`]): formed once per kernel, so that each address in a loop is a
@@ -117,5 +118,163 @@ impl<const HEAD_DIM: usize> SharedTile for PaddedTile<HEAD_DIM> {
     #[inline(always)]
     fn base(self) -> u32 {
         self.base
+    }
+}
+
+/// A `[ROWS, HEAD_DIM]` tile of 16-bit elements in the layout that Hopper's `wgmma` reads
+/// through a [`SmemDescriptor`]: the columns cut into blocks of [`Self::SWIZZLE_BYTES`] bytes,
+/// each block `ROWS` rows of that width one after another, with the hardware's swizzle of that
+/// width (16-byte chunk `c` of row `r` at slot `c ^ (r % 8)` with 128-byte rows, `c ^ (r / 2 %
+/// 4)` with 64-byte rows: the bits of the address above the row XORed into the chunk's). The
+/// widest swizzle whose blocks divide the row: 128 bytes where the head dim is a multiple of
+/// 64, else 64 (head dims 32, 96, 160, 224).
+///
+/// The same bytes as a swizzled [`flash_attn_params::TileConfig`] tile (`ROWS` rows of
+/// `HEAD_DIM` elements, no padding), so the tile offsets are `TileConfig`'s. The swizzle repeats
+/// every 8 rows of a block, and a block is a multiple of 1024 bytes (the sizes of the sm90
+/// tiles), so a tile at a 1024-byte-aligned offset keeps the pattern `wgmma` expects.
+#[derive(Clone, Copy)]
+pub struct WgmmaTile<const ROWS: usize, const HEAD_DIM: usize> {
+    base: u32,
+}
+
+impl<const ROWS: usize, const HEAD_DIM: usize> WgmmaTile<ROWS, HEAD_DIM> {
+    /// The bytes of one row of a column block, and the swizzle's width.
+    pub const SWIZZLE_BYTES: usize = if HEAD_DIM.is_multiple_of(64) { 128 } else { 64 };
+    /// 16-byte chunks in one row of a column block.
+    const BLOCK_CHUNKS: usize = Self::SWIZZLE_BYTES / CHUNK_BYTES;
+    /// Bytes of one column block: `ROWS` rows of [`Self::SWIZZLE_BYTES`].
+    pub const COLUMN_BLOCK_BYTES: usize = ROWS * Self::SWIZZLE_BYTES;
+    /// Bytes from one 8-row group of a column block to the next: the swizzle's period.
+    const ROW_GROUP_BYTES: usize = 8 * Self::SWIZZLE_BYTES;
+    const FITS: () = assert!(
+        HEAD_DIM.is_multiple_of(32) && ROWS.is_multiple_of(64),
+        "a wgmma tile holds 64-row groups of whole 64-byte swizzle rows"
+    );
+
+    /// The swizzle of `row`: XORed into the chunk index within the row's block.
+    #[inline(always)]
+    const fn swizzle(row: usize) -> usize {
+        if Self::SWIZZLE_BYTES == 128 {
+            row % 8
+        } else {
+            (row / 2) % 4
+        }
+    }
+
+    /// The byte offset of chunk `chunk` of row `row` from the tile's base: the layout's one rule.
+    #[inline(always)]
+    const fn offset(row: usize, chunk: usize) -> usize {
+        let slot = (chunk % Self::BLOCK_CHUNKS) ^ Self::swizzle(row);
+        (chunk / Self::BLOCK_CHUNKS) * Self::COLUMN_BLOCK_BYTES
+            + row * Self::SWIZZLE_BYTES
+            + slot * CHUNK_BYTES
+    }
+
+    /// The tile at `smem_base + offset` (`offset` a multiple of 1024).
+    #[inline(always)]
+    pub fn at(smem_base: u32, offset: usize) -> Self {
+        let () = Self::FITS;
+        Self {
+            base: smem_base + offset as u32,
+        }
+    }
+
+    /// The descriptor of the K-major `[rows, 16]` operand whose first row is `row` (a multiple
+    /// of 8) and whose 16 columns are `16 k_step..`: rows 8 apart by
+    /// [`Self::SWIZZLE_BYTES`]` * 8` bytes, the columns within one block's row.
+    #[inline(always)]
+    pub fn k_major(self, row: usize, k_step: usize) -> SmemDescriptor {
+        let steps_per_block = Self::SWIZZLE_BYTES / 32;
+        let offset = (k_step / steps_per_block) * Self::COLUMN_BLOCK_BYTES
+            + row * Self::SWIZZLE_BYTES
+            + (k_step % steps_per_block) * 32;
+        SmemDescriptor::new(
+            self.base + offset as u32,
+            Self::SWIZZLE_BYTES,
+            // Unused by a swizzled K-major operand, whose 16 columns lie in one swizzle row.
+            CHUNK_BYTES,
+            Self::ROW_GROUP_BYTES,
+        )
+    }
+
+    /// The descriptor of the N-major (transposed) `[16, HEAD_DIM]` operand of rows `16 k_step..`
+    /// (the B operand of `P V`: keys are its k, head dims its n): along n the column blocks,
+    /// [`Self::COLUMN_BLOCK_BYTES`] apart; along k the 8-row groups.
+    #[inline(always)]
+    pub fn n_major(self, k_step: usize) -> SmemDescriptor {
+        let offset = 16 * k_step * Self::SWIZZLE_BYTES;
+        SmemDescriptor::new(
+            self.base + offset as u32,
+            Self::SWIZZLE_BYTES,
+            Self::COLUMN_BLOCK_BYTES,
+            Self::ROW_GROUP_BYTES,
+        )
+    }
+}
+
+impl<const ROWS: usize, const HEAD_DIM: usize> SharedTile for WgmmaTile<ROWS, HEAD_DIM> {
+    /// Nominal: this layout is none of [`SmemLayout`]'s, and overrides every method that reads
+    /// one; its byte sizes are the swizzled layout's.
+    const LAYOUT: SmemLayout = SmemLayout::Swizzled;
+    const ROW_CHUNKS: usize = HEAD_DIM / CHUNK_ELEMS;
+
+    #[inline(always)]
+    fn at(smem_base: u32, offset: usize) -> Self {
+        WgmmaTile::at(smem_base, offset)
+    }
+
+    #[inline(always)]
+    fn base(self) -> u32 {
+        self.base
+    }
+
+    #[inline(always)]
+    fn chunk_address(self, row: usize, chunk: usize) -> u32 {
+        self.base + Self::offset(row, chunk) as u32
+    }
+
+    /// The lane's offset of row `lane_row`, chunk `lane_chunk`: its swizzle is that of every row
+    /// `lane_row + 8 i`.
+    #[inline(always)]
+    fn lane_chunk(lane_row: usize, lane_chunk: usize) -> LaneChunk {
+        LaneChunk(Self::offset(lane_row, lane_chunk) as u32)
+    }
+
+    /// Row `8 row_group + lane_row`, chunk `chunk + lane_chunk`: within a block the chunk bits
+    /// of `chunk` flip the lane's swizzled slot, its block and the row group add.
+    #[inline(always)]
+    fn fragment_address(self, lane: LaneChunk, row_group: usize, chunk: usize) -> u32 {
+        let flip = (chunk % Self::BLOCK_CHUNKS) * CHUNK_BYTES;
+        let add = (chunk / Self::BLOCK_CHUNKS) * Self::COLUMN_BLOCK_BYTES
+            + row_group * Self::ROW_GROUP_BYTES;
+        self.base + (lane.0 ^ flip as u32) + add as u32
+    }
+}
+
+/// A `wgmma` shared-memory matrix descriptor (sm_90): the operand's start address, the byte
+/// offsets between its core-matrix groups along the leading and the strided dimension, and the
+/// swizzle; the format of the PTX ISA's "Matrix Descriptor Format".
+#[derive(Clone, Copy)]
+pub struct SmemDescriptor(pub u64);
+
+impl SmemDescriptor {
+    /// Start address `>> 4` in bits 0-13, leading byte offset `>> 4` in 16-29, stride byte
+    /// offset `>> 4` in 32-45, base offset 0 (the tiles start on the swizzle's period), and the
+    /// swizzle in bits 62-63 (1: 128 bytes, 2: 64 bytes).
+    #[inline(always)]
+    pub fn new(
+        address: u32,
+        swizzle_bytes: usize,
+        leading_bytes: usize,
+        stride_bytes: usize,
+    ) -> Self {
+        let swizzle: u64 = if swizzle_bytes == 128 { 1 } else { 2 };
+        Self(
+            ((address as u64 & 0x3_FFFF) >> 4)
+                | (((leading_bytes as u64) >> 4) << 16)
+                | (((stride_bytes as u64) >> 4) << 32)
+                | (swizzle << 62),
+        )
     }
 }

@@ -1,17 +1,81 @@
-//! The sm90 main loop: Hopper's warpgroup MMA (`wgmma.mma_async`), sm_90a PTX.
-//! (Work in progress: the body is being written.)
+//! The sm90 main loop of the forward pass: Hopper's warpgroup MMA (`wgmma.mma_async`), sm_90a
+//! PTX, for devices of compute capability 9.0 (H100, H200).
+//!
+//! One block computes `BLOCK_M = 64 WARPGROUPS` query rows of one (batch, query head); each
+//! warpgroup (4 warps) owns 64 of them, each warp 16, and issues its `wgmma` on its own rows.
+//! The tiles live in shared memory in the layout `wgmma` reads ([`WgmmaTile`]), copied in by
+//! every thread with `cp.async` through a ring of `STAGES` K/V slots. Per key block `j`:
+//! 1. wait for block `j`'s K/V, hand them to the async proxy (`fence.proxy.async`), and meet at
+//!    the block barrier, which also says that every warpgroup is done with block `j - 1`;
+//! 2. start the copy of block `j + STAGES - 1` into the slot block `j - 1` held;
+//! 3. `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
+//! 4. mask the keys past the end and, if causal, past the diagonal, and run the online softmax
+//!    on S in registers: the accumulator of a warp has the m16n8 layout of `mma.sync`, so
+//!    [`crate::attn`]'s mask, softmax and epilogue serve this loop unchanged;
+//! 5. `O += P V`: `BLOCK_N / 16` `wgmma` in the RS form, P converted to 16 bits in the
+//!    registers it was computed in (the A fragment layout), V from shared memory, N-major.
+//!
+//! Each `wgmma` group is waited for before its results are read (no overlap of the softmax with
+//! the next block's MMAs inside a warpgroup yet; two warpgroups, or two blocks per SM, overlap
+//! each other's). At the end O is divided by the row sums, staged through the Q tile and
+//! written with 16-byte stores; the logsumexp goes out if asked for.
+//!
+//! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
+//! read from or written to global memory.
 
-use flash_attn_params::ForwardParams;
+use core::arch::nvptx::_thread_idx_x;
+use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
+use flash_attn_params::{ForwardParams, QSource, SequenceParams, SmemLayout, TileConfig};
+
+use crate::attn::block_info::BlockInfo;
+use crate::attn::epilogue::{write_logsumexp, write_output};
+use crate::attn::mask::{mask_scores, MaskBounds};
+use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
+use crate::fragment::{Accumulator, Lane, OperandA};
+use crate::fwd::copy::{copy_tile_async, cp_async_wait_at_most};
+use crate::mma::{WarpgroupMma, Wgmma};
+use crate::ptx::{
+    bar_sync_0, cp_async_commit_group, fence_f32, fence_proxy_async_shared_cta, fence_u32,
+    shared_window_address, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
+};
+use crate::smem::WgmmaTile;
 
-/// The forward kernel body of the Hopper family for element type `T`: one warpgroup (4 warps)
-/// per 64 query rows, `BLOCK_M = 16 * WARPS`.
+/// The dynamic shared-memory window. Its alignment is the swizzle's period (8 rows of 128
+/// bytes), which `wgmma` reads the tiles' swizzle against.
+#[repr(C, align(1024))]
+struct SharedMemoryBase;
+
+/// Rows of one warpgroup: the M of `wgmma.m64nNk16`.
+const WARPGROUP_ROWS: usize = 64;
+
+/// Pins every register of `acc` at this point among the volatile assembly (see
+/// [`fence_f32`]): before a `wgmma.fence` for the values the MMAs read, after a wait for
+/// the values they wrote.
+#[inline(always)]
+fn fence_accumulator<const N_STEPS: usize>(acc: &mut Accumulator<1, N_STEPS>) {
+    for n in 0..N_STEPS {
+        for half in 0..2 {
+            for element in 0..4 {
+                fence_f32(&mut acc.tiles[0][n][half][element]);
+            }
+        }
+    }
+}
+
+/// The forward kernel body of the Hopper family for element type `T` and one tile
+/// configuration. `KEY_STEPS` and `DIM_STEPS` must equal `BLOCK_N / 16` and `HEAD_DIM / 16`
+/// (checked at compile time); the `main_loop!` macro derives them.
 ///
 /// # Safety
-/// Launched with grid `(ceil(seq_len_q / BLOCK_M), heads_q, batch)`, `32 * WARPS` threads and
-/// `TileConfig::smem_bytes` bytes of dynamic shared memory, on a device of compute capability
-/// 9.0; `params` satisfies [`ForwardParams`]' contract (as for the sm80 dense kernels).
+/// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),
+/// heads_q, batch)`, `32 * WARPS` threads and `TileConfig::smem_bytes` bytes of dynamic shared
+/// memory; `params` satisfies [`ForwardParams`]' contract (as for the sm80 dense kernels): both
+/// sequence lengths are at least 1, every row named by the strides is readable (inputs) or
+/// writable (output) and 16-byte aligned, output rows of different (batch, head, row) do not
+/// overlap each other or the inputs, and `lse`, if not 0, has `batch * heads_q * seq_len_q`
+/// writable f32.
 #[inline(always)]
 pub unsafe fn forward<
     T: Element,
@@ -20,8 +84,194 @@ pub unsafe fn forward<
     const WARPS: usize,
     const STAGES: usize,
     const HEAD_DIM: usize,
+    const KEY_STEPS: usize,
+    const DIM_STEPS: usize,
 >(
-    _params: &ForwardParams,
-) {
-    core::arch::nvptx::trap()
+    params: &ForwardParams,
+) where
+    Wgmma<T>: WarpgroupMma<KEY_STEPS> + WarpgroupMma<DIM_STEPS>,
+{
+    // The byte sizes and offsets of the tiles: the swizzled layout's (see `WgmmaTile`). Built
+    // without `TileConfig::check`, whose limits are the sm80 family's; the build's gate holds
+    // the sm90 entries to sm_90's.
+    let tile: TileConfig = const {
+        assert!(
+            BLOCK_M == WARPGROUP_ROWS * (WARPS / 4) && WARPS.is_multiple_of(4),
+            "one warpgroup (4 warps) per 64 query rows"
+        );
+        assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
+        assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
+        assert!(STAGES == 1 || STAGES == 2, "one or two K/V stages");
+        let tile = TileConfig {
+            block_m: BLOCK_M,
+            block_n: BLOCK_N,
+            warps: WARPS,
+            stages: STAGES,
+            head_dim: HEAD_DIM,
+            layout: SmemLayout::Swizzled,
+            q_source: QSource::SharedMemory,
+        };
+        assert!(
+            tile.q_tile_bytes().is_multiple_of(1024) && tile.kv_tile_bytes().is_multiple_of(1024),
+            "every tile starts on the swizzle's 1024-byte period"
+        );
+        tile
+    };
+    let thread = _thread_idx_x() as usize;
+    let (warp, lane) = (thread / 32, thread % 32);
+    let warpgroup_row = WARPGROUP_ROWS * (warp / 4);
+    let warp_row = 16 * warp;
+    let this_lane = Lane::of(lane);
+    let info = BlockInfo::<false>::new::<BLOCK_M>(params, &SequenceParams::DENSE);
+    if info.is_past_the_queries() {
+        return;
+    }
+    let mask = info.mask;
+    let first_query = info.first_query;
+    let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
+    let (first_block, key_blocks) =
+        info.key_blocks::<BLOCK_N>(&SequenceParams::DENSE, 0, mask.key_end(last_query));
+    let q_rows = info.query_rows(params);
+
+    let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
+    let q_tile = WgmmaTile::<BLOCK_M, HEAD_DIM>::at(smem, 0);
+    let stage_bytes = (tile.k_tile_offset(1) - tile.k_tile_offset(0)) as u32;
+    let k_tile = |stage: u32| {
+        WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.k_tile_offset(0))
+    };
+    let v_tile = |stage: u32| {
+        WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
+    };
+    // K and V of key block `block` into ring slot `stage`.
+    let copy_key_block = #[inline(always)]
+    |block: u32, stage: u32| {
+        let first_key = block * BLOCK_N as u32;
+        let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
+        copy_tile_async::<_, BLOCK_N, WARPS, false, false>(k_tile(stage), k_rows, thread);
+        let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
+        copy_tile_async::<_, BLOCK_N, WARPS, false, false>(v_tile(stage), v_rows, thread);
+    };
+
+    // Prologue: Q, then the first `STAGES - 1` K/V blocks, a group each (empty ones too, so
+    // that the group count, and so the waits below, is the same on every path).
+    copy_tile_async::<_, BLOCK_M, WARPS, false, true>(q_tile, q_rows, thread);
+    cp_async_commit_group();
+    for stage in 0..STAGES as u32 - 1 {
+        if first_block + stage < key_blocks {
+            copy_key_block(first_block + stage, stage);
+        }
+        cp_async_commit_group();
+    }
+
+    let mut output = Output::<1, DIM_STEPS>::zero();
+    let mut softmax = OnlineSoftmax::<1>::default();
+    let next_slot = |slot: u32| {
+        if slot + 1 == STAGES as u32 {
+            0
+        } else {
+            slot + 1
+        }
+    };
+    let (mut stage, mut prefetch_stage) = (0, STAGES as u32 - 1);
+
+    let mut key_block = #[inline(always)]
+    |block: u32, bounds: MaskBounds| {
+        if STAGES == 1 {
+            // One slot: every warpgroup is done with the previous block before it is
+            // overwritten (with no key block before, the barrier is one more, harmless).
+            bar_sync_0();
+            copy_key_block(block, 0);
+            cp_async_commit_group();
+        }
+        // Block `block`'s K/V (and Q) have landed: the `STAGES - 2` groups committed after them
+        // may still be in flight. The fence hands this thread's copies to the async proxy that
+        // `wgmma` reads through; the barrier makes every thread's visible, and says that every
+        // warpgroup has waited for its MMAs on the slot the prefetch below overwrites.
+        cp_async_wait_at_most(STAGES.saturating_sub(2));
+        fence_proxy_async_shared_cta();
+        bar_sync_0();
+        if STAGES > 1 {
+            let prefetch = block + STAGES as u32 - 1;
+            if prefetch < key_blocks {
+                copy_key_block(prefetch, prefetch_stage);
+            }
+            cp_async_commit_group();
+        }
+
+        // S = Q Kᵀ over the head dim, 16 columns per MMA; the first overwrites S.
+        let mut scores = Scores::<1, KEY_STEPS>::zero();
+        fence_accumulator(&mut scores);
+        wgmma_fence();
+        for d in 0..DIM_STEPS {
+            <Wgmma<T> as WarpgroupMma<KEY_STEPS>>::ss(
+                &mut scores,
+                q_tile.k_major(warpgroup_row, d),
+                k_tile(stage).k_major(0, d),
+                d > 0,
+            );
+        }
+        wgmma_commit_group();
+        wgmma_wait_group::<0>();
+        fence_accumulator(&mut scores);
+
+        let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+        mask_scores(&mut scores, block_mask, bounds, warp_row, this_lane, false);
+        softmax.update(&mut scores, &mut output, params.scale_log2);
+
+        // O += P V, 16 keys per MMA. P is packed, and pinned, before the `wgmma.fence`: a
+        // register an RS `wgmma` reads that is written after the fence makes ptxas insert a
+        // `warpgroup.arrive` before that MMA (its C7519 note).
+        let mut p: [OperandA; KEY_STEPS] = core::array::from_fn(|n| {
+            let [p] = scores.to_operand_a::<T>(n);
+            p
+        });
+        for operand in &mut p {
+            for register in &mut operand.0 {
+                fence_u32(register);
+            }
+        }
+        fence_accumulator(&mut output);
+        wgmma_fence();
+        for (n, p) in p.iter().enumerate() {
+            <Wgmma<T> as WarpgroupMma<DIM_STEPS>>::rs(
+                &mut output,
+                p,
+                v_tile(stage).n_major(n),
+                true,
+            );
+        }
+        wgmma_commit_group();
+        wgmma_wait_group::<0>();
+        fence_accumulator(&mut output);
+        stage = next_slot(stage);
+        prefetch_stage = next_slot(prefetch_stage);
+    };
+
+    // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
+    // every query of the block, sees (none past the end). The rest need the end test.
+    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
+    for block in first_block..unmasked_blocks {
+        key_block(block, MaskBounds::NONE);
+    }
+    for block in unmasked_blocks..key_blocks {
+        key_block(block, MaskBounds::END);
+    }
+
+    // Epilogue: the output rows are staged through the Q tile, which the other warps of the
+    // warpgroup read through their MMAs: every warp is past its last wait (and with no key
+    // block, every Q copy has landed) at this barrier.
+    cp_async_wait_at_most(0);
+    bar_sync_0();
+    let rows = softmax.finish(params.scale_log2);
+    write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, BLOCK_M, WARPS, 1, DIM_STEPS, false, false>(
+        &output, &rows, q_tile, &info, params, warp_row, this_lane,
+    );
+    write_logsumexp(
+        &rows,
+        &info,
+        params,
+        &SequenceParams::DENSE,
+        warp_row,
+        this_lane,
+    );
 }

@@ -9,6 +9,7 @@ mod ldmatrix;
 mod memory;
 mod mma;
 mod special;
+mod wgmma;
 
 pub use cp_async::{
     cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group, cp_async_wait_group,
@@ -23,4 +24,8 @@ pub use mma::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32};
 pub use special::{
     cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32, ex2_approx_ftz_f32, lg2_approx_ftz_f32, max_f32,
     opaque_to_optimizer, shfl_sync_bfly_f32, tanh_approx_f32, vote_sync_any,
+};
+pub use wgmma::{
+    fence_f32, fence_proxy_async_shared_cta, fence_u32, wgmma_commit_group, wgmma_fence,
+    wgmma_wait_group, WgmmaBf16, WgmmaF16, WgmmaShape,
 };

@@ -1,0 +1,111 @@
+//! The copies that every main loop issues: a tile of rows from global to shared memory with
+//! `cp.async`, in whatever layout the tile type has, and the wait for them.
+
+use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS};
+
+use crate::attn::block_info::RowBlock;
+use crate::ptx::{cp_async_cg_16, cp_async_cg_16_zfill, cp_async_wait_group, opaque_to_optimizer};
+use crate::smem::SharedTile;
+
+/// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile, as
+/// [`CopyPlan`] splits them.
+///
+/// Where the problem's head dim is smaller than the kernel's (`source.chunks <
+/// Tile::ROW_CHUNKS`: only with `PADS`, in the kernels of [`pads_head_dim`]), the
+/// columns past it are padding: with `ZERO_PADDING` (the Q tile) they are zero-filled, so that
+/// every score sums only the problem's columns; without (K and V) they repeat the row's last
+/// chunk, which costs no predicate in the main loop's copies. Both are exact: a score is
+/// `q · k` over the columns, and Q's padding is 0 (times a finite K element), and V's padding
+/// only reaches output columns that are never stored. Without `PADS` the padding compiles out:
+/// the dense kernels, and every kernel of head dims 64 and 128, run whole rows, which keeps
+/// their registers and time (the padding's arithmetic spilled the serving D=128 entries on
+/// sm_80 and cost the dense anchors up to 3.6%, BENCHMARKS.md log 31).
+///
+/// [`pads_head_dim`]: flash_attn_params::pads_head_dim
+///
+/// # Safety
+/// `source.base` plus `row * row_stride` is a 16-byte-aligned row of `8 * source.chunks`
+/// readable elements for every `row < source.rows`, `source.rows >= 1` and
+/// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` without
+/// `PADS`); every thread of the block calls it with its own `thread`.
+#[inline(always)]
+pub unsafe fn copy_tile_async<
+    Tile: SharedTile,
+    const ROWS: usize,
+    const WARPS: usize,
+    const PADS: bool,
+    const ZERO_PADDING: bool,
+>(
+    tile: Tile,
+    source: RowBlock,
+    thread: usize,
+) {
+    let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    // Each thread copies the same chunk of each group of rows `first + pass * rows_per_pass`.
+    let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
+    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
+    let chunks = if PADS {
+        source.chunks
+    } else {
+        Tile::ROW_CHUNKS as u32
+    };
+    let read_column = |column: usize| {
+        if PADS {
+            (column as u32).min(chunks - 1) as usize
+        } else {
+            column
+        }
+    };
+    let whole_rows = !ZERO_PADDING || chunks == Tile::ROW_CHUNKS as u32;
+    if source.first_row + ROWS as u32 <= source.rows && whole_rows {
+        // One pointer walks this thread's rows. The step goes through `opaque_to_optimizer` so
+        // that LLVM keeps one pointer instead of a 64-bit induction variable per copy (which
+        // cost 16 registers and 16 instructions per key block).
+        let step = opaque_to_optimizer(plan.rows_per_pass * source.row_stride);
+        let mut row_pointer = source.base.add(
+            (source.first_row + first as u32) as usize * source.row_stride
+                + read_column(chunk) * CHUNK_ELEMS,
+        );
+        for pass in 0..plan.passes {
+            for group in 0..plan.groups {
+                let column = group * plan.group_chunks + chunk;
+                let destination = tile.chunk_address(first + pass * plan.rows_per_pass, column);
+                // Group 0 is the pointer's own column (and without `PADS` group `g` lies
+                // `g * group_chunks` chunks on).
+                let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
+                cp_async_cg_16(destination, row_pointer.wrapping_add(offset).cast());
+            }
+            row_pointer = row_pointer.wrapping_add(step);
+        }
+    } else {
+        for pass in 0..plan.passes {
+            let row = first + pass * plan.rows_per_pass;
+            let source_row = source.first_row + row as u32;
+            for group in 0..plan.groups {
+                let column = group * plan.group_chunks + chunk;
+                // A missing row (or with `ZERO_PADDING` a padding column) reads nothing (0
+                // source bytes) but still names a valid address.
+                let exists =
+                    source_row < source.rows && (!ZERO_PADDING || (column as u32) < chunks);
+                let source_bytes = if exists { CHUNK_BYTES as u32 } else { 0 };
+                let read_row = source_row.min(source.rows - 1);
+                let element =
+                    read_row as usize * source.row_stride + read_column(column) * CHUNK_ELEMS;
+                let destination = tile.chunk_address(row, column);
+                cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
+            }
+        }
+    }
+}
+
+/// `cp.async.wait_group` with a count computed from `STAGES` (a const argument cannot be): waits
+/// until at most `pending` of this thread's committed groups are in flight (`pending <= 3`).
+#[inline(always)]
+pub unsafe fn cp_async_wait_at_most(pending: usize) {
+    match pending {
+        0 => cp_async_wait_group::<0>(),
+        1 => cp_async_wait_group::<1>(),
+        2 => cp_async_wait_group::<2>(),
+        _ => cp_async_wait_group::<3>(),
+    }
+}
