@@ -4,7 +4,7 @@
 # timing of our kernels and the PyTorch peer comparisons. Results go to $OUT (default
 # ./results), at most 8 files, with summary.txt last.
 #
-# Usage: run.sh [load] [tune] [tests] [examples] [sm80] [sanitizer] [sanitizer80] [bench] [peers] [decode] [modifiers] [noise]
+# Usage: run.sh [load] [tune] [tests] [examples] [sm80] [sanitizer] [sanitizer80] [sm90] [bench] [peers] [decode] [modifiers] [noise]
 #        (no argument: all but tune)
 #   load:  cold module load time of the default API's kernels (JIT cache disabled), from the
 #          embedded cubins and again forced through the PTX JIT, each in a fresh process;
@@ -16,6 +16,9 @@
 #   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80: the sm_80 PTX through the JIT;
 #   sanitizer80: the four compute-sanitizer tools over every kernel on small problems, on the
 #          sm_80 PTX (after one process has JIT-compiled every kernel's sm_80 PTX into the cache);
+#   sm90:  the Hopper family's kernels (compute capability 9.0): their GPU tests and the four
+#          compute-sanitizer tools over them, then the default API and the peers at the anchor
+#          and head-dim shapes (and SM80_KERNELS, `B,H,S,D=entry` pairs, timed beside);
 #   tune:  the autotuner (not part of "all": its five output files plus the others would pass
 #          the 8 files a device call returns); copy $OUT/dispatch-table.tsv over
 #          host/dispatch-table.tsv and commit it;
@@ -51,7 +54,8 @@ wants() { [[ " $phases " == *" $1 "* ]]; }
 # of time with half its results (BENCHMARKS.md log 40).
 needed=()
 if wants load || wants tests || wants sanitizer || wants tune; then needed+=(flash-attn-load-time); fi
-if wants tests || wants sanitizer || wants sm80 || wants sanitizer80; then needed+=(gpu-tests); fi
+if wants tests || wants sanitizer || wants sm80 || wants sanitizer80 || wants sm90; then needed+=(gpu-tests); fi
+if wants sm90; then needed+=(flash-attn-timing); fi
 if wants tune; then needed+=(flash-attn-tune); fi
 if wants bench; then needed+=(forward-bench serving-bench); fi
 if wants peers || wants noise; then needed+=(flash-attn-timing flash-attn-regression); fi
@@ -232,6 +236,42 @@ if wants sanitizer80; then
     for log in sanitizer80-*.log; do
         note "sanitizer on the sm_80 PTX, ${log#sanitizer80-}: $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
     done
+fi
+
+# 1d. The Hopper family (the `_sm90a` entries, for compute capability 9.0 only): the GPU tests
+#     that run every kernel, on its kernels alone (FLASH_ATTN_KERNEL_FILTER), and the four
+#     compute-sanitizer tools over them on small problems, side by side; then the default API
+#     (which dispatches to them on this device where dispatch-table-sm90a.tsv says) against
+#     the peers at the anchor and head-dim shapes, and each shape's sm80 kernel (SM80_KERNELS:
+#     `B,H,S,D=entry` pairs) in the same call.
+if wants sm90; then
+    export FLASH_ATTN_KERNEL_FILTER=_sm90a
+    start=$SECONDS
+    ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem > warm-sm90.log 2>&1
+    note "sm90 kernels loaded (exit $?, $((SECONDS - start)) s)"
+    for tool in memcheck racecheck synccheck initcheck; do
+        timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem \
+            > "sanitizer90-$tool.log" 2>&1 &
+    done
+    start=$SECONDS
+    ./gpu-tests --test-threads=2 sm90 forward::every_kernel sweep:: 2>&1 | tee "$out/gpu-tests-sm90.log" | grep -E "^test |test result"
+    note "gpu tests of the sm90 kernels ($((SECONDS - start)) s): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    wait
+    for log in sanitizer90-*.log; do
+        note "sanitizer on the sm90 kernels, ${log#sanitizer90-}: $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+    done
+    unset FLASH_ATTN_KERNEL_FILTER
+    : > "$out/timing-sm90.log"
+    for shape in "" 8,16,2048,32 8,16,2048,96 4,16,2048,160 4,16,2048,192 4,16,2048,224 4,16,2048,256; do
+        json="timing-sm90-${shape:-anchors}.json"
+        ./flash-attn-timing --json "$json" ${shape:+--shape "$shape"} >> "$out/timing-sm90.log" 2>&1
+        python3 peer_compare.py --ours "$json" --out "peers-${shape:-anchors}.json" >> "$out/timing-sm90.log" 2>&1
+    done
+    for pair in ${SM80_KERNELS:-}; do
+        ./flash-attn-timing --kernel "${pair#*=}" --shape "${pair%%=*}" >> "$out/timing-sm90.log" 2>&1
+    done
+    note "$(grep -E '^[0-9]+,[0-9]+,[0-9]+,[0-9]+ ' "$out/timing-sm90.log" | head -n 80)"
 fi
 
 # 3. The criterion benchmark.

@@ -1,3 +1,16 @@
+"""Checks and times kernel entries of a cubin (or PTX) directly through the CUDA driver API,
+before they are wired into the crate: the first check of a new family's main loop.
+
+    python3 sm90_cubin_check.py MODULE ENTRY[,ENTRY...] [check|time|both]
+
+Each entry name ends in `_{f16|bf16}_d{D}_m{M}_n{N}_w{W}_s{S}`, from which the launch is
+derived (grid, 32 W threads, the dynamic shared memory of `TileConfig::smem_bytes`). Inputs are
+[B, H, S, D] with random normal values (nonzero mean), the output and the logsumexp poisoned
+with NaN; each output is held to twice the error of a plain 16-bit implementation plus 1e-3
+against an fp32 reference, and the logsumexp to 1e-3 (natural log). Timing: CUDA events around
+20 back-to-back launches, median of 10, beside PyTorch SDPA's flash and cuDNN backends timed
+the same way in the same process.
+"""
 import ctypes, math, re, struct, sys, statistics
 import torch
 import torch.nn.functional as F
@@ -88,16 +101,18 @@ if mode in ("both", "check"):
                 ref, ref_lse = reference(q, k, v, causal)
                 err = (o.float() - ref).abs()
                 plain = (plain16(q, k, v, causal) - ref).abs()
-                # rows that see no key: the reference is NaN there
+                # Rows that see no key (causal, more queries than keys): the reference is NaN there.
                 valid = ~torch.isnan(ref)
                 e = err[valid].max().item() if valid.any() else 0.0
                 pe = plain[valid].max().item() if valid.any() else 0.0
                 nan_bad = torch.isnan(o.float())[valid].any().item()
-                lse_err = ((lse - ref_lse / math.log(2) * 1.0).abs())  # lse units checked loosely below
-                ok = (not nan_bad) and e <= 2 * pe + 1e-3
+                rows = valid.all(dim=-1)
+                lse_e = (lse - ref_lse).abs()[rows].max().item() if rows.any() else 0.0
+                lse_bad = torch.isnan(lse)[rows].any().item()
+                ok = (not nan_bad) and (not lse_bad) and e <= 2 * pe + 1e-3 and lse_e <= 1e-3
                 if not ok:
                     failures += 1
-                    print(f"FAIL {name} {(B,Hq,Hk,Sq,Sk)} causal={causal}: max err {e:.3e} plain {pe:.3e} nan={nan_bad}")
+                    print(f"FAIL {name} {(B,Hq,Hk,Sq,Sk)} causal={causal}: max err {e:.3e} plain {pe:.3e} lse err {lse_e:.3e} nan={nan_bad or lse_bad}")
                 worst = max(worst, e / (2 * pe + 1e-3))
         print(f"check {name}: worst err/(2 plain + 1e-3) = {worst:.3f}")
 

@@ -210,6 +210,23 @@ macro_rules! main_loop {
         >($params, $sequences, $modifiers)
     };
     ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), Dense, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+        $crate::sm90_main_loop!(
+            $dtype, $block_m, $block_n, $warps, $stages, $head_dim, false, $params
+        )
+    };
+    ((Sm90Overlap, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), Dense, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+        $crate::sm90_main_loop!(
+            $dtype, $block_m, $block_n, $warps, $stages, $head_dim, true, $params
+        )
+    };
+}
+
+/// The call of the sm90 main loop ([`fwd::sm90::forward`]) of the two Hopper families, with or
+/// without the overlap of one key block's softmax with the previous block's `P V`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! sm90_main_loop {
+    ($dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $overlap:literal, $params:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -219,6 +236,7 @@ macro_rules! main_loop {
             $head_dim,
             { $block_n / 16 },
             { $head_dim / 16 },
+            $overlap,
         >($params)
     };
 }

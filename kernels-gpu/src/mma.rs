@@ -48,15 +48,14 @@ impl WarpMma16x8x16 for MmaSync<Bf16> {
 /// online softmax and the epilogue serve both atoms.
 pub trait WarpgroupMma<const N_STEPS: usize> {
     /// `acc (+)= A B`, A (`m64k16`) and B (`k16nN`) in shared memory, both K-major (see
-    /// [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss)); without `accumulate`, `acc = A B`.
+    /// [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss)); without `ACCUMULATE`, `acc = A B`.
     ///
     /// # Safety
     /// As for [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss).
-    unsafe fn ss(
+    unsafe fn ss<const ACCUMULATE: bool>(
         acc: &mut Accumulator<1, N_STEPS>,
         a: SmemDescriptor,
         b: SmemDescriptor,
-        accumulate: bool,
     );
 
     /// `acc (+)= A B`, A (`m64k16`) this warp's 16 rows in registers, B (`k16nN`) in shared
@@ -64,11 +63,10 @@ pub trait WarpgroupMma<const N_STEPS: usize> {
     ///
     /// # Safety
     /// As for [`WgmmaShape::rs`](crate::ptx::WgmmaShape::rs).
-    unsafe fn rs(
+    unsafe fn rs<const ACCUMULATE: bool>(
         acc: &mut Accumulator<1, N_STEPS>,
         a: &OperandA,
         b: SmemDescriptor,
-        accumulate: bool,
     );
 }
 
@@ -82,25 +80,23 @@ macro_rules! warpgroup_mma {
     ($($input:ident => $shape:ident: $($steps:literal),*;)*) => {$($(
         impl WarpgroupMma<$steps> for Wgmma<$input> {
             #[inline(always)]
-            unsafe fn ss(
+            unsafe fn ss<const ACCUMULATE: bool>(
                 acc: &mut Accumulator<1, $steps>,
                 a: SmemDescriptor,
                 b: SmemDescriptor,
-                accumulate: bool,
             ) {
                 let registers = &mut *(acc as *mut Accumulator<1, $steps>).cast::<[f32; 8 * $steps]>();
-                <$shape as WgmmaShape<{ 8 * $steps }>>::ss(registers, a.0, b.0, accumulate)
+                <$shape as WgmmaShape<{ 8 * $steps }>>::ss::<ACCUMULATE>(registers, a.0, b.0)
             }
 
             #[inline(always)]
-            unsafe fn rs(
+            unsafe fn rs<const ACCUMULATE: bool>(
                 acc: &mut Accumulator<1, $steps>,
                 a: &OperandA,
                 b: SmemDescriptor,
-                accumulate: bool,
             ) {
                 let registers = &mut *(acc as *mut Accumulator<1, $steps>).cast::<[f32; 8 * $steps]>();
-                <$shape as WgmmaShape<{ 8 * $steps }>>::rs(registers, &a.0, b.0, accumulate)
+                <$shape as WgmmaShape<{ 8 * $steps }>>::rs::<ACCUMULATE>(registers, &a.0, b.0)
             }
         }
     )*)*};

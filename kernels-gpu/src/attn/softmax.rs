@@ -64,6 +64,35 @@ unsafe fn lane_row_max<const KEY_STEPS: usize>(
     per_step[0]
 }
 
+/// [`lane_row_max`] with the per-step maxima in a loop rather than `array::from_fn`, for
+/// [`OnlineSoftmax::fold`]: in the sm90 loop's larger bodies LLVM left `from_fn`'s closure out
+/// of line (a call and a bounds check in the PTX). The sm80 loop keeps [`lane_row_max`]: this
+/// form changed the PTX of four of its dispatched kernels (`d160`/`d224_m64_n32_w4_s1_pad`),
+/// whose timing it has not been checked against yet.
+#[inline(always)]
+unsafe fn lane_row_max_unrolled<const KEY_STEPS: usize>(
+    tile_row: &[[AccumulatorTile; 2]; KEY_STEPS],
+    half: usize,
+) -> f32 {
+    let max = |a, b| max_f32(a, b);
+    let mut per_step = [0.0; KEY_STEPS];
+    for n in 0..KEY_STEPS {
+        let [low, high] = tile_row[n];
+        per_step[n] = max(
+            max(low[2 * half], low[2 * half + 1]),
+            max(high[2 * half], high[2 * half + 1]),
+        );
+    }
+    let mut width = KEY_STEPS;
+    while width > 1 {
+        for i in 0..width / 2 {
+            per_step[i] = max(per_step[i], per_step[width - 1 - i]);
+        }
+        width = width.div_ceil(2);
+    }
+    per_step[0]
+}
+
 #[inline(always)]
 unsafe fn quad_max(value: f32) -> f32 {
     let value = value.max(shfl_sync_bfly_f32(value, 1));
@@ -184,6 +213,121 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         }
     }
 
+    /// [`Self::update`] for a main loop whose output is still being written (by an
+    /// asynchronous `P V` of the previous block) when this block's scores are ready: the same
+    /// fold, with the output's rescale returned instead of applied, for the caller to apply
+    /// once the output is its own again: [`OutputRescale::apply`].
+    ///
+    /// # Safety
+    /// As for [`Self::update`].
+    #[inline(always)]
+    pub unsafe fn fold<const KEY_STEPS: usize>(
+        &mut self,
+        scores: &mut Scores<M_TILES, KEY_STEPS>,
+        scale_log2: f32,
+    ) -> OutputRescale<M_TILES> {
+        let mut rescale = OutputRescale {
+            factors: [[1.0; 2]; M_TILES],
+            needed: false,
+        };
+        self.raise_maxima(scores, scale_log2, |m, half, factor| {
+            rescale.factors[m][half] = factor;
+            rescale.needed = true;
+        });
+        self.exponentiate(scores, scale_log2);
+        rescale
+    }
+
+    /// The first half of a fold: raises the running maxima to this block's where some row of
+    /// the warp grew past [`RESCALE_THRESHOLD_LOG2`], rescaling the row sums, and hands each
+    /// row's factor to `rescale_output` (for every row of the warp, or for none: the choice is
+    /// warp-uniform).
+    #[inline(always)]
+    unsafe fn raise_maxima<const KEY_STEPS: usize>(
+        &mut self,
+        scores: &Scores<M_TILES, KEY_STEPS>,
+        scale_log2: f32,
+        mut rescale_output: impl FnMut(usize, usize, f32),
+    ) {
+        // new_max[m][half]: the row maxima over the running maximum and this block.
+        let mut new_max = self.row_max;
+        let mut grew = false;
+        for m in 0..M_TILES {
+            for half in 0..2 {
+                let block_max = lane_row_max_unrolled(&scores.tiles[m], half);
+                new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
+                // True for the first key of a row (the old maximum is -inf), false while a
+                // row sees only masked keys (both -inf).
+                grew |= new_max[m][half] * scale_log2
+                    > self.row_max[m][half] * scale_log2 + RESCALE_THRESHOLD_LOG2;
+            }
+        }
+        if vote_sync_any(grew) {
+            // Until some row of the warp has seen a visible key, its output and sums are still
+            // all 0: the first key block of every tile skips the multiplies (64 per lane at
+            // D=128, 0.8% of a 1024-key window's instructions, ncu, log 39).
+            let mut seen_keys = false;
+            for m in 0..M_TILES {
+                for half in 0..2 {
+                    seen_keys |= self.row_max[m][half] != f32::NEG_INFINITY;
+                }
+            }
+            let rescale_sums = vote_sync_any(seen_keys);
+            for m in 0..M_TILES {
+                for half in 0..2 {
+                    let rescale = ex2_approx_ftz_f32(
+                        self.row_max[m][half] * scale_log2
+                            - finite_or_zero(new_max[m][half]) * scale_log2,
+                    );
+                    self.row_max[m][half] = new_max[m][half];
+                    if rescale_sums {
+                        self.row_sum[m][half] *= rescale;
+                        rescale_output(m, half, rescale);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The second half of a fold: turns `scores` into probabilities against the running
+    /// maxima and adds them to the row sums.
+    #[inline(always)]
+    unsafe fn exponentiate<const KEY_STEPS: usize>(
+        &mut self,
+        scores: &mut Scores<M_TILES, KEY_STEPS>,
+        scale_log2: f32,
+    ) {
+        for m in 0..M_TILES {
+            for half in 0..2 {
+                // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
+                // that its probabilities are ex2(-inf) = 0 rather than NaN.
+                let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
+                for n in 0..KEY_STEPS {
+                    for half_n in 0..2 {
+                        for column in 0..2 {
+                            let score = scores.element(m, half, n, half_n, column);
+                            *score = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
+                                *score,
+                                scale_log2,
+                                -max_scaled,
+                            ));
+                        }
+                    }
+                }
+                // A chain, not a tree: it hides behind the `ex2` that feed it.
+                let mut block_sum = 0.0;
+                for n in 0..KEY_STEPS {
+                    for half_n in 0..2 {
+                        for column in 0..2 {
+                            block_sum += *scores.element(m, half, n, half_n, column);
+                        }
+                    }
+                }
+                self.row_sum[m][half] += block_sum;
+            }
+        }
+    }
+
     /// For each of this lane's rows: `1 / row_sum` (0 for a row that saw no key, so its output
     /// is 0) and the logsumexp of its scaled scores in natural-log units (-inf for such a row).
     ///
@@ -213,4 +357,32 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
 pub struct RowResults<const M_TILES: usize> {
     pub inverse_sum: LaneRows<M_TILES>,
     pub logsumexp: LaneRows<M_TILES>,
+}
+
+/// The rescale of the output that [`OnlineSoftmax::fold`] asks for: one factor per row of this
+/// lane, where the running maxima moved (`needed`, warp-uniform).
+pub struct OutputRescale<const M_TILES: usize> {
+    factors: LaneRows<M_TILES>,
+    needed: bool,
+}
+
+impl<const M_TILES: usize> OutputRescale<M_TILES> {
+    /// Multiplies each row of `output` by its factor, if any moved.
+    #[inline(always)]
+    pub fn apply<const DIM_STEPS: usize>(&self, output: &mut Output<M_TILES, DIM_STEPS>) {
+        if self.needed {
+            for m in 0..M_TILES {
+                for half in 0..2 {
+                    for d in 0..DIM_STEPS {
+                        for half_d in 0..2 {
+                            for column in 0..2 {
+                                *output.element(m, half, d, half_d, column) *=
+                                    self.factors[m][half];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -64,9 +64,92 @@ fn fence_accumulator<const N_STEPS: usize>(acc: &mut Accumulator<1, N_STEPS>) {
     }
 }
 
+/// Issues `S = Q Kᵀ` for this warpgroup's rows (`warpgroup_row..`, 64 of them) of `q` against
+/// every key of `k`: `HEAD_DIM / 16` `wgmma` in the SS form, the first overwriting `scores`. The
+/// caller has fenced (`wgmma.fence`) and commits and waits.
+#[inline(always)]
+unsafe fn issue_scores<
+    T: Element,
+    const BLOCK_M: usize,
+    const BLOCK_N: usize,
+    const HEAD_DIM: usize,
+    const KEY_STEPS: usize,
+    const DIM_STEPS: usize,
+>(
+    scores: &mut Scores<1, KEY_STEPS>,
+    q: WgmmaTile<BLOCK_M, HEAD_DIM>,
+    k: WgmmaTile<BLOCK_N, HEAD_DIM>,
+    warpgroup_row: usize,
+) where
+    Wgmma<T>: WarpgroupMma<KEY_STEPS>,
+{
+    <Wgmma<T> as WarpgroupMma<KEY_STEPS>>::ss::<false>(
+        scores,
+        q.k_major(warpgroup_row, 0),
+        k.k_major(0, 0),
+    );
+    for d in 1..DIM_STEPS {
+        <Wgmma<T> as WarpgroupMma<KEY_STEPS>>::ss::<true>(
+            scores,
+            q.k_major(warpgroup_row, d),
+            k.k_major(0, d),
+        );
+    }
+}
+
+/// Issues `O += P V`: `BLOCK_N / 16` `wgmma` in the RS form, 16 keys each. The caller has
+/// fenced (`wgmma.fence`) and commits and waits.
+#[inline(always)]
+unsafe fn issue_values<
+    T: Element,
+    const BLOCK_N: usize,
+    const HEAD_DIM: usize,
+    const KEY_STEPS: usize,
+    const DIM_STEPS: usize,
+>(
+    output: &mut Output<1, DIM_STEPS>,
+    probabilities: &[OperandA; KEY_STEPS],
+    v: WgmmaTile<BLOCK_N, HEAD_DIM>,
+) where
+    Wgmma<T>: WarpgroupMma<DIM_STEPS>,
+{
+    for (n, p) in probabilities.iter().enumerate() {
+        <Wgmma<T> as WarpgroupMma<DIM_STEPS>>::rs::<true>(output, p, v.n_major(n));
+    }
+}
+
+/// The probabilities of `scores` rounded to `T` as the A operands of `P V`, 16 keys each. They
+/// are pinned (see [`fence_f32`]) where this is called, before the `wgmma.fence` of their MMAs:
+/// a register that an RS `wgmma` reads and that is written after the fence makes ptxas insert
+/// a `warpgroup.arrive` before that MMA (its C7519 note).
+#[inline(always)]
+unsafe fn probabilities<T: Element, const KEY_STEPS: usize>(
+    scores: &Scores<1, KEY_STEPS>,
+) -> [OperandA; KEY_STEPS] {
+    let mut p: [OperandA; KEY_STEPS] = core::array::from_fn(|n| {
+        let [p] = scores.to_operand_a::<T>(n);
+        p
+    });
+    fence_operands(&mut p);
+    p
+}
+
+/// [`fence_accumulator`] for A operands in registers: pins them before the `wgmma.fence` of
+/// the MMAs that read them, and (for an MMA still running) keeps them alive until its wait.
+#[inline(always)]
+fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
+    for operand in operands {
+        for register in &mut operand.0 {
+            fence_u32(register);
+        }
+    }
+}
+
 /// The forward kernel body of the Hopper family for element type `T` and one tile
 /// configuration. `KEY_STEPS` and `DIM_STEPS` must equal `BLOCK_N / 16` and `HEAD_DIM / 16`
-/// (checked at compile time); the `main_loop!` macro derives them.
+/// (checked at compile time); the `main_loop!` macro derives them. With `OVERLAP` (two stages
+/// only) each warpgroup overlaps the softmax of a key block with the `P V` of the block before
+/// (see the module's documentation).
 ///
 /// # Safety
 /// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),
@@ -86,6 +169,7 @@ pub unsafe fn forward<
     const HEAD_DIM: usize,
     const KEY_STEPS: usize,
     const DIM_STEPS: usize,
+    const OVERLAP: bool,
 >(
     params: &ForwardParams,
 ) where
@@ -102,6 +186,10 @@ pub unsafe fn forward<
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
         assert!(STAGES == 1 || STAGES == 2, "one or two K/V stages");
+        assert!(
+            !OVERLAP || STAGES == 2,
+            "the overlapped loop keeps two blocks in flight"
+        );
         let tile = TileConfig {
             block_m: BLOCK_M,
             block_n: BLOCK_N,
@@ -142,119 +230,200 @@ pub unsafe fn forward<
     let v_tile = |stage: u32| {
         WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
     };
-    // K and V of key block `block` into ring slot `stage`.
-    let copy_key_block = #[inline(always)]
+    // The K, or the V, tile of key block `block` into ring slot `stage`.
+    let copy_key_tile = #[inline(always)]
     |block: u32, stage: u32| {
-        let first_key = block * BLOCK_N as u32;
-        let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
+        let k_rows = info.key_rows(params, &params.k_strides, params.k, block * BLOCK_N as u32);
         copy_tile_async::<_, BLOCK_N, WARPS, false, false>(k_tile(stage), k_rows, thread);
-        let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
+    };
+    let copy_value_tile = #[inline(always)]
+    |block: u32, stage: u32| {
+        let v_rows = info.key_rows(params, &params.v_strides, params.v, block * BLOCK_N as u32);
         copy_tile_async::<_, BLOCK_N, WARPS, false, false>(v_tile(stage), v_rows, thread);
     };
+    // This thread's copies have landed (all of them, or all but the `pending` groups committed
+    // last); the fence hands them to the async proxy that `wgmma` reads through, and the block
+    // barrier makes every thread's visible and says that every warpgroup is past its last
+    // wait for the MMAs it issued before.
+    let copies_landed = |pending: usize| {
+        cp_async_wait_at_most(pending);
+        fence_proxy_async_shared_cta();
+        bar_sync_0();
+    };
 
-    // Prologue: Q, then the first `STAGES - 1` K/V blocks, a group each (empty ones too, so
-    // that the group count, and so the waits below, is the same on every path).
+    // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
+    // group.
     copy_tile_async::<_, BLOCK_M, WARPS, false, true>(q_tile, q_rows, thread);
-    cp_async_commit_group();
-    for stage in 0..STAGES as u32 - 1 {
-        if first_block + stage < key_blocks {
-            copy_key_block(first_block + stage, stage);
+    if first_block < key_blocks && STAGES > 1 {
+        copy_key_tile(first_block, 0);
+        if !OVERLAP {
+            copy_value_tile(first_block, 0);
         }
-        cp_async_commit_group();
     }
+    cp_async_commit_group();
 
     let mut output = Output::<1, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<1>::default();
-    let next_slot = |slot: u32| {
-        if slot + 1 == STAGES as u32 {
-            0
-        } else {
-            slot + 1
-        }
+    // Masks block `block`'s scores (at the limits `bounds` names) and folds them into the
+    // running softmax, returning the output's rescale.
+    let mut fold_block = #[inline(always)]
+    |scores: &mut Scores<1, KEY_STEPS>, block: u32, bounds: MaskBounds| {
+        let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+        mask_scores(scores, block_mask, bounds, warp_row, this_lane, false);
+        softmax.fold(scores, params.scale_log2)
     };
-    let (mut stage, mut prefetch_stage) = (0, STAGES as u32 - 1);
+    // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
+    // every query of the block, sees (none past the end). The rest need the end test: the
+    // bounds are a constant at each call site, so the unmasked blocks carry no mask code.
+    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
 
-    let mut key_block = #[inline(always)]
-    |block: u32, bounds: MaskBounds| {
-        if STAGES == 1 {
-            // One slot: every warpgroup is done with the previous block before it is
-            // overwritten (with no key block before, the barrier is one more, harmless).
-            bar_sync_0();
-            copy_key_block(block, 0);
-            cp_async_commit_group();
-        }
-        // Block `block`'s K/V (and Q) have landed: the `STAGES - 2` groups committed after them
-        // may still be in flight. The fence hands this thread's copies to the async proxy that
-        // `wgmma` reads through; the barrier makes every thread's visible, and says that every
-        // warpgroup has waited for its MMAs on the slot the prefetch below overwrites.
-        cp_async_wait_at_most(STAGES.saturating_sub(2));
-        fence_proxy_async_shared_cta();
-        bar_sync_0();
-        if STAGES > 1 {
-            let prefetch = block + STAGES as u32 - 1;
-            if prefetch < key_blocks {
-                copy_key_block(prefetch, prefetch_stage);
+    if OVERLAP && first_block < key_blocks {
+        // Two blocks in flight per warpgroup: block `j`'s `S = Q Kᵀ` and block `j - 1`'s
+        // `P V` are issued together, and the softmax of block `j` runs while `P V` does; the
+        // output's rescale waits for `P V`. Block `b`'s K and V sit in slot `(b - first) % 2`;
+        // the copies of block `j + 1`'s K and block `j`'s V start once every warpgroup is
+        // past block `j - 1`'s `S` and block `j - 2`'s `P V`, which used those slots.
+        let slot = |block: u32| (block - first_block) & 1;
+        let start_block = #[inline(always)]
+        |block: u32| {
+            copies_landed(0);
+            if block + 1 < key_blocks {
+                copy_key_tile(block + 1, slot(block + 1));
             }
+            copy_value_tile(block, slot(block));
             cp_async_commit_group();
-        }
-
-        // S = Q Kᵀ over the head dim, 16 columns per MMA; the first overwrites S.
+        };
+        start_block(first_block);
         let mut scores = Scores::<1, KEY_STEPS>::zero();
         fence_accumulator(&mut scores);
         wgmma_fence();
-        for d in 0..DIM_STEPS {
-            <Wgmma<T> as WarpgroupMma<KEY_STEPS>>::ss(
-                &mut scores,
-                q_tile.k_major(warpgroup_row, d),
-                k_tile(stage).k_major(0, d),
-                d > 0,
-            );
-        }
+        issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+            &mut scores,
+            q_tile,
+            k_tile(0),
+            warpgroup_row,
+        );
         wgmma_commit_group();
         wgmma_wait_group::<0>();
         fence_accumulator(&mut scores);
+        // The output is 0: its rescale changes nothing. The bounds are tested at run time
+        // here (one block), so that the fold is inlined at three places, not four.
+        let first_bounds = MaskBounds {
+            start: false,
+            end: first_block >= unmasked_blocks,
+        };
+        fold_block(&mut scores, first_block, first_bounds);
+        let mut previous = probabilities::<T, KEY_STEPS>(&scores);
 
-        let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
-        mask_scores(&mut scores, block_mask, bounds, warp_row, this_lane, false);
-        softmax.update(&mut scores, &mut output, params.scale_log2);
-
-        // O += P V, 16 keys per MMA. P is packed, and pinned, before the `wgmma.fence`: a
-        // register an RS `wgmma` reads that is written after the fence makes ptxas insert a
-        // `warpgroup.arrive` before that MMA (its C7519 note).
-        let mut p: [OperandA; KEY_STEPS] = core::array::from_fn(|n| {
-            let [p] = scores.to_operand_a::<T>(n);
-            p
-        });
-        for operand in &mut p {
-            for register in &mut operand.0 {
-                fence_u32(register);
-            }
+        let mut overlapped_block = #[inline(always)]
+        |block: u32, bounds: MaskBounds| {
+            start_block(block);
+            let mut scores = Scores::<1, KEY_STEPS>::zero();
+            fence_accumulator(&mut scores);
+            fence_accumulator(&mut output);
+            wgmma_fence();
+            issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                &mut scores,
+                q_tile,
+                k_tile(slot(block)),
+                warpgroup_row,
+            );
+            wgmma_commit_group();
+            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                &mut output,
+                &previous,
+                v_tile(slot(block - 1)),
+            );
+            wgmma_commit_group();
+            // Groups complete in order: with one pending, `S` is done.
+            wgmma_wait_group::<1>();
+            fence_accumulator(&mut scores);
+            let rescale = fold_block(&mut scores, block, bounds);
+            wgmma_wait_group::<0>();
+            fence_accumulator(&mut output);
+            // The previous probabilities stay alive until their MMAs are done, and the next
+            // are packed only then: registers packed while `P V` runs were serialised by ptxas
+            // (its C7513 note; FlashAttention-3 converts after the wait too).
+            fence_operands(&mut previous);
+            rescale.apply(&mut output);
+            previous = probabilities::<T, KEY_STEPS>(&scores);
+        };
+        for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
+            overlapped_block(block, MaskBounds::NONE);
         }
+        for block in unmasked_blocks.max(first_block + 1)..key_blocks {
+            overlapped_block(block, MaskBounds::END);
+        }
+        // The last block's `P V`.
+        copies_landed(0);
         fence_accumulator(&mut output);
         wgmma_fence();
-        for (n, p) in p.iter().enumerate() {
-            <Wgmma<T> as WarpgroupMma<DIM_STEPS>>::rs(
-                &mut output,
-                p,
-                v_tile(stage).n_major(n),
-                true,
-            );
-        }
+        issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+            &mut output,
+            &previous,
+            v_tile(slot(key_blocks - 1)),
+        );
         wgmma_commit_group();
         wgmma_wait_group::<0>();
         fence_accumulator(&mut output);
-        stage = next_slot(stage);
-        prefetch_stage = next_slot(prefetch_stage);
-    };
+    } else if !OVERLAP {
+        // One block at a time per warpgroup, block `j + 1`'s K and V copied (with two stages)
+        // under block `j`'s MMAs into the slot that block `j - 1` held.
+        let mut stage = 0;
+        let mut key_block = #[inline(always)]
+        |block: u32, bounds: MaskBounds| {
+            if STAGES == 1 {
+                // One slot: every warpgroup is done with the previous block before it is
+                // overwritten (with no block before, the barrier is one more, harmless).
+                bar_sync_0();
+                copy_key_tile(block, 0);
+                copy_value_tile(block, 0);
+                cp_async_commit_group();
+                copies_landed(0);
+            } else {
+                copies_landed(0);
+                if block + 1 < key_blocks {
+                    copy_key_tile(block + 1, stage ^ 1);
+                    copy_value_tile(block + 1, stage ^ 1);
+                }
+                cp_async_commit_group();
+            }
 
-    // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
-    // every query of the block, sees (none past the end). The rest need the end test.
-    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
-    for block in first_block..unmasked_blocks {
-        key_block(block, MaskBounds::NONE);
-    }
-    for block in unmasked_blocks..key_blocks {
-        key_block(block, MaskBounds::END);
+            let mut scores = Scores::<1, KEY_STEPS>::zero();
+            fence_accumulator(&mut scores);
+            wgmma_fence();
+            issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                &mut scores,
+                q_tile,
+                k_tile(stage),
+                warpgroup_row,
+            );
+            wgmma_commit_group();
+            wgmma_wait_group::<0>();
+            fence_accumulator(&mut scores);
+            fold_block(&mut scores, block, bounds).apply(&mut output);
+
+            let p = probabilities::<T, KEY_STEPS>(&scores);
+            fence_accumulator(&mut output);
+            wgmma_fence();
+            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                &mut output,
+                &p,
+                v_tile(stage),
+            );
+            wgmma_commit_group();
+            wgmma_wait_group::<0>();
+            fence_accumulator(&mut output);
+            if STAGES > 1 {
+                stage ^= 1;
+            }
+        };
+        for block in first_block..unmasked_blocks {
+            key_block(block, MaskBounds::NONE);
+        }
+        for block in unmasked_blocks..key_blocks {
+            key_block(block, MaskBounds::END);
+        }
     }
 
     // Epilogue: the output rows are staged through the Q tile, which the other warps of the

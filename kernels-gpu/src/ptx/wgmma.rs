@@ -94,21 +94,23 @@ macro_rules! wgmma_m64nk16 {
         /// `wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}` for the `N` this trait names.
         pub trait WgmmaShape<const REGS: usize> {
             /// SS form: `acc (+)= A B` with A (`m64k16`) and B (`k16nN`) in shared memory, both
-            /// K-major, as their descriptors say; without `accumulate`, `acc = A B`.
+            /// K-major, as their descriptors say; without `ACCUMULATE`, `acc = A B`. The
+            /// switch is an immediate: a register set between two `wgmma` of a group (as LLVM
+            /// placed a shared `1`) makes ptxas serialise them (its C7513 note).
             ///
             /// # Safety
             /// Every thread of the warpgroup executes it together, after a [`wgmma_fence`];
             /// the descriptors are the same in all of them and describe initialised shared
             /// memory (made visible to the async proxy); `acc` is not read or written until a
             /// [`wgmma_wait_group`] covering this MMA has returned.
-            unsafe fn ss(acc: &mut [f32; REGS], a: u64, b: u64, accumulate: bool);
+            unsafe fn ss<const ACCUMULATE: bool>(acc: &mut [f32; REGS], a: u64, b: u64);
             /// RS form: `acc (+)= A B` with A (`m64k16`) in registers, this warp's 16 rows as
             /// the `mma.sync` A fragment, and B (`k16nN`) in shared memory, N-major
             /// (transposed), as its descriptor says.
             ///
             /// # Safety
             /// As for [`Self::ss`].
-            unsafe fn rs(acc: &mut [f32; REGS], a: &[u32; 4], b: u64, accumulate: bool);
+            unsafe fn rs<const ACCUMULATE: bool>(acc: &mut [f32; REGS], a: &[u32; 4], b: u64);
         }
 
         /// The `f16` inputs.
@@ -124,7 +126,7 @@ macro_rules! wgmma_m64nk16 {
     (@impl $input:ident, $ty:literal, $n:literal, $regs:literal, [$first:literal $($index:literal)*]) => {
         impl WgmmaShape<$regs> for $input {
             #[inline(always)]
-            unsafe fn ss(acc: &mut [f32; $regs], a: u64, b: u64, accumulate: bool) {
+            unsafe fn ss<const ACCUMULATE: bool>(acc: &mut [f32; $regs], a: u64, b: u64) {
                 asm!(
                     concat!(
                         "{{ .reg .pred accumulate; setp.ne.b32 accumulate, {scale}, 0; ",
@@ -136,13 +138,13 @@ macro_rules! wgmma_m64nk16 {
                     $(inout(reg32) acc[$index],)*
                     a = in(reg64) a,
                     b = in(reg64) b,
-                    scale = in(reg32) accumulate as u32,
+                    scale = const ACCUMULATE as u32,
                     options(nostack),
                 );
             }
 
             #[inline(always)]
-            unsafe fn rs(acc: &mut [f32; $regs], a: &[u32; 4], b: u64, accumulate: bool) {
+            unsafe fn rs<const ACCUMULATE: bool>(acc: &mut [f32; $regs], a: &[u32; 4], b: u64) {
                 asm!(
                     concat!(
                         "{{ .reg .pred accumulate; setp.ne.b32 accumulate, {scale}, 0; ",
@@ -157,7 +159,7 @@ macro_rules! wgmma_m64nk16 {
                     a2 = in(reg32) a[2],
                     a3 = in(reg32) a[3],
                     b = in(reg64) b,
-                    scale = in(reg32) accumulate as u32,
+                    scale = const ACCUMULATE as u32,
                     options(nostack),
                 );
             }
