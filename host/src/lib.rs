@@ -56,7 +56,7 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use element::{as_half1, from_half1};
 pub use flash_attn_params::{
-    architecture_named, architectures_of, for_each_candidate, for_each_gated_config, padded_head_dim, ptx_target_for,
+    architecture_named, architectures_of, for_each_candidate, max_smem_per_block_of, for_each_gated_config, padded_head_dim, ptx_target_for,
     Architecture, Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams,
     ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams, SmemLayout,
     TensorStrides, TileConfig, TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M,

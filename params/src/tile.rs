@@ -368,8 +368,8 @@ impl TileConfig {
     /// use flash_attn_params::{QSource, SmemLayout, TileConfig};
     ///
     /// let (layout, q_source) = (SmemLayout::Swizzled, QSource::SharedMemory);
-    /// let big = TileConfig::check_sm90(128, 128, 8, 2, 256, layout, q_source).unwrap();
-    /// assert_eq!(big.smem_bytes(), 64 * 1024 + 2 * 2 * 64 * 1024); // over 99 KiB, within 227
+    /// let big = TileConfig::check_sm90(128, 64, 8, 2, 256, layout, q_source).unwrap();
+    /// assert_eq!(big.smem_bytes(), 64 * 1024 + 2 * 2 * 32 * 1024); // over 99 KiB, within 227
     /// assert!(TileConfig::check_sm90(128, 64, 4, 2, 128, layout, q_source).is_err());
     /// ```
     pub const fn check_sm90(

@@ -1,5 +1,5 @@
 //! Lists the candidate space of the forward kernel's specs and both of its gates (the table
-//! shows each spec's element type and tile: there is one family and one variant so far): for
+//! shows each spec's element type and tile; an sm90 family spec has only its sm_90a column): for
 //! each candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
 //! for each accepted one, its registers, spills and theoretical occupancy on sm_89 and sm_90
 //! from the ptxas gate (`host/ptxas-gate.tsv`, read at compile time, so no ptxas is needed),
@@ -107,19 +107,23 @@ fn list() {
             Ok(spec) => {
                 let (entry, tile) = (spec.to_string(), spec.tile);
                 let record = gate.iter().find(|record| record.entry == entry);
-                let columns = match record {
-                    Some(record) => std::array::from_fn(|arch| {
-                        resources(&tile, &record.resources[arch], &ARCHITECTURES[arch])
-                    }),
-                    None => ARCHITECTURES.map(|_| none()),
-                };
+                // A column per architecture of the table; `-` for those of another family.
+                let columns = ARCHITECTURES.map(|arch| {
+                    record
+                        .and_then(|record| {
+                            record.columns.iter().find(|column| column.arch.name == arch.name)
+                        })
+                        .map_or_else(none, |column| {
+                            resources(&tile, &column.resources, column.arch)
+                        })
+                });
                 let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
                 let built = BUILT_CONFIGS.contains(&spec);
                 let (status, reason) = match (record, exposed) {
                     (_, true) => ("exposed", entry),
-                    (Some(record), false) if !record_failures(&tile, record).is_empty() => {
+                    (Some(record), false) if !record_failures(&spec, record).is_empty() => {
                         ptxas_rejected += 1;
-                        ("ptxas", record_failures(&tile, record).join("; "))
+                        ("ptxas", record_failures(&spec, record).join("; "))
                     }
                     (_, false) if !built => {
                         not_built += 1;
