@@ -256,7 +256,10 @@ pub fn shipping_set(rows: &[DispatchRow], fallbacks: &[String]) -> Vec<String> {
 pub(crate) fn write_default_api_tables(data: &Path, out_dir: &Path) -> HashSet<String> {
     let data = read_default_api_data(data);
     for (name, expression) in [
-        ("dispatch_table.rs", dispatch_table_expression(&data.dispatch)),
+        (
+            "dispatch_table.rs",
+            dispatch_table_expression(&data.dispatch),
+        ),
         (
             "dispatch_table_sm90a.rs",
             dispatch_table_expression(&data.dispatch_sm90a),

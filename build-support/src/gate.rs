@@ -110,8 +110,14 @@ pub fn gate_failures(tile: &TileConfig, arch: &Architecture, used: &Resources) -
 /// Every failure of [`gate_failures`] on each architecture, for the record of `spec`; a record
 /// whose columns are not the architectures of `spec`'s family fails as a whole.
 pub fn record_failures(spec: &KernelSpec, record: &GateRecord) -> Vec<String> {
-    let expected: Vec<&str> = architectures_of(spec.family).map(|arch| arch.name).collect();
-    let recorded: Vec<&str> = record.columns.iter().map(|column| column.arch.name).collect();
+    let expected: Vec<&str> = architectures_of(spec.family)
+        .map(|arch| arch.name)
+        .collect();
+    let recorded: Vec<&str> = record
+        .columns
+        .iter()
+        .map(|column| column.arch.name)
+        .collect();
     if recorded != expected {
         return vec![format!(
             "the record's columns are {recorded:?}, not the {:?} family's {expected:?}",
@@ -157,7 +163,11 @@ pub fn format_gate_file(ptxas_version: &str, records: &[GateRecord]) -> String {
         let architectures: Vec<&Architecture> = architectures_of(family).collect();
         let of_family = records.iter().filter(|record| {
             record.columns.len() == architectures.len()
-                && record.columns.iter().zip(&architectures).all(|(column, arch)| column.arch == *arch)
+                && record
+                    .columns
+                    .iter()
+                    .zip(&architectures)
+                    .all(|(column, arch)| column.arch == *arch)
         });
         let mut header = Some(columns_header(&architectures));
         for record in of_family {
@@ -400,6 +410,9 @@ impl GateRecord {
     /// The PTX digests of the record's columns, in order (as [`built_module_digests`] gives a
     /// build's).
     pub fn ptx_digests(&self) -> Vec<u64> {
-        self.columns.iter().map(|column| column.ptx_digest).collect()
+        self.columns
+            .iter()
+            .map(|column| column.ptx_digest)
+            .collect()
     }
 }

@@ -268,15 +268,13 @@ fn shard_ptx(kernel_target_dir: &Path, arch: &Architecture, shard: usize) -> Pat
 fn nvptx_build(kernels: &Path, target_dir: &Path, arch: &Architecture) -> Command {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
-    command
-        .current_dir(kernels)
-        .args([
-            "build",
-            "--release",
-            "-Zbuild-std=core",
-            "--target",
-            NVPTX_TARGET,
-        ]);
+    command.current_dir(kernels).args([
+        "build",
+        "--release",
+        "-Zbuild-std=core",
+        "--target",
+        NVPTX_TARGET,
+    ]);
     for shard in 0..arch.family.shards() {
         command.args(["-p", &shard_package(arch.family, shard)]);
     }
@@ -592,7 +590,9 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
     for (index, module) in exposed.iter().enumerate() {
         let per_target: Vec<String> = family_ptx_targets(module.spec.family)
             .map(|_| {
-                let ((_, arch), path) = deflated_paths.next().expect("one job per module and target");
+                let ((_, arch), path) = deflated_paths
+                    .next()
+                    .expect("one job per module and target");
                 format!("({:?}, include_bytes!({:?}))", arch.name, utf8(path))
             })
             .collect();

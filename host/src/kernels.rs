@@ -159,8 +159,7 @@ impl LoadOptions {
         // family.
         if let (Some(target), Ok(kernel)) = (self.ptx_target, kernel_by_name(entry)) {
             let own = ptx_target_for(kernel.spec.family, compute_capability);
-            if target.family == kernel.spec.family && own.map(|own| own.name) != Some(target.name)
-            {
+            if target.family == kernel.spec.family && own.map(|own| own.name) != Some(target.name) {
                 return Err(PtxReason::Forced);
             }
         }
@@ -408,9 +407,10 @@ impl LoadedKernels {
             }
         }
         let ptx_target = match options.ptx_target {
-            Some(target) if target.family == Family::Sm80 => {
-                ARCHITECTURES.iter().find(|arch| arch.name == target.name).expect("checked above")
-            }
+            Some(target) if target.family == Family::Sm80 => ARCHITECTURES
+                .iter()
+                .find(|arch| arch.name == target.name)
+                .expect("checked above"),
             _ => own_target,
         };
         let max_smem_per_block = max_smem_per_block_optin(&device)?;

@@ -441,7 +441,14 @@ pub fn plan_on(
     sm_count: usize,
     compute_capability: (i32, i32),
 ) -> Result<LaunchPlan, Error> {
-    plan_dense(dtype, shape, options, None, sm_count, Some(compute_capability))
+    plan_dense(
+        dtype,
+        shape,
+        options,
+        None,
+        sm_count,
+        Some(compute_capability),
+    )
 }
 
 /// [`plan`] (`alibi` `None`), [`plan_on`] and [`crate::plan_alibi`]: a dense kernel, or a

@@ -328,7 +328,9 @@ impl TileConfig {
         layout: SmemLayout,
         q_source: QSource,
     ) -> Self {
-        match Self::check_for(family, block_m, block_n, warps, stages, head_dim, layout, q_source) {
+        match Self::check_for(
+            family, block_m, block_n, warps, stages, head_dim, layout, q_source,
+        ) {
             Ok(config) => config,
             Err(limit) => panic!("{}", limit),
         }
@@ -391,7 +393,9 @@ impl TileConfig {
             q_source,
         };
         if block_m == 0 || !block_m.is_multiple_of(64) || warps != block_m / 16 {
-            return Err("sm90: block_m must be a multiple of 64, with one warpgroup (4 warps) per 64 rows");
+            return Err(
+                "sm90: block_m must be a multiple of 64, with one warpgroup (4 warps) per 64 rows",
+            );
         }
         if block_n == 0 || !block_n.is_multiple_of(16) || block_n > 256 {
             return Err("sm90: block_n must be a multiple of 16 up to 256 (wgmma's N and k-step)");
@@ -403,7 +407,9 @@ impl TileConfig {
             return Err("sm90: stages must be in 1..=4");
         }
         if !matches!(layout, SmemLayout::Swizzled) || !matches!(q_source, QSource::SharedMemory) {
-            return Err("sm90: tiles are swizzled, with Q in shared memory (wgmma reads both there)");
+            return Err(
+                "sm90: tiles are swizzled, with Q in shared memory (wgmma reads both there)",
+            );
         }
         if !config.q_tile_bytes().is_multiple_of(SM90_TILE_ALIGN)
             || !config.kv_tile_bytes().is_multiple_of(SM90_TILE_ALIGN)

@@ -1,14 +1,14 @@
 use flash_attn::QSource::{Registers, SharedMemory};
 use flash_attn::SmemLayout::{Padded, Swizzled};
-use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn::{
     architectures_of, default_kernel, for_each_candidate, for_each_gated_config,
-    max_smem_per_block_of, Dtype, Family, KernelSpec, TileConfig, Variant,
-    CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
-    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES,
-    SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
+    max_smem_per_block_of, Dtype, Family, KernelSpec, TileConfig, Variant, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
+    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
+    FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
+    SM90_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
 };
+use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
 use flash_attn_build::gate::record_failures;
 use flash_attn_tools::gate::committed_gate;
@@ -132,7 +132,11 @@ fn entry_names_are_unique_and_the_sm90_familys_end_in_sm90a() {
     let mut names = std::collections::HashMap::new();
     for_each_gated_config(|spec| {
         let name = spec.to_string();
-        assert_eq!(name.ends_with("_sm90a"), spec.family == Family::Sm90, "{name}");
+        assert_eq!(
+            name.ends_with("_sm90a"),
+            spec.family == Family::Sm90,
+            "{name}"
+        );
         if let Some(other) = names.insert(name.clone(), spec) {
             panic!("{name} names both {other:?} and {spec:?}");
         }
@@ -145,7 +149,10 @@ fn entry_names_are_unique_and_the_sm90_familys_end_in_sm90a() {
         tile,
     };
     assert_eq!(spec.to_string(), "flash_fwd_f16_d128_m128_n128_w8_s2_sm90a");
-    assert_eq!(names.get("flash_fwd_f16_d128_m128_n128_w8_s2_sm90a"), Some(&spec));
+    assert_eq!(
+        names.get("flash_fwd_f16_d128_m128_n128_w8_s2_sm90a"),
+        Some(&spec)
+    );
 }
 
 /// The sm90 family's space: dense only, one warpgroup per 64 rows, swizzled with Q in shared
@@ -173,7 +180,9 @@ fn the_sm90_family_has_dense_warpgroup_tiles_within_sm_90a_limits() {
     assert_eq!(SM90_MAX_SMEM_PER_BLOCK, 227 * 1024);
     assert_eq!(max_smem_per_block_of(Family::Sm90), SM90_MAX_SMEM_PER_BLOCK);
     assert_eq!(max_smem_per_block_of(Family::Sm80), SM89_MAX_SMEM_PER_BLOCK);
-    assert!(sm90.iter().any(|spec| spec.tile.smem_bytes() > SM89_MAX_SMEM_PER_BLOCK));
+    assert!(sm90
+        .iter()
+        .any(|spec| spec.tile.smem_bytes() > SM89_MAX_SMEM_PER_BLOCK));
     for spec in &sm90 {
         let tile = spec.tile;
         assert_eq!(spec.variant, Variant::Dense);
@@ -192,9 +201,13 @@ fn the_sm90_family_has_dense_warpgroup_tiles_within_sm_90a_limits() {
     assert!(TileConfig::check_sm90(64, 64, 4, 2, 96, Swizzled, Registers).is_err());
     assert!(TileConfig::check_sm90(128, 64, 4, 2, 128, Swizzled, SharedMemory).is_err());
     // Its gate columns and PTX target: sm_90a alone.
-    let columns: Vec<&str> = architectures_of(Family::Sm90).map(|arch| arch.name).collect();
+    let columns: Vec<&str> = architectures_of(Family::Sm90)
+        .map(|arch| arch.name)
+        .collect();
     assert_eq!(columns, ["sm_90a"]);
-    let sm80: Vec<&str> = architectures_of(Family::Sm80).map(|arch| arch.name).collect();
+    let sm80: Vec<&str> = architectures_of(Family::Sm80)
+        .map(|arch| arch.name)
+        .collect();
     assert_eq!(sm80, ["sm_80", "sm_89", "sm_90"]);
 }
 

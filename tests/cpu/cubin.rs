@@ -4,8 +4,8 @@
 //! `FLASH_ATTN_REQUIRE_PTXAS` is set (CI sets it, with `PTXAS`, for the build too).
 
 use flash_attn::{
-    architecture_named, architectures_of, default_api_kernels, Architecture, Family,
-    ForwardKernel, LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS,
+    architecture_named, architectures_of, default_api_kernels, Architecture, Family, ForwardKernel,
+    LoadOptions, PtxReason, CUBINS, CUBINS_NOT_BUILT, FORWARD_KERNELS,
 };
 
 /// The architectures the build assembles `kernel`'s cubins for: those of its family marked for

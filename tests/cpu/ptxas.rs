@@ -106,7 +106,11 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture_of_
             .iter()
             .find(|record| record.entry == kernel.entry)
             .unwrap();
-        let columns: Vec<&str> = record.columns.iter().map(|column| column.arch.name).collect();
+        let columns: Vec<&str> = record
+            .columns
+            .iter()
+            .map(|column| column.arch.name)
+            .collect();
         let family: Vec<&str> = flash_attn::architectures_of(kernel.spec.family)
             .map(|arch| arch.name)
             .collect();

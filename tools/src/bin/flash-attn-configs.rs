@@ -111,7 +111,10 @@ fn list() {
                 let columns = ARCHITECTURES.map(|arch| {
                     record
                         .and_then(|record| {
-                            record.columns.iter().find(|column| column.arch.name == arch.name)
+                            record
+                                .columns
+                                .iter()
+                                .find(|column| column.arch.name == arch.name)
                         })
                         .map_or_else(none, |column| {
                             resources(&tile, &column.resources, column.arch)
