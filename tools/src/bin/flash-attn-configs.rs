@@ -18,15 +18,17 @@ use flash_attn::{
     for_each_candidate, Architecture, KernelSet, QSource, TileConfig, ARCHITECTURES, BUILT_CONFIGS,
     FORWARD_KERNELS, KERNEL_SET,
 };
-use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures};
-use flash_attn_build::ptxas::{find_ptxas, Resources};
-use flash_attn_tools::gate::{committed_gate, measure_ptxas_gate};
+use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures, GateRecord};
+use flash_attn_build::ptxas::{find_ptxas, ptxas_version, Resources};
+use flash_attn_tools::gate::{built_ptx_digests, committed_gate, measure_ptxas_gate};
 
 const USAGE: &str = "usage: flash-attn-configs [--write-gate FILE]
   (no argument)      list every candidate configuration, its gates and its resources
   --write-gate FILE  assemble every entry with ptxas ($PTXAS, PATH or /usr/local/cuda/bin) for
-                     every architecture and write the gate file (host/ptxas-gate.tsv); rebuild to
-                     apply it. Needs a build of the whole space (FLASH_ATTN_KERNELS=all)";
+                     every architecture of its family and write the gate file
+                     (host/ptxas-gate.tsv); rebuild to apply it. Entries whose committed record is
+                     of the same PTX and ptxas are kept, not measured again. Needs a build of the
+                     whole space (FLASH_ATTN_KERNELS=all)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,7 +62,34 @@ fn write_gate(path: &str) -> Result<(), String> {
     }
     let ptxas = find_ptxas().ok_or("no ptxas found: set PTXAS=/path/to/ptxas")?;
     let start = std::time::Instant::now();
-    let (version, records) = measure_ptxas_gate(&ptxas, |_| true)?;
+    // ptxas gives the same resources for the same module text: a committed record of this
+    // ptxas whose PTX digests are the built modules' is kept as it is, so that a new family or
+    // a changed kernel costs ptxas time only for the entries whose PTX changed.
+    let (committed_version, committed) = committed_gate();
+    let current: Vec<GateRecord> = if committed_version == ptxas_version(&ptxas)? {
+        let built = built_ptx_digests()?;
+        committed
+            .into_iter()
+            .filter(|record| {
+                built.iter().any(|(entry, digests)| {
+                    *entry == record.entry && *digests == record.ptx_digests()
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let is_current = |entry: &str| current.iter().any(|record| record.entry == entry);
+    let (version, measured) = measure_ptxas_gate(&ptxas, |entry| !is_current(entry))?;
+    let measured_count = measured.len();
+    // In entry order, as the build lists them.
+    let mut records: Vec<GateRecord> = current.into_iter().chain(measured).collect();
+    let order: Vec<String> = BUILT_CONFIGS.iter().map(|spec| spec.to_string()).collect();
+    records.sort_by_key(|record| order.iter().position(|entry| *entry == record.entry));
+    eprintln!(
+        "measured {measured_count} entries with ptxas; kept {} records of unchanged PTX",
+        records.len() - measured_count
+    );
     std::fs::write(path, format_gate_file(&version, &records))
         .map_err(|error| format!("cannot write {path}: {error}"))?;
     eprintln!(
