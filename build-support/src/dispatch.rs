@@ -1,6 +1,7 @@
 //! The data files that name the kernels the default API runs, the shipping set: the dispatch
-//! table (`host/dispatch-table.tsv`, written by the tuner) and the fallback kernels
-//! (`host/fallback-kernels.txt`). `params/build.rs` includes this file (`#[path]`) and
+//! table (`host/dispatch-table.tsv`, written by the tuner), the sm_90a dispatch table
+//! (`host/dispatch-table-sm90a.tsv`, consulted first on devices of compute capability 9.0) and
+//! the fallback kernels (`host/fallback-kernels.txt`). `params/build.rs` includes this file (`#[path]`) and
 //! compiles exactly the kernels they name unless `FLASH_ATTN_KERNELS=all`; the runtime's build
 //! turns each into a Rust expression the runtime `include!`s, naming every kernel through
 //! `kernel_named`, so that a file naming a kernel that is not exposed fails the build; and it
@@ -190,17 +191,50 @@ pub(crate) fn read_data_file(path: &Path) -> String {
 pub const DATA_DIR: &str = "host";
 /// The dispatch table's file in [`DATA_DIR`].
 pub const DISPATCH_TABLE_FILE: &str = "dispatch-table.tsv";
+/// The sm_90a dispatch table's file in [`DATA_DIR`]: the same format as
+/// [`DISPATCH_TABLE_FILE`], consulted first for dense problems on devices that run sm_90a PTX
+/// (compute capability 9.0); a key it lacks falls back to the main table.
+pub const DISPATCH_TABLE_SM90A_FILE: &str = "dispatch-table-sm90a.tsv";
 /// The fallback kernels' file in [`DATA_DIR`].
 pub const FALLBACK_KERNELS_FILE: &str = "fallback-kernels.txt";
 
-/// The dispatch table's rows and the fallback kernels, read from the data files in the folder
+/// The default API's data files, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefaultApiData {
+    /// [`DISPATCH_TABLE_FILE`]'s rows.
+    pub dispatch: Vec<DispatchRow>,
+    /// [`DISPATCH_TABLE_SM90A_FILE`]'s rows.
+    pub dispatch_sm90a: Vec<DispatchRow>,
+    /// [`FALLBACK_KERNELS_FILE`]'s entries.
+    pub fallbacks: Vec<String>,
+}
+
+impl DefaultApiData {
+    /// The shipping set ([`shipping_set`]) of both dispatch tables and the fallbacks.
+    pub fn shipping_set(&self) -> Vec<String> {
+        let rows: Vec<DispatchRow> = self
+            .dispatch
+            .iter()
+            .chain(&self.dispatch_sm90a)
+            .cloned()
+            .collect();
+        shipping_set(&rows, &self.fallbacks)
+    }
+}
+
+/// The dispatch tables' rows and the fallback kernels, read from the data files in the folder
 /// `data` ([`DATA_DIR`] of the checkout, or a package's copy; each file watched by cargo).
-pub fn read_default_api_data(data: &Path) -> (Vec<DispatchRow>, Vec<String>) {
-    let table_path = data.join(DISPATCH_TABLE_FILE);
-    let rows = parse_dispatch_table(&read_data_file(&table_path))
-        .unwrap_or_else(|error| panic!("{}: {error}", table_path.display()));
-    let fallbacks = parse_fallback_kernels(&read_data_file(&data.join(FALLBACK_KERNELS_FILE)));
-    (rows, fallbacks)
+pub fn read_default_api_data(data: &Path) -> DefaultApiData {
+    let table = |file: &str| {
+        let path = data.join(file);
+        parse_dispatch_table(&read_data_file(&path))
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+    };
+    DefaultApiData {
+        dispatch: table(DISPATCH_TABLE_FILE),
+        dispatch_sm90a: table(DISPATCH_TABLE_SM90A_FILE),
+        fallbacks: parse_fallback_kernels(&read_data_file(&data.join(FALLBACK_KERNELS_FILE))),
+    }
 }
 
 /// The shipping set: every entry the dispatch table and the fallbacks name, each once, in the
@@ -216,21 +250,28 @@ pub fn shipping_set(rows: &[DispatchRow], fallbacks: &[String]) -> Vec<String> {
     entries
 }
 
-/// Writes `dispatch_table.rs` and `fallback_kernels.rs` into `out_dir` from the data files in
-/// the folder `data`, and returns the entries they name: the kernels the default API can run,
-/// the shipping set.
+/// Writes `dispatch_table.rs`, `dispatch_table_sm90a.rs` and `fallback_kernels.rs` into
+/// `out_dir` from the data files in the folder `data`, and returns the entries they name: the
+/// kernels the default API can run, the shipping set.
 pub(crate) fn write_default_api_tables(data: &Path, out_dir: &Path) -> HashSet<String> {
-    let (rows, fallbacks) = read_default_api_data(data);
+    let data = read_default_api_data(data);
     for (name, expression) in [
-        ("dispatch_table.rs", dispatch_table_expression(&rows)),
+        (
+            "dispatch_table.rs",
+            dispatch_table_expression(&data.dispatch),
+        ),
+        (
+            "dispatch_table_sm90a.rs",
+            dispatch_table_expression(&data.dispatch_sm90a),
+        ),
         (
             "fallback_kernels.rs",
-            fallback_kernels_expression(&fallbacks),
+            fallback_kernels_expression(&data.fallbacks),
         ),
     ] {
         let path = out_dir.join(name);
         std::fs::write(&path, expression)
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
     }
-    shipping_set(&rows, &fallbacks).into_iter().collect()
+    data.shipping_set().into_iter().collect()
 }

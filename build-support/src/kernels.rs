@@ -26,8 +26,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use flash_attn_params::{
-    ptx_target_for, Architecture, KernelSpec, SpecArgs, ARCHITECTURES, BUILT_CONFIGS, KERNELS_ENV,
-    KERNEL_SET, KERNEL_SHARDS,
+    architectures_of, ptx_target_for, Architecture, Family, KernelSpec, SpecArgs, ARCHITECTURES,
+    BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET,
 };
 
 use crate::dispatch::write_default_api_tables;
@@ -62,11 +62,16 @@ pub fn build_kernels() {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_toolchain(&rustc);
 
-    // One nvptx build per PTX target (each needs one target-cpu for all its crates), in its
-    // own target directory, all at once: on two cores the builds overlap their serial parts.
+    // One nvptx build per PTX target (each needs one target-cpu for all its crates), over the
+    // shard crates of the target's family, in its own target directory, all at once: on two
+    // cores the builds overlap their serial parts. A target whose family has no entry in this
+    // build (the sm90 family in a shipping set that names none of its kernels) is skipped: its
+    // build of `core` alone would cost the cold build seconds.
     let start = Instant::now();
-    let builds: Vec<(&Architecture, std::process::Child)> = ptx_targets()
-        .map(|arch| {
+    let targets: Vec<&Architecture> = built_ptx_targets().collect();
+    let builds: Vec<(&Architecture, std::process::Child)> = targets
+        .iter()
+        .map(|&arch| {
             let child = nvptx_build(&kernels, &kernel_target_dir.join(arch.name), arch)
                 .spawn()
                 .unwrap_or_else(|error| {
@@ -91,7 +96,7 @@ pub fn build_kernels() {
         // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and
         // cargo, missing that output, rebuilt every shard (45 s) at each run of this script.
         // The `.s` is that PTX.
-        for shard in 0..KERNEL_SHARDS {
+        for shard in 0..arch.family.shards() {
             let asm = shard_ptx(&kernel_target_dir, arch, shard);
             let linked = asm.with_extension("ptx");
             std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
@@ -104,10 +109,10 @@ pub fn build_kernels() {
         }
     }
     eprintln!(
-        "built the {KERNEL_SHARDS} kernel shards ({} entries, {KERNEL_SET:?} set) for {} PTX \
-         targets in {:.1} s",
+        "built the kernel shards ({} entries, {KERNEL_SET:?} set) for the PTX targets {:?} in \
+         {:.1} s",
         BUILT_CONFIGS.len(),
-        ptx_targets().count(),
+        targets.iter().map(|arch| arch.name).collect::<Vec<_>>(),
         start.elapsed().as_secs_f64()
     );
 
@@ -225,39 +230,55 @@ fn stage(from: &Path, to: &Path) {
     }
 }
 
-/// The architectures the build compiles PTX for ([`Architecture::ptx_target`]), oldest first.
-pub fn ptx_targets() -> impl Iterator<Item = &'static Architecture> {
-    ARCHITECTURES.iter().filter(|arch| arch.ptx_target)
+/// The PTX targets of the architecture table ([`Architecture::ptx_target`]) whose family has
+/// entries in this build ([`BUILT_CONFIGS`]), in table order.
+fn built_ptx_targets() -> impl Iterator<Item = &'static Architecture> {
+    ARCHITECTURES.iter().filter(|arch| {
+        arch.ptx_target && BUILT_CONFIGS.iter().any(|spec| spec.family == arch.family)
+    })
 }
 
-/// The PTX target whose PTX a device, or the cubins, of `arch` use.
+/// The PTX targets of `family`, in table order.
+fn family_ptx_targets(family: Family) -> impl Iterator<Item = &'static Architecture> {
+    architectures_of(family).filter(|arch| arch.ptx_target)
+}
+
+/// The PTX target whose PTX a device, or the cubins, of `arch` use: of `arch`'s family.
 fn ptx_of_arch(arch: &Architecture) -> &'static Architecture {
-    ptx_target_for(arch.compute_capability).expect("the oldest architecture is a PTX target")
+    ptx_target_for(arch.family, arch.compute_capability)
+        .expect("each family's oldest architecture is a PTX target")
 }
 
-/// The PTX of shard `shard` in the nvptx build for `arch`.
+/// The package name of shard `shard` of `family`'s shard crates (`kernels-gpu/shards/`).
+fn shard_package(family: Family, shard: usize) -> String {
+    format!("flash-attn-kernels-{}{shard}", family.shard_dir_prefix())
+}
+
+/// The PTX of shard `shard` of `arch`'s family in the nvptx build for `arch`.
 fn shard_ptx(kernel_target_dir: &Path, arch: &Architecture, shard: usize) -> PathBuf {
+    let library = shard_package(arch.family, shard).replace('-', "_");
     kernel_target_dir
         .join(arch.name)
         .join(NVPTX_TARGET)
-        .join(format!("release/deps/flash_attn_kernels_shard_{shard}.s"))
+        .join(format!("release/deps/{library}.s"))
 }
 
-/// The inner cargo that compiles the shard crates of `kernels` to PTX for `arch` into
-/// `target_dir`.
+/// The inner cargo that compiles the shard crates of `arch`'s family in `kernels` to PTX for
+/// `arch` into `target_dir`.
 fn nvptx_build(kernels: &Path, target_dir: &Path, arch: &Architecture) -> Command {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
+    command.current_dir(kernels).args([
+        "build",
+        "--release",
+        "-Zbuild-std=core",
+        "--target",
+        NVPTX_TARGET,
+    ]);
+    for shard in 0..arch.family.shards() {
+        command.args(["-p", &shard_package(arch.family, shard)]);
+    }
     command
-        .current_dir(kernels)
-        .args([
-            "build",
-            "--release",
-            "--workspace",
-            "-Zbuild-std=core",
-            "--target",
-            NVPTX_TARGET,
-        ])
         .arg("--target-dir")
         .arg(target_dir)
         // RUSTFLAGS reach every crate of the nvptx build (core included, and no build script:
@@ -317,9 +338,9 @@ impl EntryModule {
     }
 }
 
-/// Splits every shard's PTX into one module per entry and PTX target
+/// Splits every shard's PTX into one module per entry and PTX target of its family
 /// (`OUT_DIR/ptx/<arch>/<entry>.ptx`), in the order of [`BUILT_CONFIGS`], and checks that the
-/// entries of each target are exactly those specs.
+/// entries of each target are exactly the specs of its family.
 fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
     let modules_dir = out_dir.join("ptx");
     // Leftovers of entries that no longer exist must not linger next to the new ones.
@@ -332,17 +353,19 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
             ptx_dir: modules_dir.clone(),
         })
         .collect();
-    // Each built entry and its block size (its launch bounds, see `with_launch_bounds`).
-    let expected: HashMap<String, usize> = modules
-        .iter()
-        .map(|module| (module.entry.clone(), module.spec.tile.threads()))
-        .collect();
-    for arch in ptx_targets() {
+    for arch in built_ptx_targets() {
+        // Each built entry of the target's family and its block size (its launch bounds, see
+        // `with_launch_bounds`).
+        let expected: HashMap<String, usize> = modules
+            .iter()
+            .filter(|module| module.spec.family == arch.family)
+            .map(|module| (module.entry.clone(), module.spec.tile.threads()))
+            .collect();
         let arch_dir = modules_dir.join(arch.name);
         std::fs::create_dir_all(&arch_dir)
             .unwrap_or_else(|error| panic!("cannot create {}: {error}", arch_dir.display()));
         let mut written = HashSet::new();
-        for shard in 0..KERNEL_SHARDS {
+        for shard in 0..arch.family.shards() {
             let path = shard_ptx(kernel_target_dir, arch, shard);
             let ptx = std::fs::read_to_string(&path).unwrap_or_else(|error| {
                 panic!(
@@ -397,7 +420,7 @@ fn exposed_kernels<'m>(modules: &'m [EntryModule], (_, records): &Gate) -> Vec<&
     let mut ungated = Vec::new();
     for module in modules {
         match records.iter().find(|record| record.entry == module.entry) {
-            Some(record) if record_failures(&module.spec.tile, record).is_empty() => {
+            Some(record) if record_failures(&module.spec, record).is_empty() => {
                 exposed.push(module)
             }
             Some(_) => {}
@@ -435,8 +458,8 @@ fn cubin_entries<'m>(
         .collect()
 }
 
-/// Assembles `modules` into cubins for each of [`ARCHITECTURES`] under
-/// `OUT_DIR/cubins/`, in parallel, and returns one [`BuiltCubin`] for each, or why none were
+/// Assembles `modules` into cubins for each architecture of their family marked for cubins
+/// under `OUT_DIR/cubins/`, in parallel, and returns one [`BuiltCubin`] for each, or why none were
 /// built (no ptxas, with a warning). Panics if ptxas rejects an entry: a kernel that
 /// does not assemble is a bug.
 fn build_cubins(
@@ -474,8 +497,7 @@ fn build_cubins(
     let jobs: Vec<BuiltCubin> = modules
         .iter()
         .flat_map(|module| {
-            ARCHITECTURES
-                .iter()
+            architectures_of(module.spec.family)
                 .filter(|arch| arch.cubins)
                 .map(|arch| BuiltCubin {
                     entry: module.entry.clone(),
@@ -553,7 +575,7 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
     // One module per core at a time: 266 modules, 38 MB per PTX target, in the whole space.
     let jobs: Vec<(&EntryModule, &Architecture)> = exposed
         .iter()
-        .flat_map(|&module| ptx_targets().map(move |arch| (module, arch)))
+        .flat_map(|&module| family_ptx_targets(module.spec.family).map(move |arch| (module, arch)))
         .collect();
     let deflated_paths = ptxas::run_in_parallel(&jobs, |(module, arch)| {
         let path = module.path(arch);
@@ -563,18 +585,18 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
             .unwrap_or_else(|error| panic!("cannot write {}: {error}", deflated.display()));
         deflated
     });
-    let targets = ptx_targets().count();
     let mut deflated_modules = String::new();
-    for (index, (module, deflated)) in exposed
-        .iter()
-        .zip(deflated_paths.chunks(targets))
-        .enumerate()
-    {
-        let per_target: Vec<String> = deflated
-            .iter()
-            .map(|path| format!("include_bytes!({:?})", utf8(path)))
+    let mut deflated_paths = jobs.iter().zip(&deflated_paths);
+    for (index, module) in exposed.iter().enumerate() {
+        let per_target: Vec<String> = family_ptx_targets(module.spec.family)
+            .map(|_| {
+                let ((_, arch), path) = deflated_paths
+                    .next()
+                    .expect("one job per module and target");
+                format!("({:?}, include_bytes!({:?}))", arch.name, utf8(path))
+            })
             .collect();
-        writeln!(deflated_modules, "    [{}],", per_target.join(", ")).unwrap();
+        writeln!(deflated_modules, "    &[{}],", per_target.join(", ")).unwrap();
         writeln!(
             table,
             "    ForwardKernel {{ entry: {:?}, spec: flash_attn_params::built_spec!({}), index: {index} }},",
@@ -586,16 +608,21 @@ fn write_kernel_table(out_dir: &Path, exposed: &[&EntryModule]) {
     table.push_str("];\n\n");
     // A static, not in the `const` list: a const's data is emitted again in every codegen unit
     // that uses it: as a field of the list, the modules made flash-attn-load-time 15.5 MB, not 6.
+    let all_targets: Vec<&str> = ARCHITECTURES
+        .iter()
+        .filter(|arch| arch.ptx_target)
+        .map(|arch| arch.name)
+        .collect();
     writeln!(
         table,
-        "/// The deflated PTX modules of each of [`FORWARD_KERNELS`], by index, one per PTX\n\
-         /// target: [`PTX_TARGETS`] in order.\n\
-         static DEFLATED_PTX: [[&[u8]; {targets}]; {}] = [\n{deflated_modules}];\n\n\
-         /// The architectures the build compiled PTX for, oldest first: the names of the columns\n\
-         /// of `DEFLATED_PTX`.\n\
-         pub const PTX_TARGETS: [&str; {targets}] = {:?};\n",
+        "/// The deflated PTX modules of each of [`FORWARD_KERNELS`], by index: one per PTX\n\
+         /// target of the kernel's family, `(target, module)`, in [`PTX_TARGETS`] order.\n\
+         static DEFLATED_PTX: [&[(&str, &[u8])]; {}] = [\n{deflated_modules}];\n\n\
+         /// The PTX targets of the architecture table, oldest first: each kernel has the PTX of\n\
+         /// those of its family.\n\
+         pub const PTX_TARGETS: [&str; {}] = {all_targets:?};\n",
         exposed.len(),
-        ptx_targets().map(|arch| arch.name).collect::<Vec<_>>()
+        all_targets.len(),
     )
     .unwrap();
     let path = out_dir.join("kernel_table.rs");

@@ -215,7 +215,13 @@ impl CudarcAttention<'_> {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan(T::Half1::DTYPE, &shape, options, self.attention.sm_count())?;
+        let plan = problem::plan_on(
+            T::Half1::DTYPE,
+            &shape,
+            options,
+            self.attention.sm_count(),
+            self.attention.compute_capability(),
+        )?;
         self.launch(plan, Tensors::new(q, k, v, output, lse), None)
     }
 

@@ -3,10 +3,12 @@
 //! relative to the device.
 //!
 //! The table itself is data, `host/dispatch-table.tsv`, written by the `flash-attn-tune` tool
-//! from measurements on a GPU; the build turns it into [`DISPATCH_TABLE`]. This module defines
-//! its entries and looks problems up in it.
+//! from measurements on a GPU; the build turns it into [`DISPATCH_TABLE`]. A second table of
+//! the same format, `host/dispatch-table-sm90a.tsv` ([`DISPATCH_TABLE_SM90A`]), is consulted
+//! first on devices that run the sm90 family's sm_90a kernels (compute capability 9.0). This
+//! module defines their entries and looks problems up in them.
 
-use flash_attn_params::Dtype;
+use flash_attn_params::{ptx_target_for, Dtype, Family};
 
 use crate::kernels::{default_kernel, kernel_named, SUPPORTED_HEAD_DIMS};
 use crate::{AttentionShape, Error, ForwardKernel};
@@ -15,6 +17,11 @@ use crate::{AttentionShape, Error, ForwardKernel};
 /// [`DispatchEntry`] whose kernel it names with [`kernel_named`], so a table naming a kernel
 /// that is not exposed fails the build, as does an unknown variant name.
 const DISPATCH_TABLE: &[DispatchEntry] = include!(concat!(env!("OUT_DIR"), "/dispatch_table.rs"));
+
+/// `host/dispatch-table-sm90a.tsv`, built as [`DISPATCH_TABLE`] is: the dense problems' table on
+/// devices that run the sm90 family ([`dispatch_kernel_on`]), ahead of [`DISPATCH_TABLE`].
+const DISPATCH_TABLE_SM90A: &[DispatchEntry] =
+    include!(concat!(env!("OUT_DIR"), "/dispatch_table_sm90a.rs"));
 
 /// A range of key lengths (`seq_len_kv`) that shares one dispatch entry. The bounds follow the
 /// tuner's sweep: one measured sequence length falls in each bucket.
@@ -206,12 +213,21 @@ pub fn dispatch_table() -> &'static [DispatchEntry] {
     DISPATCH_TABLE
 }
 
+/// The sm_90a dispatch table compiled into this crate (`host/dispatch-table-sm90a.tsv`), which
+/// [`dispatch_kernel_on`] consults first on devices of compute capability 9.0.
+pub fn dispatch_table_sm90a() -> &'static [DispatchEntry] {
+    DISPATCH_TABLE_SM90A
+}
+
 /// Every kernel the default API can run, in [`crate::FORWARD_KERNELS`] order: those the
-/// compiled dispatch table names and the fallbacks ([`default_kernel`]). The build assembles
+/// compiled dispatch tables name and the fallbacks ([`default_kernel`]). The build assembles
 /// cubins for these.
 pub fn default_api_kernels() -> Vec<&'static ForwardKernel> {
-    let mut kernels: Vec<&'static ForwardKernel> =
-        DISPATCH_TABLE.iter().map(|entry| entry.kernel).collect();
+    let mut kernels: Vec<&'static ForwardKernel> = DISPATCH_TABLE
+        .iter()
+        .chain(DISPATCH_TABLE_SM90A)
+        .map(|entry| entry.kernel)
+        .collect();
     for dtype in [Dtype::F16, Dtype::Bf16] {
         for &head_dim in SUPPORTED_HEAD_DIMS {
             kernels.extend(default_kernel(dtype, head_dim));
@@ -282,4 +298,37 @@ pub fn dispatch_kernel(
         Some(entry) => Ok(entry.kernel),
         None => default_kernel(dtype, shape.head_dim),
     }
+}
+
+/// [`dispatch_kernel`] on a device of `compute_capability`, what the default API runs for a
+/// dense problem: on a device that runs the sm90 family ([`ptx_target_for`]: compute capability
+/// 9.0) the entry of the sm_90a table ([`dispatch_table_sm90a`]) where it has one for the
+/// problem's key (either grid size, as [`dispatch_entry`] looks up) and its kernel runs on the
+/// device; otherwise [`dispatch_kernel`].
+///
+/// ```
+/// use flash_attn::{dispatch_kernel, dispatch_kernel_on, AttentionShape, Dtype};
+///
+/// // An A100 (8.0) never consults the sm_90a table.
+/// let shape = AttentionShape::new(4, 8, 512, 128);
+/// assert_eq!(
+///     dispatch_kernel_on(Dtype::F16, &shape, true, 108, (8, 0))?,
+///     dispatch_kernel(Dtype::F16, &shape, true, 108)?
+/// );
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
+pub fn dispatch_kernel_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    causal: bool,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<&'static ForwardKernel, Error> {
+    if ptx_target_for(Family::Sm90, compute_capability).is_some() {
+        let entry = dispatch_entry(DISPATCH_TABLE_SM90A, dtype, shape, causal, sm_count);
+        if let Some(entry) = entry.filter(|entry| entry.kernel.runs_on(compute_capability)) {
+            return Ok(entry.kernel);
+        }
+    }
+    dispatch_kernel(dtype, shape, causal, sm_count)
 }

@@ -48,6 +48,17 @@ pub enum Error {
         /// The device's compute capability, `(major, minor)`.
         compute_capability: (i32, i32),
     },
+    /// The kernel's family has no PTX this device runs: the sm90 family's sm_90a kernels run
+    /// only on devices of compute capability exactly 9.0 (architecture-specific PTX is not
+    /// forward compatible), see [`crate::ptx_target_for`].
+    KernelNotForDevice {
+        /// The kernel's PTX entry name.
+        kernel: &'static str,
+        /// The kernel's family, whose PTX targets the architecture table gives.
+        family: flash_attn_params::Family,
+        /// The device's compute capability, `(major, minor)`.
+        compute_capability: (i32, i32),
+    },
     /// The kernel needs more shared memory per block than the device lets a block opt into
     /// (sm_86 and sm_87 give 99 KiB, against 163 KiB on the A100).
     SharedMemoryUnavailable {
@@ -383,6 +394,16 @@ impl fmt::Display for Error {
                 "the PTX target {target} was asked for, but the build compiled PTX for {:?} only, \
                  and a device of compute capability {major}.{minor} runs PTX no newer than its own",
                 crate::kernels::PTX_TARGETS
+            ),
+            Error::KernelNotForDevice { kernel, family, compute_capability: (major, minor) } => write!(
+                f,
+                "{kernel} has PTX for {:?} only (the {family:?} family), which a device of \
+                 compute capability {major}.{minor} cannot run (architecture-specific PTX such as \
+                 sm_90a runs on its own compute capability only)",
+                flash_attn_params::architectures_of(*family)
+                    .filter(|arch| arch.ptx_target)
+                    .map(|arch| arch.name)
+                    .collect::<Vec<_>>()
             ),
             Error::SharedMemoryUnavailable { kernel, needed, available } => write!(
                 f,

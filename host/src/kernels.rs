@@ -12,7 +12,9 @@ use cust::function::Function;
 use cust::module::Module;
 use cust::sys::CUfunction;
 use cust::{CudaApiVersion, CudaFlags};
-use flash_attn_params::{ptx_target_for, Architecture, Dtype, KernelSpec, Variant, ARCHITECTURES};
+use flash_attn_params::{
+    ptx_target_for, Architecture, Dtype, Family, KernelSpec, Variant, ARCHITECTURES,
+};
 
 use crate::{driver, Error};
 
@@ -37,6 +39,20 @@ impl ForwardKernel {
     /// (the loaded module) in a list of the same order, and finds it without comparing names.
     pub const fn index(&self) -> usize {
         self.index
+    }
+
+    /// The PTX targets the build embedded this kernel's PTX for: those of its family
+    /// ([`flash_attn_params::architectures_of`]), oldest first.
+    pub fn ptx_targets(&self) -> impl Iterator<Item = &'static str> {
+        DEFLATED_PTX[self.index].iter().map(|&(target, _)| target)
+    }
+
+    /// Whether a device of `compute_capability` runs this kernel: whether its family has a PTX
+    /// target for it ([`ptx_target_for`]). The sm90 family's run on compute capability 9.0
+    /// only; where this is `false`, loading the kernel fails with
+    /// [`Error::KernelNotForDevice`].
+    pub const fn runs_on(&self, compute_capability: (i32, i32)) -> bool {
+        ptx_target_for(self.spec.family, compute_capability).is_some()
     }
 }
 
@@ -116,12 +132,13 @@ pub struct LoadOptions {
     /// Always JIT-compile the PTX, even where a cubin for the device was built (default
     /// `false`). For measuring or working around the cubins; the kernels are the same.
     pub force_ptx: bool,
-    /// JIT-compile the PTX of this architecture, one of [`PTX_TARGETS`], whatever the device
-    /// (default `None`: the newest PTX target not newer than the device,
-    /// [`flash_attn_params::ptx_target_for`]). A device runs PTX of its own compute capability
-    /// or older: `Some(*architecture_named("sm_80").unwrap())` runs the sm_80 PTX, the one an
-    /// A100 or an RTX 30x0 loads, on an H100. No cubin is loaded when the target differs from
-    /// the device's own.
+    /// JIT-compile the PTX of this architecture, one of [`PTX_TARGETS`], whatever the device,
+    /// for the kernels of its family (default `None`: the newest PTX target of each kernel's
+    /// family not newer than the device, [`flash_attn_params::ptx_target_for`]). A device runs
+    /// PTX of its own compute capability or older: `Some(*architecture_named("sm_80").unwrap())`
+    /// runs the sm_80 PTX, the one an A100 or an RTX 30x0 loads, on an H100. No cubin is
+    /// loaded when the target differs from the device's own. Kernels of another family load
+    /// their own family's PTX target as by default.
     pub ptx_target: Option<Architecture>,
 }
 
@@ -138,9 +155,11 @@ impl LoadOptions {
         if self.force_ptx {
             return Err(PtxReason::Forced);
         }
-        // The cubins are assembled from the PTX of the device's own PTX target.
-        if let Some(target) = self.ptx_target {
-            if ptx_target_for(compute_capability).map(|own| own.name) != Some(target.name) {
+        // The cubins are assembled from the PTX of the device's own PTX target of the kernel's
+        // family.
+        if let (Some(target), Ok(kernel)) = (self.ptx_target, kernel_by_name(entry)) {
+            let own = ptx_target_for(kernel.spec.family, compute_capability);
+            if target.family == kernel.spec.family && own.map(|own| own.name) != Some(target.name) {
                 return Err(PtxReason::Forced);
             }
         }
@@ -339,7 +358,8 @@ pub(crate) struct LoadedKernels {
     /// Streaming multiprocessors: the dispatch table's grid size is relative to them. Queried
     /// once here, so that a launch makes no driver query for it.
     pub(crate) sm_count: usize,
-    /// The PTX target whose PTX this device JIT-compiles: its own, or the one the options force.
+    /// The PTX target whose PTX this device JIT-compiles for the sm80 family: its own, or the
+    /// one the options force ([`Self::ptx_target_of`] gives each family's).
     pub(crate) ptx_target: &'static Architecture,
     /// The most dynamic shared memory a block may opt into on this device.
     max_smem_per_block: usize,
@@ -360,25 +380,38 @@ impl LoadedKernels {
             device.get_attribute(DeviceAttribute::ComputeCapabilityMinor)?,
         );
         let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as usize;
-        let Some(own_target) = ptx_target_for(compute_capability) else {
+        // Every device the project supports runs the sm80 family.
+        let Some(own_target) = ptx_target_for(Family::Sm80, compute_capability) else {
             return Err(Error::UnsupportedDevice {
                 name,
                 compute_capability,
             });
         };
-        let ptx_target = match options.ptx_target {
-            None => own_target,
-            Some(target) => ARCHITECTURES
-                .iter()
-                .find(|arch| {
-                    arch.name == target.name
-                        && PTX_TARGETS.contains(&arch.name)
-                        && arch.compute_capability <= compute_capability
-                })
-                .ok_or(Error::UnsupportedPtxTarget {
+        // A forced target must be one that a device of this compute capability runs, of the
+        // family whose kernels it serves.
+        if let Some(target) = options.ptx_target {
+            let runs_here = ARCHITECTURES.iter().any(|arch| {
+                arch.name == target.name
+                    && PTX_TARGETS.contains(&arch.name)
+                    && if arch.arch_specific {
+                        arch.compute_capability == compute_capability
+                    } else {
+                        arch.compute_capability <= compute_capability
+                    }
+            });
+            if !runs_here {
+                return Err(Error::UnsupportedPtxTarget {
                     target: target.name,
                     compute_capability,
-                })?,
+                });
+            }
+        }
+        let ptx_target = match options.ptx_target {
+            Some(target) if target.family == Family::Sm80 => ARCHITECTURES
+                .iter()
+                .find(|arch| arch.name == target.name)
+                .expect("checked above"),
+            _ => own_target,
         };
         let max_smem_per_block = max_smem_per_block_optin(&device)?;
         let driver_version = driver_version()?;
@@ -408,6 +441,18 @@ impl LoadedKernels {
         self.entry(kernel).map(|entry| entry.function)
     }
 
+    /// The PTX target this device JIT-compiles for kernels of `family`: the one the options
+    /// force where it is of that family, else the device's own ([`ptx_target_for`]); `None`
+    /// where the device runs no PTX of the family.
+    pub(crate) fn ptx_target_of(&self, family: Family) -> Option<&'static Architecture> {
+        match self.options.ptx_target {
+            Some(target) if target.family == family => {
+                ARCHITECTURES.iter().find(|arch| arch.name == target.name)
+            }
+            _ => ptx_target_for(family, self.compute_capability),
+        }
+    }
+
     /// Where the code of `kernel` came from, loading it first if it is not loaded yet.
     /// The context must be current on the calling thread.
     pub(crate) fn source(&self, kernel: &ForwardKernel) -> Result<KernelSource, Error> {
@@ -430,6 +475,13 @@ impl LoadedKernels {
         }
         // The exposed kernel itself, whatever a caller's copy of it says.
         let kernel = &FORWARD_KERNELS[index];
+        let Some(ptx_target) = self.ptx_target_of(kernel.spec.family) else {
+            return Err(Error::KernelNotForDevice {
+                kernel: kernel.entry,
+                family: kernel.spec.family,
+                compute_capability: self.compute_capability,
+            });
+        };
         if kernel.spec.tile.smem_bytes() > self.max_smem_per_block {
             return Err(Error::SharedMemoryUnavailable {
                 kernel: kernel.entry,
@@ -437,7 +489,7 @@ impl LoadedKernels {
                 available: self.max_smem_per_block,
             });
         }
-        let (module, source) = self.load_module(kernel)?;
+        let (module, source) = self.load_module(kernel, ptx_target)?;
         let function = module.get_function(kernel.entry)?;
         allow_dynamic_shared_memory(&function, kernel.spec.tile.smem_bytes())?;
         let function = function.to_raw();
@@ -451,8 +503,13 @@ impl LoadedKernels {
     }
 
     /// The module of `kernel` alone: its cubin for this device's exact compute capability,
-    /// unless forced to PTX, none was built, or the driver refuses it; else its PTX, JIT-compiled.
-    fn load_module(&self, kernel: &ForwardKernel) -> Result<(Module, KernelSource), Error> {
+    /// unless forced to PTX, none was built, or the driver refuses it; else its PTX for
+    /// `ptx_target` (of its family), JIT-compiled.
+    fn load_module(
+        &self,
+        kernel: &ForwardKernel,
+        ptx_target: &Architecture,
+    ) -> Result<(Module, KernelSource), Error> {
         let reason = match self
             .options
             .cubin_for(kernel.entry, self.compute_capability)
@@ -463,39 +520,39 @@ impl LoadedKernels {
                 Err(error) => PtxReason::CubinRejected(error),
             },
         };
-        let module = Module::from_ptx(ptx_of(kernel, self.ptx_target.name), &[])
-            .map_err(Error::ModuleLoad)?;
+        let ptx = ptx_of(kernel, ptx_target.name).expect("a PTX target of the kernel's family");
+        let module = Module::from_ptx(ptx, &[]).map_err(Error::ModuleLoad)?;
         Ok((module, KernelSource::Ptx(reason)))
     }
 }
 
-/// The PTX module of the exposed kernel `entry` for the newest PTX target (sm_89), which holds
-/// that entry alone: the shard's preamble (version, target, the shared-memory declaration)
-/// plus the entry's body. The build assembles these same modules into [`CUBINS`]. `None` where
-/// no exposed kernel is `entry`.
+/// The PTX module of the exposed kernel `entry` for the newest PTX target of its family (sm_89
+/// for the sm80 family, sm_90a for the sm90 one), which holds that entry alone: the shard's
+/// preamble (version, target, the shared-memory declaration) plus the entry's body. The build
+/// assembles these same modules into [`CUBINS`]. `None` where no exposed kernel is `entry`.
 pub fn entry_ptx(entry: &str) -> Option<String> {
-    entry_ptx_for(entry, PTX_TARGETS[PTX_TARGETS.len() - 1])
+    let kernel = kernel_by_name(entry).ok()?;
+    let newest = kernel.ptx_targets().last()?;
+    ptx_of(kernel, newest)
 }
 
 /// As [`entry_ptx`], for the PTX target named `target` (one of [`PTX_TARGETS`]); `None` where
-/// no exposed kernel is `entry` or the build compiled no PTX for `target`.
+/// no exposed kernel is `entry` or the build compiled no PTX of `entry` for `target` (a target
+/// of another family).
 pub fn entry_ptx_for(entry: &str, target: &str) -> Option<String> {
-    let kernel = kernel_by_name(entry).ok()?;
-    PTX_TARGETS
-        .contains(&target)
-        .then(|| ptx_of(kernel, target))
+    ptx_of(kernel_by_name(entry).ok()?, target)
 }
 
-/// The PTX of `kernel` for the PTX target `target`, inflated: under a millisecond for one
-/// module, against 0.1-0.4 s for the driver to JIT-compile it.
-fn ptx_of(kernel: &ForwardKernel, target: &str) -> String {
-    let column = PTX_TARGETS
+/// The PTX of `kernel` for the PTX target `target`, inflated (under a millisecond for one
+/// module, against 0.1-0.4 s for the driver to JIT-compile it); `None` where the kernel has no
+/// PTX for `target`.
+fn ptx_of(kernel: &ForwardKernel, target: &str) -> Option<String> {
+    let &(_, deflated) = DEFLATED_PTX[kernel.index]
         .iter()
-        .position(|name| *name == target)
-        .expect("a PTX target of this build");
-    let bytes = miniz_oxide::inflate::decompress_to_vec(DEFLATED_PTX[kernel.index][column])
-        .expect("build.rs deflated this module");
-    String::from_utf8(bytes).expect("PTX is ASCII")
+        .find(|(name, _)| *name == target)?;
+    let bytes =
+        miniz_oxide::inflate::decompress_to_vec(deflated).expect("build.rs deflated this module");
+    Some(String::from_utf8(bytes).expect("PTX is ASCII"))
 }
 
 /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` (cust's `DeviceAttribute` lacks it).

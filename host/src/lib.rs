@@ -56,21 +56,23 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::stream::{Stream, StreamFlags};
 use element::{as_half1, from_half1};
 pub use flash_attn_params::{
-    architecture_named, for_each_candidate, for_each_gated_config, padded_head_dim, ptx_target_for,
-    Architecture, Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams,
-    ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams, SmemLayout,
-    TensorStrides, TileConfig, TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M,
-    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
-    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
-    HEAD_DIM_GRANULE, KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES,
-    SM89_MAX_SMEM_PER_BLOCK,
+    architecture_named, architectures_of, for_each_candidate, for_each_gated_config,
+    max_smem_per_block_of, padded_head_dim, ptx_target_for, Architecture, Dtype, Family,
+    ForwardParams, KernelSet, KernelSpec, Mask, ModifiedParams, ModifiedServingParams,
+    ModifierParams, QSource, SequenceParams, ServingParams, SmemLayout, TensorStrides, TileConfig,
+    TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS, CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N,
+    CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
+    CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE,
+    KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
+    SM90_MAX_SMEM_PER_BLOCK,
 };
 
 #[cfg(feature = "cudarc")]
 pub use cudarc_backend::CudarcAttention;
 pub use dispatch::{
-    default_api_kernels, dispatch_entry, dispatch_kernel, dispatch_table, DispatchEntry, GridSize,
-    SeqBucket, GRID_TILE_ROWS, NOT_TUNED, SMALL_GRID_TILES_PER_SM,
+    default_api_kernels, dispatch_entry, dispatch_kernel, dispatch_kernel_on, dispatch_table,
+    dispatch_table_sm90a, DispatchEntry, GridSize, SeqBucket, GRID_TILE_ROWS, NOT_TUNED,
+    SMALL_GRID_TILES_PER_SM,
 };
 pub use element::{round_to, Element, HalfElement};
 pub use error::Error;
@@ -83,9 +85,10 @@ pub use modifiers::{
     modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,
 };
 pub use problem::{
-    plan, plan_kv_cache, plan_kv_cache_alibi, plan_paged_kv_cache, plan_paged_kv_cache_alibi,
-    serving_kernel, split_count, supports, AttentionShape, BufferLengths, ForwardOptions,
-    ForwardStrides, LaunchPlan, Layout, PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
+    plan, plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_paged_kv_cache,
+    plan_paged_kv_cache_alibi, serving_kernel, split_count, supports, AttentionShape,
+    BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, MAX_SEQ_LEN,
+    MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 pub use varlen::{
     plan_varlen, plan_varlen_alibi, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
@@ -387,7 +390,13 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan(T::DTYPE, &shape, options, self.sm_count())?;
+        let plan = problem::plan_on(
+            T::DTYPE,
+            &shape,
+            options,
+            self.sm_count(),
+            self.compute_capability(),
+        )?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
         // SAFETY: the buffers hold every element the shape and strides reach (checked above, with
         // overflow-checked extents) and live at least as long as this call's borrows; `output` (and `lse`) are borrowed
@@ -854,7 +863,13 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = problem::plan(dtype, &shape, options, self.sm_count())?;
+        let plan = problem::plan_on(
+            dtype,
+            &shape,
+            options,
+            self.sm_count(),
+            self.compute_capability(),
+        )?;
         self.launch(stream.into().0.cast(), plan, tensors, None)
     }
 
@@ -1046,7 +1061,13 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<Vec<T>, Error> {
         let plan = match alibi {
-            None => problem::plan(T::DTYPE, &shape, options, self.sm_count())?,
+            None => problem::plan_on(
+                T::DTYPE,
+                &shape,
+                options,
+                self.sm_count(),
+                self.compute_capability(),
+            )?,
             Some(alibi) => {
                 let plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
                 plan.check_alibi_slopes(alibi.slopes)?;

@@ -42,7 +42,7 @@ use std::sync::Mutex;
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use flash_attn_params::{padded_head_dim, Dtype, ForwardParams, Mask, ModifierParams, Variant};
 
-use crate::dispatch::dispatch_kernel;
+use crate::dispatch::{dispatch_kernel, dispatch_kernel_on};
 use crate::problem::plan_dense;
 use crate::{
     device_tensors, kernel_head_dim, AttentionShape, Element, Error, FlashAttention, ForwardKernel,
@@ -310,18 +310,24 @@ impl ScoreRule {
         self.given_right.is_some_and(|right| right <= 0)
     }
 
-    /// The kernel for the problem when the options name none: the dispatch table's
-    /// ([`dispatch_kernel`]) for a dense problem, [`modified_kernel`] for a modified one.
+    /// The kernel for the problem when the options name none: the dispatch table's for a
+    /// dense problem ([`dispatch_kernel`], or [`dispatch_kernel_on`] on a device of known
+    /// compute capability), [`modified_kernel`] for a modified one.
     pub(crate) fn default_kernel(
         &self,
         dtype: Dtype,
         shape: &AttentionShape,
         sm_count: usize,
+        compute_capability: Option<(i32, i32)>,
     ) -> Result<&'static ForwardKernel, Error> {
         if self.is_modified() {
-            modified_kernel(dtype, shape, self.causal(), sm_count)
-        } else {
-            dispatch_kernel(dtype, shape, self.causal(), sm_count)
+            return modified_kernel(dtype, shape, self.causal(), sm_count);
+        }
+        match compute_capability {
+            Some(compute_capability) => {
+                dispatch_kernel_on(dtype, shape, self.causal(), sm_count, compute_capability)
+            }
+            None => dispatch_kernel(dtype, shape, self.causal(), sm_count),
         }
     }
 
@@ -443,7 +449,7 @@ pub fn plan_alibi(
     layout: AlibiLayout,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_dense(dtype, shape, options, Some(layout), sm_count)
+    plan_dense(dtype, shape, options, Some(layout), sm_count, None)
 }
 
 /// The most an ALiBi bias may reach in f32, in the kernel's units and in log2 units: a quarter

@@ -427,22 +427,45 @@ pub fn plan(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_dense(dtype, shape, options, None, sm_count)
+    plan_dense(dtype, shape, options, None, sm_count, None)
 }
 
-/// [`plan`] (`alibi` `None`) and [`crate::plan_alibi`]: a dense kernel, or a modified one where
-/// the options or ALiBi ask for a score modifier ([`ScoreRule`]).
+/// [`plan`] for a device of `compute_capability` (`(major, minor)`,
+/// [`crate::FlashAttention::compute_capability`]): where the options name no kernel, a dense
+/// problem runs the device's dispatch table ([`crate::dispatch_kernel_on`]: on compute
+/// capability 9.0 the sm_90a table first). What the `FlashAttention` calls plan with.
+pub fn plan_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_dense(
+        dtype,
+        shape,
+        options,
+        None,
+        sm_count,
+        Some(compute_capability),
+    )
+}
+
+/// [`plan`] (`alibi` `None`), [`plan_on`] and [`crate::plan_alibi`]: a dense kernel, or a
+/// modified one where the options or ALiBi ask for a score modifier ([`ScoreRule`]); on a
+/// device of `compute_capability` where it is known.
 pub(crate) fn plan_dense(
     dtype: Dtype,
     shape: &AttentionShape,
     options: &ForwardOptions,
     alibi: Option<AlibiLayout>,
     sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
 ) -> Result<LaunchPlan, Error> {
     check_num_splits(options, 1)?;
     let rule = ScoreRule::new(shape, options, alibi);
     let checked = check_problem(dtype, shape, options, rule.variant(), || {
-        rule.default_kernel(dtype, shape, sm_count)
+        rule.default_kernel(dtype, shape, sm_count, compute_capability)
     })?;
     let kernel = checked.kernel;
     let required = batch_required(shape, &checked, &kernel.spec.tile)?;

@@ -35,7 +35,10 @@ pub mod arch;
 pub mod mask;
 pub mod spec;
 pub mod tile;
-pub use arch::{architecture_named, ptx_target_for, Architecture, ARCHITECTURES};
+pub use arch::{
+    architecture_named, architectures_of, max_smem_per_block_of, ptx_target_for, Architecture,
+    ARCHITECTURES,
+};
 pub use mask::{Mask, TileMask};
 pub use spec::*;
 pub use tile::*;
@@ -50,7 +53,8 @@ macro_rules! built_spec {
             family: $crate::Family::$family,
             dtype: $crate::Dtype::$dtype,
             variant: $crate::Variant::$variant,
-            tile: $crate::TileConfig::new(
+            tile: $crate::TileConfig::new_for(
+                $crate::Family::$family,
                 $block_m,
                 $block_n,
                 $warps,

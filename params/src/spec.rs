@@ -10,15 +10,65 @@ use core::fmt;
 
 use crate::tile::{for_each_tile_candidate, QSource, SmemLayout, TileConfig};
 
-/// The main loop a kernel runs, and so the instructions and the PTX targets it needs.
-///
-/// A Hopper family (`wgmma` + TMA, sm_90a PTX) will be a second value, with its own main loop
-/// beside `kernels-gpu/src/fwd/sm80.rs`.
+/// The main loop a kernel runs, and so the instructions and the PTX targets it needs: the
+/// architecture table ([`crate::ARCHITECTURES`]) gives each family its PTX targets, cubins and
+/// gate columns ([`crate::ptx_target_for`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Family {
     /// The `mma.sync` + `ldmatrix` + `cp.async` main loop (`kernels-gpu/src/fwd/sm80.rs`): sm_80
-    /// PTX and later.
+    /// and sm_89 PTX, for compute capability 8.0 and later.
     Sm80,
+    /// Hopper's warpgroup MMA main loop (`wgmma.mma_async`, `kernels-gpu/src/fwd/sm90.rs`):
+    /// sm_90a PTX, for devices of compute capability 9.0 only. [`Variant::Dense`] only; its
+    /// tiles are its own (`SM90_CANDIDATE_*`, gated by [`TileConfig::check_sm90`]: one
+    /// warpgroup of 4 warps per 64 query rows, swizzled tiles, Q in shared memory).
+    Sm90,
+}
+
+impl Family {
+    /// What the family appends to its entry names: nothing for [`Family::Sm80`] (the names
+    /// predate the axis), `_sm90a` for [`Family::Sm90`].
+    pub const fn name_suffix(self) -> &'static str {
+        match self {
+            Family::Sm80 => "",
+            Family::Sm90 => "_sm90a",
+        }
+    }
+
+    /// Whether the family's main loop implements `variant`: every variant for
+    /// [`Family::Sm80`], [`Variant::Dense`] only for [`Family::Sm90`].
+    pub const fn has_variant(self, variant: Variant) -> bool {
+        match self {
+            Family::Sm80 => true,
+            Family::Sm90 => matches!(variant, Variant::Dense),
+        }
+    }
+
+    /// Whether the family's tiles fix the layout and the Q source ([`Family::Sm90`]'s are
+    /// always swizzled, Q in shared memory), so that its entry names leave them out.
+    const fn fixes_layout_and_q_source(self) -> bool {
+        matches!(self, Family::Sm90)
+    }
+
+    /// How many shard crates compile the family's entries, round-robin in entry order: the
+    /// crates `kernels-gpu/shards/<`[`Self::shard_dir_prefix`]`><n>`, which cargo builds in
+    /// parallel. rustc's nvptx backend emits one PTX file per crate whatever the codegen units,
+    /// and LLVM takes ~0.3 s per entry, so one crate of 320 entries took 100 s on one core.
+    pub const fn shards(self) -> usize {
+        match self {
+            Family::Sm80 => 4,
+            Family::Sm90 => 2,
+        }
+    }
+
+    /// The folder-name prefix of the family's shard crates under `kernels-gpu/shards/`
+    /// (`shard-0`, `sm90a-shard-0`); each crate's name is `flash-attn-kernels-` and its folder's.
+    pub const fn shard_dir_prefix(self) -> &'static str {
+        match self {
+            Family::Sm80 => "shard-",
+            Family::Sm90 => "sm90a-shard-",
+        }
+    }
 }
 
 /// The element type of Q, K, V and O.
@@ -404,14 +454,15 @@ impl KernelSpec {
 /// [`SmemLayout::Padded`] and `_qsmem` for [`QSource::SharedMemory`]. [`Family::Sm80`] and
 /// [`Variant::Dense`] add nothing: the names predate those axes, and the data files (the
 /// dispatch table, the fallbacks, the ptxas gate) name kernels by them. Another family or
-/// variant appends a suffix of its own (`_serving`, `_paged`, `_mod`; a Hopper family would add
-/// `_sm90a`), leaving these names as they are. Allocation-free, so that the no_std side can use it too.
+/// variant appends a suffix of its own (`_serving`, `_paged`, `_mod`; the family's last:
+/// [`Family::name_suffix`], `_sm90a`), leaving these names as they are; a family whose tiles fix
+/// the layout and the Q source leaves out `_pad` and `_qsmem`
+/// (`flash_fwd_f16_d128_m128_n128_w8_s2_sm90a`). Allocation-free, so that the no_std side can
+/// use it too.
 impl fmt::Display for KernelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Exhaustive on purpose: a new family or variant fails to compile here until it has its
-        // suffix.
         let KernelSpec {
-            family: Family::Sm80,
+            family,
             dtype,
             variant,
             tile,
@@ -426,12 +477,15 @@ impl fmt::Display for KernelSpec {
             tile.warps,
             tile.stages
         )?;
-        if tile.layout == SmemLayout::Padded {
-            f.write_str("_pad")?;
+        if !family.fixes_layout_and_q_source() {
+            if tile.layout == SmemLayout::Padded {
+                f.write_str("_pad")?;
+            }
+            if tile.q_source == QSource::SharedMemory {
+                f.write_str("_qsmem")?;
+            }
         }
-        if tile.q_source == QSource::SharedMemory {
-            f.write_str("_qsmem")?;
-        }
+        // Exhaustive on purpose: a new variant fails to compile here until it has its suffix.
         match variant {
             Variant::Dense => {}
             Variant::Serving => f.write_str("_serving")?,
@@ -440,16 +494,17 @@ impl fmt::Display for KernelSpec {
             Variant::ServingModified => f.write_str("_serving_mod")?,
             Variant::PagedModified => f.write_str("_paged_mod")?,
         }
-        Ok(())
+        f.write_str(family.name_suffix())
     }
 }
 
 /// The candidate values of the axes besides the tile's (`tile.rs` has those). Every combination
 /// is a candidate spec (a variant only with its own tiles: [`SERVING_TILES`]' for
 /// [`Variant::Serving`] and [`Variant::Paged`], which need not be in the dense grid, and
-/// [`MODIFIED_TILES`] for [`Variant::Modified`]); each one that passes [`TileConfig::check`] can
-/// become one PTX entry (see [`for_each_gated_config`]).
-pub const CANDIDATE_FAMILIES: [Family; 1] = [Family::Sm80];
+/// [`MODIFIED_TILES`] for [`Variant::Modified`]; a family only with the variants it has,
+/// [`Family::has_variant`], and its own tiles); each one that passes [`TileConfig::check_for`]
+/// can become one PTX entry (see [`for_each_gated_config`]).
+pub const CANDIDATE_FAMILIES: [Family; 2] = [Family::Sm80, Family::Sm90];
 /// The candidate element types (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 /// The candidate variants (see [`CANDIDATE_FAMILIES`]).
@@ -465,11 +520,14 @@ pub const CANDIDATE_VARIANTS: [Variant; 6] = [
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:
 /// family, element type, variant, then the tile's (head dim, `block_m`, `block_n`, warps,
 /// stages, layout, Q source). `candidate` holds the axes, its tile checked or not; `verdict` is
-/// [`TileConfig::check`]'s: `Ok` with the same spec, or the first limit its tile violates.
+/// [`TileConfig::check_for`]'s: `Ok` with the same spec, or the first limit its tile violates.
 pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &'static str>)) {
     for family in CANDIDATE_FAMILIES {
         for dtype in CANDIDATE_DTYPES {
             for variant in CANDIDATE_VARIANTS {
+                if !family.has_variant(variant) {
+                    continue;
+                }
                 let spec = |tile| KernelSpec {
                     family,
                     dtype,
@@ -486,7 +544,7 @@ pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &
                     }
                     continue;
                 }
-                for_each_tile_candidate(|tile, verdict| {
+                for_each_tile_candidate(family, |tile, verdict| {
                     if variant_has_tile(variant, &tile) {
                         visit(spec(tile), verdict.map(spec));
                     }
@@ -550,9 +608,3 @@ pub enum KernelSet {
 
 /// The build-time switch between the [`KernelSet`]s: unset or `shipping`, or `all`.
 pub const KERNELS_ENV: &str = "FLASH_ATTN_KERNELS";
-
-/// The PTX entries are compiled in this many shards, round-robin in entry order
-/// ([`crate::BUILT_CONFIGS`]): one crate each under `kernels-gpu/shards/`, which cargo builds
-/// in parallel. rustc's nvptx backend emits one PTX file per crate whatever the codegen units,
-/// and LLVM takes ~0.3 s per entry, so one crate of 320 entries took 100 s on one core.
-pub const KERNEL_SHARDS: usize = 4;

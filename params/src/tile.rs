@@ -5,10 +5,20 @@
 //! Only `core`: the crate re-exports it, and `build.rs` includes this file with `#[path]` to
 //! generate the list of entries, so that the list and the gates have one implementation.
 
-/// The largest dynamic shared memory one block may opt into on every device the PTX serves
-/// (99 KiB: sm_89's, and sm_86's, which runs the sm_80 PTX): the limit of the compile-time
-/// gates ([`crate::arch::MIN_SMEM_PER_BLOCK`]).
-pub const SM89_MAX_SMEM_PER_BLOCK: usize = crate::arch::MIN_SMEM_PER_BLOCK;
+use crate::spec::Family;
+
+/// The largest dynamic shared memory one block may opt into on every device the sm80 family's
+/// PTX serves (99 KiB: sm_89's, and sm_86's, which runs the sm_80 PTX): the limit of its
+/// compile-time gates ([`crate::arch::max_smem_per_block_of`]).
+pub const SM89_MAX_SMEM_PER_BLOCK: usize = crate::arch::max_smem_per_block_of(Family::Sm80);
+
+/// The same limit for the sm90 family: sm_90a's per-block opt-in limit, 227 KiB.
+pub const SM90_MAX_SMEM_PER_BLOCK: usize = crate::arch::max_smem_per_block_of(Family::Sm90);
+
+/// The alignment of every shared-memory tile of the sm90 family: wgmma's shared-memory matrix
+/// descriptors address 128-byte-swizzled tiles of 8-row, 1024-byte atoms from a 1024-byte
+/// boundary.
+pub const SM90_TILE_ALIGN: usize = 1024;
 
 /// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
 pub const CHUNK_BYTES: usize = 16;
@@ -231,9 +241,9 @@ impl TileConfig {
         }
     }
 
-    /// The configuration, or the first limit it violates. These are the compile-time gates:
-    /// every kernel is instantiated through [`TileConfig::new`], which turns an `Err` into a
-    /// compile error.
+    /// The configuration, or the first limit it violates: the compile-time gates of the sm80
+    /// family ([`TileConfig::check_for`] picks a family's). Every tile of a list in source is
+    /// built through [`TileConfig::new`], which turns an `Err` into a compile error.
     ///
     /// ```
     /// use flash_attn_params::{QSource, SmemLayout, TileConfig};
@@ -302,6 +312,112 @@ impl TileConfig {
         }
         if config.smem_bytes() > SM89_MAX_SMEM_PER_BLOCK {
             return Err("shared memory exceeds the sm_89 per-block limit of 99 KiB");
+        }
+        Ok(config)
+    }
+
+    /// [`TileConfig::new`] for the tiles of `family`'s main loop ([`TileConfig::check_for`]).
+    #[allow(clippy::too_many_arguments)]
+    pub const fn new_for(
+        family: Family,
+        block_m: usize,
+        block_n: usize,
+        warps: usize,
+        stages: usize,
+        head_dim: usize,
+        layout: SmemLayout,
+        q_source: QSource,
+    ) -> Self {
+        match Self::check_for(
+            family, block_m, block_n, warps, stages, head_dim, layout, q_source,
+        ) {
+            Ok(config) => config,
+            Err(limit) => panic!("{}", limit),
+        }
+    }
+
+    /// [`TileConfig::check`] for the tiles of `family`'s main loop: the sm80 family's gates,
+    /// or for [`Family::Sm90`] its own ([`TileConfig::check_sm90`]).
+    #[allow(clippy::too_many_arguments)]
+    pub const fn check_for(
+        family: Family,
+        block_m: usize,
+        block_n: usize,
+        warps: usize,
+        stages: usize,
+        head_dim: usize,
+        layout: SmemLayout,
+        q_source: QSource,
+    ) -> Result<Self, &'static str> {
+        match family {
+            Family::Sm80 => {
+                Self::check(block_m, block_n, warps, stages, head_dim, layout, q_source)
+            }
+            Family::Sm90 => {
+                Self::check_sm90(block_m, block_n, warps, stages, head_dim, layout, q_source)
+            }
+        }
+    }
+
+    /// The gates of the sm90 family's tiles: one warpgroup of 4 warps per 64 query rows
+    /// (`warps == block_m / 16`), key blocks a multiple of 16 (wgmma's k-step over P.V), head
+    /// dims a multiple of 32 up to 256 (the kernel swizzles 64-byte rows at D=96 and 128-byte
+    /// ones otherwise, so D need not be a multiple of 64 as the sm80 family's swizzle needs),
+    /// swizzled tiles with Q in shared memory, every tile at a 1024-byte boundary
+    /// ([`SM90_TILE_ALIGN`]), and sm_90a's per-block shared memory ([`SM90_MAX_SMEM_PER_BLOCK`]).
+    ///
+    /// ```
+    /// use flash_attn_params::{QSource, SmemLayout, TileConfig};
+    ///
+    /// let (layout, q_source) = (SmemLayout::Swizzled, QSource::SharedMemory);
+    /// let big = TileConfig::check_sm90(128, 64, 8, 2, 256, layout, q_source).unwrap();
+    /// assert_eq!(big.smem_bytes(), 64 * 1024 + 2 * 2 * 32 * 1024); // over 99 KiB, within 227
+    /// assert!(TileConfig::check_sm90(128, 64, 4, 2, 128, layout, q_source).is_err());
+    /// ```
+    pub const fn check_sm90(
+        block_m: usize,
+        block_n: usize,
+        warps: usize,
+        stages: usize,
+        head_dim: usize,
+        layout: SmemLayout,
+        q_source: QSource,
+    ) -> Result<Self, &'static str> {
+        let config = TileConfig {
+            block_m,
+            block_n,
+            warps,
+            stages,
+            head_dim,
+            layout,
+            q_source,
+        };
+        if block_m == 0 || !block_m.is_multiple_of(64) || warps != block_m / 16 {
+            return Err(
+                "sm90: block_m must be a multiple of 64, with one warpgroup (4 warps) per 64 rows",
+            );
+        }
+        if block_n == 0 || !block_n.is_multiple_of(16) || block_n > 256 {
+            return Err("sm90: block_n must be a multiple of 16 up to 256 (wgmma's N and k-step)");
+        }
+        if head_dim == 0 || !head_dim.is_multiple_of(32) || head_dim > MAX_HEAD_DIM {
+            return Err("sm90: head_dim must be a multiple of 32 up to 256");
+        }
+        if stages < 1 || stages > 4 {
+            return Err("sm90: stages must be in 1..=4");
+        }
+        if !matches!(layout, SmemLayout::Swizzled) || !matches!(q_source, QSource::SharedMemory) {
+            return Err(
+                "sm90: tiles are swizzled, with Q in shared memory (wgmma reads both there)",
+            );
+        }
+        if !config.q_tile_bytes().is_multiple_of(SM90_TILE_ALIGN)
+            || !config.kv_tile_bytes().is_multiple_of(SM90_TILE_ALIGN)
+        {
+            return Err("sm90: every shared-memory tile must start 1024-byte aligned");
+        }
+        if config.smem_bytes() > SM90_MAX_SMEM_PER_BLOCK {
+            return Err("sm90: shared memory exceeds the sm_90a per-block limit of 227 KiB");
         }
         Ok(config)
     }
@@ -436,13 +552,50 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
         && tile.block_m / tile.warps * head_dim <= 32 * 128
 }
 
-/// Calls `visit(candidate, verdict)` for every candidate tile, in the order of the PTX entries:
-/// head dim, `block_m`, `block_n`, warps, stages, layout, Q source. `candidate` holds the
-/// parameters, checked or not; `verdict` is [`TileConfig::check`]'s: `Ok` with the same
-/// configuration, or the first limit it violates.
+/// The candidate head dims of the sm90 family's tiles (the kernel takes any multiple of 32 up
+/// to 256; the space stays small).
+pub const SM90_CANDIDATE_HEAD_DIMS: [usize; 5] = [64, 96, 128, 192, 256];
+/// The candidate `block_m` values of the sm90 family, each with `block_m / 16` warps.
+pub const SM90_CANDIDATE_BLOCK_M: [usize; 3] = [64, 128, 192];
+/// The candidate `block_n` values of the sm90 family.
+pub const SM90_CANDIDATE_BLOCK_N: [usize; 2] = [64, 128];
+/// The candidate stage counts of the sm90 family.
+pub const SM90_CANDIDATE_STAGES: [usize; 2] = [1, 2];
+
+/// Calls `visit(candidate, verdict)` for every candidate tile of `family`, in the order of the
+/// PTX entries: head dim, `block_m`, `block_n`, warps, stages, layout, Q source. `candidate`
+/// holds the parameters, checked or not; `verdict` is [`TileConfig::check_for`]'s: `Ok` with
+/// the same configuration, or the first limit it violates.
 pub(crate) fn for_each_tile_candidate(
+    family: Family,
     mut visit: impl FnMut(TileConfig, Result<TileConfig, &'static str>),
 ) {
+    if let Family::Sm90 = family {
+        for head_dim in SM90_CANDIDATE_HEAD_DIMS {
+            for block_m in SM90_CANDIDATE_BLOCK_M {
+                for block_n in SM90_CANDIDATE_BLOCK_N {
+                    for stages in SM90_CANDIDATE_STAGES {
+                        let (warps, layout, q_source) =
+                            (block_m / 16, SmemLayout::Swizzled, QSource::SharedMemory);
+                        let candidate = TileConfig {
+                            block_m,
+                            block_n,
+                            warps,
+                            stages,
+                            head_dim,
+                            layout,
+                            q_source,
+                        };
+                        let verdict = TileConfig::check_sm90(
+                            block_m, block_n, warps, stages, head_dim, layout, q_source,
+                        );
+                        visit(candidate, verdict);
+                    }
+                }
+            }
+        }
+        return;
+    }
     for head_dim in CANDIDATE_HEAD_DIMS {
         for block_m in CANDIDATE_BLOCK_M {
             for block_n in CANDIDATE_BLOCK_N {

@@ -1,19 +1,21 @@
 use flash_attn::QSource::{Registers, SharedMemory};
 use flash_attn::SmemLayout::{Padded, Swizzled};
-use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn::{
-    default_kernel, for_each_candidate, Dtype, Family, KernelSpec, TileConfig, Variant,
-    CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
-    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
-    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES,
-    SM89_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
+    architectures_of, default_kernel, for_each_candidate, for_each_gated_config,
+    max_smem_per_block_of, Dtype, Family, KernelSpec, TileConfig, Variant, CANDIDATE_BLOCK_M,
+    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
+    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
+    FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
+    SM90_MAX_SMEM_PER_BLOCK, SUPPORTED_HEAD_DIMS,
 };
+use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
 use flash_attn_build::gate::record_failures;
 use flash_attn_tools::gate::committed_gate;
 
 /// The data files the build read the shipping set from.
 const DISPATCH_TABLE_FILE: &str = include_str!("../../host/dispatch-table.tsv");
+const DISPATCH_TABLE_SM90A_FILE: &str = include_str!("../../host/dispatch-table-sm90a.tsv");
 const FALLBACK_KERNELS_FILE: &str = include_str!("../../host/fallback-kernels.txt");
 
 /// A default build compiles exactly the kernels the data files name (and the default API
@@ -31,7 +33,8 @@ fn the_build_compiled_the_set_it_says_it_did() {
         names.sort();
         names
     };
-    let rows = parse_dispatch_table(DISPATCH_TABLE_FILE).unwrap();
+    let mut rows = parse_dispatch_table(DISPATCH_TABLE_FILE).unwrap();
+    rows.extend(parse_dispatch_table(DISPATCH_TABLE_SM90A_FILE).unwrap());
     let mut shipping = shipping_set(&rows, &parse_fallback_kernels(FALLBACK_KERNELS_FILE));
     shipping.sort();
     match KERNEL_SET {
@@ -72,7 +75,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
     assert!(FORWARD_KERNELS.len() >= shipping.len());
     assert_eq!(
         gated.len(),
-        648,
+        758,
         "the search space changed: update the README's counts"
     );
 }
@@ -81,7 +84,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
 fn entry_names_spell_out_their_spec() {
     for kernel in FORWARD_KERNELS {
         let KernelSpec {
-            family: Family::Sm80,
+            family,
             dtype,
             variant,
             tile,
@@ -106,13 +109,106 @@ fn entry_names_spell_out_their_spec() {
             Registers => "",
             SharedMemory => "_qsmem",
         };
-        let expected = format!(
-            "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}{layout}{q_source}{variant}",
-            tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
-        );
+        let expected = match family {
+            Family::Sm80 => format!(
+                "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}{layout}{q_source}{variant}",
+                tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
+            ),
+            // Its tiles are always swizzled with Q in shared memory: the name leaves those out.
+            Family::Sm90 => format!(
+                "flash_fwd_{dtype}_d{}_m{}_n{}_w{}_s{}{variant}_sm90a",
+                tile.head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages
+            ),
+        };
         assert_eq!(kernel.entry, expected);
         assert_eq!(kernel.spec.to_string(), expected);
     }
+}
+
+/// Every gated spec has a name of its own (the data files and the gate name kernels by it),
+/// the sm90 family's end in `_sm90a`, and the sm80 family's never do.
+#[test]
+fn entry_names_are_unique_and_the_sm90_familys_end_in_sm90a() {
+    let mut names = std::collections::HashMap::new();
+    for_each_gated_config(|spec| {
+        let name = spec.to_string();
+        assert_eq!(
+            name.ends_with("_sm90a"),
+            spec.family == Family::Sm90,
+            "{name}"
+        );
+        if let Some(other) = names.insert(name.clone(), spec) {
+            panic!("{name} names both {other:?} and {spec:?}");
+        }
+    });
+    let tile = TileConfig::check_sm90(128, 128, 8, 2, 128, Swizzled, SharedMemory).unwrap();
+    let spec = KernelSpec {
+        family: Family::Sm90,
+        dtype: Dtype::F16,
+        variant: Variant::Dense,
+        tile,
+    };
+    assert_eq!(spec.to_string(), "flash_fwd_f16_d128_m128_n128_w8_s2_sm90a");
+    assert_eq!(
+        names.get("flash_fwd_f16_d128_m128_n128_w8_s2_sm90a"),
+        Some(&spec)
+    );
+}
+
+/// The sm90 family's space: dense only, one warpgroup per 64 rows, swizzled with Q in shared
+/// memory, every tile 1024-byte aligned and within sm_90a's 227 KiB (not the sm80 family's 99).
+#[test]
+fn the_sm90_family_has_dense_warpgroup_tiles_within_sm_90a_limits() {
+    let mut sm90 = Vec::new();
+    let mut rejected = Vec::new();
+    for_each_candidate(|candidate, verdict| {
+        if candidate.family != Family::Sm90 {
+            return;
+        }
+        match verdict {
+            Ok(spec) => sm90.push(spec),
+            Err(limit) => rejected.push((candidate, limit)),
+        }
+    });
+    // 2 dtypes x head dims {64, 96, 128, 192, 256} x block_m {64, 128, 192} x block_n {64, 128}
+    // x stages {1, 2}.
+    assert_eq!(sm90.len() + rejected.len(), 2 * 5 * 3 * 2 * 2);
+    assert!(rejected
+        .iter()
+        .all(|(candidate, limit)| limit.contains("227 KiB")
+            && candidate.tile.smem_bytes() > SM90_MAX_SMEM_PER_BLOCK));
+    assert_eq!(SM90_MAX_SMEM_PER_BLOCK, 227 * 1024);
+    assert_eq!(max_smem_per_block_of(Family::Sm90), SM90_MAX_SMEM_PER_BLOCK);
+    assert_eq!(max_smem_per_block_of(Family::Sm80), SM89_MAX_SMEM_PER_BLOCK);
+    assert!(sm90
+        .iter()
+        .any(|spec| spec.tile.smem_bytes() > SM89_MAX_SMEM_PER_BLOCK));
+    for spec in &sm90 {
+        let tile = spec.tile;
+        assert_eq!(spec.variant, Variant::Dense);
+        assert_eq!((tile.layout, tile.q_source), (Swizzled, SharedMemory));
+        assert_eq!(tile.warps, tile.block_m / 16);
+        for stage in 0..tile.stages {
+            assert_eq!(tile.k_tile_offset(stage) % 1024, 0, "{spec}");
+            assert_eq!(tile.v_tile_offset(stage) % 1024, 0, "{spec}");
+        }
+    }
+    // D=96 is a swizzled sm90 tile (a 64-byte swizzle in that kernel); the sm80 family's
+    // swizzle still needs multiples of 64.
+    assert!(TileConfig::check_sm90(64, 64, 4, 2, 96, Swizzled, SharedMemory).is_ok());
+    assert!(TileConfig::check(64, 64, 4, 2, 96, Swizzled, SharedMemory).is_err());
+    assert!(TileConfig::check_sm90(64, 64, 4, 2, 96, Padded, SharedMemory).is_err());
+    assert!(TileConfig::check_sm90(64, 64, 4, 2, 96, Swizzled, Registers).is_err());
+    assert!(TileConfig::check_sm90(128, 64, 4, 2, 128, Swizzled, SharedMemory).is_err());
+    // Its gate columns and PTX target: sm_90a alone.
+    let columns: Vec<&str> = architectures_of(Family::Sm90)
+        .map(|arch| arch.name)
+        .collect();
+    assert_eq!(columns, ["sm_90a"]);
+    let sm80: Vec<&str> = architectures_of(Family::Sm80)
+        .map(|arch| arch.name)
+        .collect();
+    assert_eq!(sm80, ["sm_80", "sm_89", "sm_90"]);
 }
 
 /// The split shared-memory address (a lane's part, then a compile-time XOR and add per row
@@ -177,11 +273,11 @@ fn derived_quantities_of_the_default_tile() {
 }
 
 #[test]
-fn every_exposed_tile_is_aligned_and_fits_sm89() {
+fn every_exposed_tile_is_aligned_and_fits_its_familys_limit() {
     for kernel in FORWARD_KERNELS {
         let tile = kernel.spec.tile;
         assert!(
-            tile.smem_bytes() <= SM89_MAX_SMEM_PER_BLOCK,
+            tile.smem_bytes() <= max_smem_per_block_of(kernel.spec.family),
             "{}",
             kernel.entry
         );
@@ -276,7 +372,7 @@ fn the_space_spans_every_value_the_issue_asks_for() {
     assert_eq!(CANDIDATE_Q_SOURCES, [Registers, SharedMemory]);
     assert_eq!(CANDIDATE_HEAD_DIMS, SUPPORTED_HEAD_DIMS);
     assert_eq!(CANDIDATE_DTYPES, [Dtype::F16, Dtype::Bf16]);
-    assert_eq!(CANDIDATE_FAMILIES, [Family::Sm80]);
+    assert_eq!(CANDIDATE_FAMILIES, [Family::Sm80, Family::Sm90]);
     assert_eq!(
         CANDIDATE_VARIANTS,
         [
@@ -308,7 +404,7 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
             .iter()
             .find(|record| record.entry == entry)
             .unwrap_or_else(|| panic!("{entry} has no record in host/ptxas-gate.tsv"));
-        let failures = record_failures(&spec.tile, record);
+        let failures = record_failures(&spec, record);
         let exposed = FORWARD_KERNELS.iter().find(|kernel| kernel.entry == entry);
         match exposed {
             Some(kernel) => {
@@ -344,12 +440,14 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
             block_m_warps * block_ns.len() * CANDIDATE_STAGES.len() * 2
         })
         .sum();
-    // The serving and paged tiles are a list of their own (each at both element types).
+    // The serving and paged tiles are a list of their own (each at both element types); the
+    // sm90 family's dense tiles: head dim x block_m x block_n x stages.
     assert_eq!(
         candidates,
         2 * (2 * 2 * 3 * 2 * 3 * 2 * 2 + narrower)
             + 2 * SERVING_TILES.len()
             + 2 * MODIFIED_TILES.len()
+            + 2 * (5 * 3 * 2 * 2)
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.

@@ -1,13 +1,14 @@
 //! The PTX modules: one per exposed kernel, each a complete module with its entry alone.
 
 use flash_attn::{
-    entry_ptx, entry_ptx_for, ptx_target_for, ForwardParams, ModifiedParams, ModifiedServingParams,
-    ServingParams, BUILT_CONFIGS, FORWARD_KERNELS, PTX_TARGETS,
+    architectures_of, entry_ptx, entry_ptx_for, ptx_target_for, Family, ForwardParams,
+    ModifiedParams, ModifiedServingParams, ServingParams, ARCHITECTURES, BUILT_CONFIGS,
+    FORWARD_KERNELS, PTX_TARGETS,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
 #[test]
-fn every_module_targets_sm89_and_holds_its_entry_alone_taking_its_params_by_value() {
+fn every_module_targets_its_familys_ptx_and_holds_its_entry_alone_taking_its_params_by_value() {
     for kernel in FORWARD_KERNELS {
         // Dense entries take `ForwardParams`, serving entries `ServingParams`, modified ones
         // `ModifiedParams`, modified serving ones `ModifiedServingParams`.
@@ -22,10 +23,29 @@ fn every_module_targets_sm89_and_holds_its_entry_alone_taking_its_params_by_valu
             std::mem::size_of::<ForwardParams>()
         };
         let ptx = entry_ptx(kernel.entry).unwrap();
-        assert!(ptx.contains("\n.target sm_89\n"), "{}", kernel.entry);
-        // The same entry for every PTX target, each for its own target.
+        // The newest PTX target of its family: sm_89 for the sm80 family, sm_90a for the sm90.
+        let newest = match kernel.spec.family {
+            Family::Sm80 => "sm_89",
+            Family::Sm90 => "sm_90a",
+        };
+        assert!(
+            ptx.contains(&format!("\n.target {newest}\n")),
+            "{}",
+            kernel.entry
+        );
+        // The same entry for every PTX target of its family, each for its own target, and
+        // none for the others'.
+        let family_targets: Vec<&str> = architectures_of(kernel.spec.family)
+            .filter(|arch| arch.ptx_target)
+            .map(|arch| arch.name)
+            .collect();
+        assert_eq!(kernel.ptx_targets().collect::<Vec<_>>(), family_targets);
         for target in PTX_TARGETS {
-            let other = entry_ptx_for(kernel.entry, target).unwrap();
+            let Some(other) = entry_ptx_for(kernel.entry, target) else {
+                assert!(!family_targets.contains(&target), "{}", kernel.entry);
+                continue;
+            };
+            assert!(family_targets.contains(&target), "{}", kernel.entry);
             assert!(
                 other.contains(&format!("\n.target {target}\n")),
                 "{}",
@@ -85,20 +105,24 @@ fn the_kernels_use_the_tensor_core_and_async_copy_instructions() {
     assert!(missing.is_empty(), "no kernel uses {missing:?}");
 }
 
-/// The build compiled one module per PTX target and configuration of its set (the shipping set, or with
-/// `FLASH_ATTN_KERNELS=all` every one that passes the compile-time gates), exposed or not (the
-/// ptxas gate reads them), and no other.
+/// The build compiled one module per PTX target of its family and configuration of its set (the
+/// shipping set, or with `FLASH_ATTN_KERNELS=all` every one that passes the compile-time
+/// gates), exposed or not (the ptxas gate reads them), and no other.
 #[test]
 fn the_build_left_a_module_for_every_built_configuration_and_no_other() {
-    let mut expected: Vec<String> = BUILT_CONFIGS
-        .iter()
-        .map(|spec| format!("{spec}.ptx"))
-        .collect();
-    expected.sort();
-    for target in PTX_TARGETS {
+    for arch in ARCHITECTURES.iter().filter(|arch| arch.ptx_target) {
+        let target = arch.name;
+        let mut expected: Vec<String> = BUILT_CONFIGS
+            .iter()
+            .filter(|spec| spec.family == arch.family)
+            .map(|spec| format!("{spec}.ptx"))
+            .collect();
+        expected.sort();
+        // A target whose family has no entry in this build is not built at all.
         let mut found: Vec<String> =
             std::fs::read_dir(std::path::Path::new(BUILD_PTX_DIR).join(target))
-                .unwrap()
+                .into_iter()
+                .flatten()
                 .map(|entry| entry.unwrap().file_name().into_string().unwrap())
                 .filter(|name| name.ends_with(".ptx"))
                 .collect();
@@ -107,30 +131,45 @@ fn the_build_left_a_module_for_every_built_configuration_and_no_other() {
     }
 }
 
-/// The build compiled PTX for sm_80 and sm_89, and each device runs the newest not newer than
-/// itself: the A100 and the RTX 30x0 (8.0, 8.6, 8.7) the sm_80 PTX, Ada and Hopper the sm_89's.
+/// The PTX targets are sm_80 and sm_89 for the sm80 family and sm_90a for the sm90 one. For the
+/// sm80 family each device runs the newest not newer than itself: the A100 and the RTX 30x0
+/// (8.0, 8.6, 8.7) the sm_80 PTX, Ada and Hopper (and later) the sm_89's, as before the sm90
+/// family. sm_90a is architecture-specific: only compute capability 9.0 runs it.
 #[test]
-fn each_device_runs_the_newest_ptx_target_not_newer_than_itself() {
-    assert_eq!(PTX_TARGETS, ["sm_80", "sm_89"]);
-    let target = |cc| ptx_target_for(cc).map(|arch| arch.name);
-    for (compute_capability, expected) in [
-        ((7, 5), None),
-        ((8, 0), Some("sm_80")),
-        ((8, 6), Some("sm_80")),
-        ((8, 7), Some("sm_80")),
-        ((8, 9), Some("sm_89")),
-        ((9, 0), Some("sm_89")),
-        ((10, 0), Some("sm_89")),
-        ((12, 0), Some("sm_89")),
+fn each_device_runs_the_newest_ptx_target_of_each_family_it_can() {
+    assert_eq!(PTX_TARGETS, ["sm_80", "sm_89", "sm_90a"]);
+    let target = |family, cc| ptx_target_for(family, cc).map(|arch| arch.name);
+    for (compute_capability, sm80, sm90) in [
+        ((7, 5), None, None),
+        ((8, 0), Some("sm_80"), None),
+        ((8, 6), Some("sm_80"), None),
+        ((8, 7), Some("sm_80"), None),
+        ((8, 9), Some("sm_89"), None),
+        ((9, 0), Some("sm_89"), Some("sm_90a")),
+        ((10, 0), Some("sm_89"), None),
+        ((12, 0), Some("sm_89"), None),
     ] {
         assert_eq!(
-            target(compute_capability),
-            expected,
+            target(Family::Sm80, compute_capability),
+            sm80,
             "{compute_capability:?}"
         );
+        assert_eq!(
+            target(Family::Sm90, compute_capability),
+            sm90,
+            "{compute_capability:?}"
+        );
+        for kernel in FORWARD_KERNELS {
+            let runs = match kernel.spec.family {
+                Family::Sm80 => sm80.is_some(),
+                Family::Sm90 => sm90.is_some(),
+            };
+            assert_eq!(kernel.runs_on(compute_capability), runs, "{}", kernel.entry);
+        }
     }
     assert_eq!(entry_ptx_for("flash_fwd_no_such_kernel", "sm_80"), None);
     assert_eq!(entry_ptx_for(FORWARD_KERNELS[0].entry, "sm_90"), None);
+    assert_eq!(entry_ptx_for(FORWARD_KERNELS[0].entry, "sm_90a"), None);
 }
 
 /// A plain problem pays nothing for the score modifiers: only the modified kernels carry their

@@ -9,9 +9,13 @@
 
 use flash_attn::QSource::Registers;
 use flash_attn::SmemLayout::Swizzled;
-use flash_attn::{default_api_kernels, TileConfig, ARCHITECTURES, FORWARD_KERNELS};
+use flash_attn::{
+    architecture_named, default_api_kernels, Dtype, Family, KernelSpec, QSource, SmemLayout,
+    TileConfig, Variant, ARCHITECTURES, FORWARD_KERNELS,
+};
 use flash_attn_build::gate::{
-    blocks_per_sm, format_gate_file, gate_failures, parse_gate_file, record_failures, GateRecord,
+    blocks_per_sm, format_gate_file, gate_failures, parse_gate_file, record_failures, GateColumn,
+    GateRecord,
 };
 use flash_attn_build::ptxas::{digest, find_ptxas, parse_report, Resources};
 use flash_attn_tools::gate::{built_ptx_digests, committed_gate, measure_ptxas_gate};
@@ -26,10 +30,10 @@ fn every_built_entry_has_a_gate_record_of_the_ptx_this_build_compiled() {
     let mut stale = Vec::new();
     for (entry, digests) in built_ptx_digests().unwrap() {
         match committed.iter().find(|record| record.entry == entry) {
-            Some(record) if record.ptx_digests == digests => {}
+            Some(record) if record.ptx_digests() == digests => {}
             Some(record) => stale.push(format!(
                 "{entry}: recorded from PTX {:x?}, built {digests:x?}",
-                record.ptx_digests
+                record.ptx_digests()
             )),
             None => stale.push(format!("{entry}: no record")),
         }
@@ -65,9 +69,9 @@ fn ptxas_reports_now_what_the_committed_gate_records_for_the_shipping_set() {
             .iter()
             .find(|old| old.entry == new.entry)
             .unwrap_or_else(|| panic!("{}: no record in host/ptxas-gate.tsv", new.entry));
-        let kernel_tile = tile_of(&new.entry);
-        let verdict_changed = record_failures(&kernel_tile, old).is_empty()
-            != record_failures(&kernel_tile, new).is_empty();
+        let spec = spec_of(&new.entry);
+        let verdict_changed =
+            record_failures(&spec, old).is_empty() != record_failures(&spec, new).is_empty();
         // Another ptxas may allocate registers differently: then only the verdicts must agree.
         if verdict_changed || (version == committed_version && old != new) {
             stale.push(format!(
@@ -83,26 +87,40 @@ fn ptxas_reports_now_what_the_committed_gate_records_for_the_shipping_set() {
     );
 }
 
-/// The tile of a gated entry, found by name in the space.
-fn tile_of(entry: &str) -> TileConfig {
+/// The spec of a gated entry, found by name in the space.
+fn spec_of(entry: &str) -> KernelSpec {
     let mut found = None;
     flash_attn::for_each_gated_config(|spec| {
         if spec.to_string() == entry {
-            found = Some(spec.tile);
+            found = Some(spec);
         }
     });
     found.unwrap_or_else(|| panic!("{entry} is not a gated configuration"))
 }
 
 #[test]
-fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture() {
+fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture_of_its_family() {
     let (_, gate) = committed_gate();
     for kernel in FORWARD_KERNELS {
         let record = gate
             .iter()
             .find(|record| record.entry == kernel.entry)
             .unwrap();
-        for (arch, used) in ARCHITECTURES.iter().zip(&record.resources) {
+        let columns: Vec<&str> = record
+            .columns
+            .iter()
+            .map(|column| column.arch.name)
+            .collect();
+        let family: Vec<&str> = flash_attn::architectures_of(kernel.spec.family)
+            .map(|arch| arch.name)
+            .collect();
+        assert_eq!(columns, family, "{}", kernel.entry);
+        for GateColumn {
+            arch,
+            resources: used,
+            ..
+        } in &record.columns
+        {
             assert_eq!(
                 (used.spill_stores, used.spill_loads, used.stack_frame),
                 (0, 0, 0),
@@ -123,7 +141,7 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture() {
 #[test]
 fn the_gate_rejects_spills_stack_frames_and_register_overruns() {
     let tile = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers);
-    let [_, ada, hopper] = &ARCHITECTURES;
+    let [_, ada, hopper, _] = &ARCHITECTURES;
     let clean = Resources {
         registers: 168,
         ..Resources::default()
@@ -158,52 +176,137 @@ fn the_gate_rejects_spills_stack_frames_and_register_overruns() {
 }
 
 #[test]
-fn the_gate_file_round_trips() {
+fn the_gate_file_round_trips_with_each_familys_columns() {
+    let arch = |name| architecture_named(name).unwrap();
+    let column = |name, registers, ptx_digest| GateColumn {
+        arch: arch(name),
+        resources: Resources {
+            registers,
+            ..Resources::default()
+        },
+        ptx_digest,
+    };
     let records = vec![
         GateRecord {
             entry: "flash_fwd_f16_d64_m64_n64_w4_s3".to_owned(),
-            resources: [
-                Resources {
-                    registers: 168,
-                    ..Resources::default()
-                },
-                Resources {
-                    registers: 166,
-                    stack_frame: 0,
-                    spill_stores: 0,
-                    spill_loads: 0,
-                },
-                Resources {
-                    registers: 167,
-                    stack_frame: 8,
-                    spill_stores: 4,
-                    spill_loads: 12,
+            columns: vec![
+                column("sm_80", 168, digest(&[b"sm_80 text"])),
+                column("sm_89", 166, digest(&[b"sm_89 text"])),
+                GateColumn {
+                    resources: Resources {
+                        registers: 167,
+                        stack_frame: 8,
+                        spill_stores: 4,
+                        spill_loads: 12,
+                    },
+                    ..column("sm_90", 0, u64::MAX)
                 },
             ],
-            ptx_digests: [digest(&[b"sm_80 text"]), digest(&[b"sm_89 text"]), u64::MAX],
         },
         GateRecord {
             entry: "flash_fwd_bf16_d128_m128_n32_w4_s2_qsmem".to_owned(),
-            resources: [Resources {
-                registers: 255,
-                ..Resources::default()
-            }; 3],
-            ptx_digests: [0, 1, 0x0123_4567_89ab_cdef],
+            columns: vec![
+                column("sm_80", 255, 0),
+                column("sm_89", 255, 1),
+                column("sm_90", 255, 0x0123_4567_89ab_cdef),
+            ],
+        },
+        GateRecord {
+            entry: "flash_fwd_f16_d128_m128_n128_w8_s2_sm90a".to_owned(),
+            columns: vec![column("sm_90a", 154, 7)],
         },
     ];
     let text = format_gate_file("Cuda compilation tools, release 12.9, V12.9.86", &records);
+    // The sm80 family's records keep their 15 columns under the header they always had.
+    assert!(text.contains("\n# entry\tsm_80_registers\t"));
+    assert!(text.contains("\n# entry\tsm_90a_registers\tsm_90a_stack\tsm_90a_spill_stores\tsm_90a_spill_loads\tsm_90a_ptx\n"));
     let (version, parsed) = parse_gate_file(&text).unwrap();
     assert_eq!(version, "Cuda compilation tools, release 12.9, V12.9.86");
     assert_eq!(parsed, records);
-    assert!(parse_gate_file("ptxas\tv\nflash_fwd_x\t1\t2\n").is_err());
+    let header = "ptxas\tv\n# entry\tsm_90a_registers\tsm_90a_stack\tsm_90a_spill_stores\tsm_90a_spill_loads\tsm_90a_ptx\n";
+    assert!(parse_gate_file(&format!("{header}flash_fwd_x\t1\t0\t0\t0\t0\n")).is_ok());
     assert!(
-        parse_gate_file("flash_fwd_x\t1\t0\t0\t0\t0\t1\t0\t0\t0\t0\t1\t0\t0\t0\t0\n").is_err(),
+        parse_gate_file(&format!("{header}flash_fwd_x\t1\t2\n")).is_err(),
+        "fewer fields than the header's columns"
+    );
+    assert!(
+        parse_gate_file(&format!(
+            "{}flash_fwd_x\t1\t0\t0\t0\t0\n",
+            header.replace("ptxas\tv\n", "")
+        ))
+        .is_err(),
         "no version line"
     );
     assert!(
-        parse_gate_file("ptxas\tv\nflash_fwd_x\t1\t0\t0\t0\t0\t1\t0\t0\t0\t0\t1\t0\t0\t0\tzz\n")
-            .is_err(),
+        parse_gate_file(&format!("{header}flash_fwd_x\t1\t0\t0\t0\tzz\n")).is_err(),
         "a digest that is not hex"
+    );
+    assert!(
+        parse_gate_file("ptxas\tv\n# entry\tsm_99_registers\n").is_err(),
+        "a column of an unknown architecture"
+    );
+}
+
+#[test]
+fn an_sm90_record_is_gated_on_sm_90a_alone_with_its_227_kib() {
+    let tile = TileConfig::check_sm90(
+        128,
+        64,
+        8,
+        2,
+        256,
+        SmemLayout::Swizzled,
+        QSource::SharedMemory,
+    )
+    .unwrap();
+    let spec = KernelSpec {
+        family: Family::Sm90,
+        dtype: Dtype::F16,
+        variant: Variant::Dense,
+        tile,
+    };
+    let sm90a = architecture_named("sm_90a").unwrap();
+    let used = Resources {
+        registers: 128,
+        ..Resources::default()
+    };
+    let record = GateRecord {
+        entry: spec.to_string(),
+        columns: vec![GateColumn {
+            arch: sm90a,
+            resources: used,
+            ptx_digest: 0,
+        }],
+    };
+    // 192 KiB: over every sm80 architecture's 99 to 163 KiB, within sm_90a's 227.
+    assert!(tile.smem_bytes() > 163 * 1024);
+    assert_eq!(record_failures(&spec, &record), Vec::<String>::new());
+    assert_eq!(blocks_per_sm(&tile, 128, sm90a), (1, "shared memory"));
+    // An sm80 family's columns are not an sm90 entry's record.
+    let sm80_columns = GateRecord {
+        columns: ["sm_80", "sm_89", "sm_90"]
+            .map(|name| GateColumn {
+                arch: architecture_named(name).unwrap(),
+                resources: used,
+                ptx_digest: 0,
+            })
+            .to_vec(),
+        ..record.clone()
+    };
+    assert_eq!(record_failures(&spec, &sm80_columns).len(), 1);
+    let spilled = GateRecord {
+        columns: vec![GateColumn {
+            resources: Resources {
+                spill_stores: 4,
+                ..used
+            },
+            ..record.columns[0]
+        }],
+        ..record
+    };
+    assert_eq!(
+        record_failures(&spec, &spilled),
+        ["spills on sm_90a (4 B stores, 0 B loads)"]
     );
 }
 
@@ -231,7 +334,7 @@ fn the_report_parser_reads_ptxas_lines() {
 #[test]
 fn occupancy_follows_the_tightest_limit() {
     let tile = TileConfig::new(64, 64, 4, 3, 64, Swizzled, Registers); // 56 KiB, 128 threads
-    let [ampere, ada, hopper] = ARCHITECTURES;
+    let [ampere, ada, hopper, _] = ARCHITECTURES;
     // 168 registers: 21504 per block, 3 blocks in 65536; shared memory allows 4 on Hopper.
     assert_eq!(blocks_per_sm(&tile, 168, &hopper), (3, "registers"));
     // 169 rounds up to 176: 22528 per block, only 2 fit.

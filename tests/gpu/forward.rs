@@ -10,10 +10,13 @@ use half::{bf16, f16};
 use crate::support::{gpu, in_kernel_shard, Problem};
 
 /// Every kernel of the head dim each shape runs on, causal and not, fp16 and bf16: every dense
-/// one of its own head dim, or every modified one of the head dim it pads to (the kernels
-/// that pad).
+/// one of its own head dim (of every family the device runs: the sm90 family's on compute
+/// capability 9.0), or every modified one of the head dim it pads to (the kernels that pad).
+/// Kernels of a family the device cannot run are reported as not applicable, with the reason.
 fn check_every_kernel(shapes: &[AttentionShape]) {
     let gpu = gpu();
+    let compute_capability = gpu.compute_capability();
+    let mut not_applicable = std::collections::BTreeSet::new();
     // A filter or shard that selects no kernel must fail, not pass having checked nothing.
     let mut checked = 0;
     for &shape in shapes {
@@ -34,6 +37,10 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
                         && in_kernel_shard(k)
                 })
             {
+                if !kernel.runs_on(compute_capability) {
+                    not_applicable.insert(kernel.entry);
+                    continue;
+                }
                 match kernel.spec.dtype {
                     Dtype::F16 => {
                         f16_problem.check(&gpu, &f16_problem.options(Layout::Bhsd, Some(kernel)))
@@ -46,10 +53,28 @@ fn check_every_kernel(shapes: &[AttentionShape]) {
             }
         }
     }
+    report_not_applicable(&gpu, &not_applicable);
     assert!(
         checked > 0,
         "no kernel was checked (FLASH_ATTN_KERNEL_FILTER / FLASH_ATTN_KERNEL_SHARD select none)"
     );
+}
+
+/// One line naming the kernels `gpu` cannot run and why, where there are any.
+pub(crate) fn report_not_applicable(
+    gpu: &FlashAttention,
+    not_applicable: &std::collections::BTreeSet<&str>,
+) {
+    if let Some(first) = not_applicable.first() {
+        let (major, minor) = gpu.compute_capability();
+        eprintln!(
+            "not applicable on {} (compute capability {major}.{minor}): {} kernels whose family's \
+             PTX targets this device cannot run (the sm90 family's sm_90a PTX runs on 9.0 only), \
+             first {first}",
+            gpu.device_name(),
+            not_applicable.len()
+        );
+    }
 }
 
 /// Every kernel on a small problem of its head dim, with a tail, and two problems padded to a

@@ -17,6 +17,7 @@ mod kv_cache;
 mod modifiers;
 mod paged;
 mod safety;
+mod sm90;
 mod support;
 mod sweep;
 mod varlen;
@@ -109,6 +110,7 @@ fn gpu_trials() -> Vec<Trial> {
         sweep::long_sequences_fp16_and_bf16,
         sweep::the_anchor_shapes_at_s512,
         sweep::padded_strides_are_honoured,
+        sm90::every_sm90_kernel_on_odd_shapes,
         varlen::ragged_batches_fp16_and_bf16,
         varlen::empty_sequences_are_skipped_or_zero,
         varlen::ragged_batches_with_long_sequences,

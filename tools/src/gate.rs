@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use flash_attn::ARCHITECTURES;
 use flash_attn_build::gate::{built_module_digests, measure_gate, parse_gate_file, Gate};
 
 /// The folder where the runtime's build wrote every gated entry's PTX module (`<entry>.ptx`,
@@ -28,7 +27,8 @@ pub fn measure_ptxas_gate(ptxas: &Path, measured: impl Fn(&str) -> bool) -> Resu
     measure_gate(ptxas, Path::new(BUILD_PTX_DIR), measured)
 }
 
-/// The PTX digests of every module in [`BUILD_PTX_DIR`], per entry in entry order.
-pub fn built_ptx_digests() -> Result<Vec<(String, [u64; ARCHITECTURES.len()])>, String> {
+/// The PTX digests of every module in [`BUILD_PTX_DIR`], per entry in entry order (one per
+/// architecture of the entry's family).
+pub fn built_ptx_digests() -> Result<Vec<(String, Vec<u64>)>, String> {
     built_module_digests(Path::new(BUILD_PTX_DIR))
 }

@@ -1,5 +1,5 @@
 //! Lists the candidate space of the forward kernel's specs and both of its gates (the table
-//! shows each spec's element type and tile: there is one family and one variant so far): for
+//! shows each spec's element type and tile; an sm90 family spec has only its sm_90a column): for
 //! each candidate, whether the compile-time gates accept it (and if not, the limit it breaks);
 //! for each accepted one, its registers, spills and theoretical occupancy on sm_89 and sm_90
 //! from the ptxas gate (`host/ptxas-gate.tsv`, read at compile time, so no ptxas is needed),
@@ -18,15 +18,17 @@ use flash_attn::{
     for_each_candidate, Architecture, KernelSet, QSource, TileConfig, ARCHITECTURES, BUILT_CONFIGS,
     FORWARD_KERNELS, KERNEL_SET,
 };
-use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures};
-use flash_attn_build::ptxas::{find_ptxas, Resources};
-use flash_attn_tools::gate::{committed_gate, measure_ptxas_gate};
+use flash_attn_build::gate::{blocks_per_sm, format_gate_file, record_failures, GateRecord};
+use flash_attn_build::ptxas::{find_ptxas, ptxas_version, Resources};
+use flash_attn_tools::gate::{built_ptx_digests, committed_gate, measure_ptxas_gate};
 
 const USAGE: &str = "usage: flash-attn-configs [--write-gate FILE]
   (no argument)      list every candidate configuration, its gates and its resources
   --write-gate FILE  assemble every entry with ptxas ($PTXAS, PATH or /usr/local/cuda/bin) for
-                     every architecture and write the gate file (host/ptxas-gate.tsv); rebuild to
-                     apply it. Needs a build of the whole space (FLASH_ATTN_KERNELS=all)";
+                     every architecture of its family and write the gate file
+                     (host/ptxas-gate.tsv); rebuild to apply it. Entries whose committed record is
+                     of the same PTX and ptxas are kept, not measured again. Needs a build of the
+                     whole space (FLASH_ATTN_KERNELS=all)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,7 +62,34 @@ fn write_gate(path: &str) -> Result<(), String> {
     }
     let ptxas = find_ptxas().ok_or("no ptxas found: set PTXAS=/path/to/ptxas")?;
     let start = std::time::Instant::now();
-    let (version, records) = measure_ptxas_gate(&ptxas, |_| true)?;
+    // ptxas gives the same resources for the same module text: a committed record of this
+    // ptxas whose PTX digests are the built modules' is kept as it is, so that a new family or
+    // a changed kernel costs ptxas time only for the entries whose PTX changed.
+    let (committed_version, committed) = committed_gate();
+    let current: Vec<GateRecord> = if committed_version == ptxas_version(&ptxas)? {
+        let built = built_ptx_digests()?;
+        committed
+            .into_iter()
+            .filter(|record| {
+                built.iter().any(|(entry, digests)| {
+                    *entry == record.entry && *digests == record.ptx_digests()
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let is_current = |entry: &str| current.iter().any(|record| record.entry == entry);
+    let (version, measured) = measure_ptxas_gate(&ptxas, |entry| !is_current(entry))?;
+    let measured_count = measured.len();
+    // In entry order, as the build lists them.
+    let mut records: Vec<GateRecord> = current.into_iter().chain(measured).collect();
+    let order: Vec<String> = BUILT_CONFIGS.iter().map(|spec| spec.to_string()).collect();
+    records.sort_by_key(|record| order.iter().position(|entry| *entry == record.entry));
+    eprintln!(
+        "measured {measured_count} entries with ptxas; kept {} records of unchanged PTX",
+        records.len() - measured_count
+    );
     std::fs::write(path, format_gate_file(&version, &records))
         .map_err(|error| format!("cannot write {path}: {error}"))?;
     eprintln!(
@@ -107,19 +136,26 @@ fn list() {
             Ok(spec) => {
                 let (entry, tile) = (spec.to_string(), spec.tile);
                 let record = gate.iter().find(|record| record.entry == entry);
-                let columns = match record {
-                    Some(record) => std::array::from_fn(|arch| {
-                        resources(&tile, &record.resources[arch], &ARCHITECTURES[arch])
-                    }),
-                    None => ARCHITECTURES.map(|_| none()),
-                };
+                // A column per architecture of the table; `-` for those of another family.
+                let columns = ARCHITECTURES.map(|arch| {
+                    record
+                        .and_then(|record| {
+                            record
+                                .columns
+                                .iter()
+                                .find(|column| column.arch.name == arch.name)
+                        })
+                        .map_or_else(none, |column| {
+                            resources(&tile, &column.resources, column.arch)
+                        })
+                });
                 let exposed = FORWARD_KERNELS.iter().any(|kernel| kernel.entry == entry);
                 let built = BUILT_CONFIGS.contains(&spec);
                 let (status, reason) = match (record, exposed) {
                     (_, true) => ("exposed", entry),
-                    (Some(record), false) if !record_failures(&tile, record).is_empty() => {
+                    (Some(record), false) if !record_failures(&spec, record).is_empty() => {
                         ptxas_rejected += 1;
-                        ("ptxas", record_failures(&tile, record).join("; "))
+                        ("ptxas", record_failures(&spec, record).join("; "))
                     }
                     (_, false) if !built => {
                         not_built += 1;
