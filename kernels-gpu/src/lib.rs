@@ -1,20 +1,22 @@
 //! FlashAttention forward kernels in `#![no_std]` Rust, compiled by rustc's `nvptx64-nvidia-cuda`
-//! backend to PTX, once for each PTX target of `flash_attn_params::ARCHITECTURES` (sm_80 and
-//! sm_89: the instructions are sm_80's).
+//! backend to PTX, once for each PTX target of `flash_attn_params::ARCHITECTURES`: sm_80 and
+//! sm_89 for the sm80 family (the instructions are sm_80's), sm_90a for the sm90 family
+//! (Hopper's `wgmma`).
 //!
-//! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, ...).
-//! - [`smem`]: the swizzled and padded shared-memory tiles.
+//! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, `wgmma`, ...).
+//! - [`smem`]: the swizzled and padded shared-memory tiles, and `wgmma`'s tiles and descriptors.
 //! - [`element`]: fp16 and bf16 and their packing; [`mma`]: the MMA atoms that multiply them.
 //! - [`fragment`]: register fragments as types that carry their layout.
 //! - [`attn`]: what main loops share: the block's sequence information
 //!   ([`attn::block_info`]), the mask ([`attn::mask`]), the online softmax on accumulator
 //!   fragments ([`attn::softmax`]) and the epilogue ([`attn::epilogue`]).
 //! - [`fwd`]: the forward pass: the sm80 main loop ([`fwd::sm80`]), generic over the MMA atom
-//!   and the tile configuration.
+//!   and the tile configuration, and the sm90 one ([`fwd::sm90`]).
 //!
 //! Every spec in [`flash_attn_params::for_each_kernel_entry_of_shard!`] becomes one PTX entry,
-//! through [`forward_entries!`], which runs its family's main loop (only
-//! [`Family::Sm80`](flash_attn_params::Family::Sm80) today: [`fwd::sm80`]), in one of the shard
+//! through [`forward_entries!`], which runs its family's main loop
+//! ([`Family::Sm80`](flash_attn_params::Family::Sm80): [`fwd::sm80`];
+//! [`Family::Sm90`](flash_attn_params::Family::Sm90): [`fwd::sm90`]), in one of the shard
 //! crates under `shards/`: cargo compiles them in parallel, where one crate would run LLVM over
 //! every entry on one core.
 #![no_std]
@@ -42,8 +44,8 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    pads_head_dim, ForwardParams, ModifiedParams, ModifiedServingParams, ModifierParams, QSource,
-    SequenceParams, ServingParams, Variant,
+    pads_head_dim, sm90_overlaps_blocks, ForwardParams, ModifiedParams, ModifiedServingParams,
+    ModifierParams, QSource, SequenceParams, ServingParams, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -210,23 +212,6 @@ macro_rules! main_loop {
         >($params, $sequences, $modifiers)
     };
     ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), Dense, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
-        $crate::sm90_main_loop!(
-            $dtype, $block_m, $block_n, $warps, $stages, $head_dim, false, $params
-        )
-    };
-    ((Sm90Overlap, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), Dense, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
-        $crate::sm90_main_loop!(
-            $dtype, $block_m, $block_n, $warps, $stages, $head_dim, true, $params
-        )
-    };
-}
-
-/// The call of the sm90 main loop ([`fwd::sm90::forward`]) of the two Hopper families, with or
-/// without the overlap of one key block's softmax with the previous block's `P V`.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! sm90_main_loop {
-    ($dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $overlap:literal, $params:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -236,7 +221,7 @@ macro_rules! sm90_main_loop {
             $head_dim,
             { $block_n / 16 },
             { $head_dim / 16 },
-            $overlap,
+            { $crate::sm90_overlaps_blocks($head_dim, $stages) },
         >($params)
     };
 }

@@ -403,8 +403,18 @@ impl TileConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(32) || head_dim > MAX_HEAD_DIM {
             return Err("sm90: head_dim must be a multiple of 32 up to 256");
         }
-        if stages < 1 || stages > 4 {
-            return Err("sm90: stages must be in 1..=4");
+        if stages < 1 || stages > 2 {
+            return Err("sm90: stages must be 1 or 2 (one K/V slot, or two)");
+        }
+        if CopyPlan::of(block_m, config.threads(), config.row_chunks()).is_none() {
+            return Err(
+                "sm90: the Q tile must split into whole passes of 16-byte copies per thread",
+            );
+        }
+        if CopyPlan::of(block_n, config.threads(), config.row_chunks()).is_none() {
+            return Err(
+                "sm90: a K/V tile must split into whole passes of 16-byte copies per thread",
+            );
         }
         if !matches!(layout, SmemLayout::Swizzled) || !matches!(q_source, QSource::SharedMemory) {
             return Err(
@@ -552,9 +562,24 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
         && tile.block_m / tile.warps * head_dim <= 32 * 128
 }
 
-/// The candidate head dims of the sm90 family's tiles (the kernel takes any multiple of 32 up
-/// to 256; the space stays small).
-pub const SM90_CANDIDATE_HEAD_DIMS: [usize; 5] = [64, 96, 128, 192, 256];
+/// Whether the sm90 main loop of this tile overlaps each key block's softmax with the
+/// previous block's `P V` in each warpgroup (FlashAttention-3's intra-warpgroup overlap: two
+/// blocks in flight, the two K/V slots holding the K of one and the V of the other), or runs
+/// one block at a time (the next block's K and V copied under it with two stages). The one
+/// rule of the choice, by head dim as FlashAttention-3's `tile_size_fwd_sm90` makes it: with
+/// two stages and head dims from 128 on. Measured on an H200 (BENCHMARKS.md log 42; the same
+/// tile with and without the overlap, `m128_n64`, `m128_n128` at D=32, 64 and 128): the overlap
+/// ran 7% faster at 2,16,4096,128 non-causal (1% slower causal, inside the noise), 11-12% at
+/// D=256, 9-11% at D=160 and 2-6% at D=192 (those two against the first call's timings), but
+/// 16-20% slower at D=96, 35% at D=32 (against the first call) and 11% faster to 5% slower at
+/// D=64.
+pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
+    stages == 2 && head_dim >= 128
+}
+
+/// The candidate head dims of the sm90 family's tiles: every kernel head dim of the sm80 family
+/// ([`CANDIDATE_HEAD_DIMS`]; the kernel takes any multiple of 32 up to 256).
+pub const SM90_CANDIDATE_HEAD_DIMS: [usize; 8] = CANDIDATE_HEAD_DIMS;
 /// The candidate `block_m` values of the sm90 family, each with `block_m / 16` warps.
 pub const SM90_CANDIDATE_BLOCK_M: [usize; 3] = [64, 128, 192];
 /// The candidate `block_n` values of the sm90 family.

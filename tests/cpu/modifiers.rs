@@ -980,6 +980,7 @@ fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
     {
         let Some(dense) = FORWARD_KERNELS.iter().find(|dense| {
             dense.spec.variant == Variant::Dense
+                && dense.spec.family == kernel.spec.family
                 && dense.spec.dtype == kernel.spec.dtype
                 && dense.spec.tile == kernel.spec.tile
         }) else {

@@ -1,5 +1,5 @@
-//! The attention parts that a main loop shares with the next one (a Hopper wgmma loop will sit
-//! beside the sm80 one): the block's sequence information ([`block_info`]), the mask
+//! The attention parts that the main loops share (the sm80 `mma.sync` loop and, for the dense
+//! problem, the sm90 `wgmma` one): the block's sequence information ([`block_info`]), the mask
 //! ([`mask`]), the score modifiers ([`modifiers`]: softcap, ALiBi), the online softmax
 //! ([`softmax`]), the epilogue ([`epilogue`]) and split-KV's partials and combine ([`split`]).
 

@@ -4,21 +4,28 @@
 //! One block computes `BLOCK_M = 64 WARPGROUPS` query rows of one (batch, query head); each
 //! warpgroup (4 warps) owns 64 of them, each warp 16, and issues its `wgmma` on its own rows.
 //! The tiles live in shared memory in the layout `wgmma` reads ([`WgmmaTile`]), copied in by
-//! every thread with `cp.async` through a ring of `STAGES` K/V slots. Per key block `j`:
-//! 1. wait for block `j`'s K/V, hand them to the async proxy (`fence.proxy.async`), and meet at
-//!    the block barrier, which also says that every warpgroup is done with block `j - 1`;
-//! 2. start the copy of block `j + STAGES - 1` into the slot block `j - 1` held;
-//! 3. `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
-//! 4. mask the keys past the end and, if causal, past the diagonal, and run the online softmax
-//!    on S in registers: the accumulator of a warp has the m16n8 layout of `mma.sync`, so
-//!    [`crate::attn`]'s mask, softmax and epilogue serve this loop unchanged;
-//! 5. `O += P V`: `BLOCK_N / 16` `wgmma` in the RS form, P converted to 16 bits in the
-//!    registers it was computed in (the A fragment layout), V from shared memory, N-major.
+//! every thread with `cp.async` into one or two K/V slots. Per key block `j`:
+//! - `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
+//! - mask the keys past the end and, if causal, past the diagonal, and fold S into the online
+//!   softmax in registers: the accumulator of a warp has the m16n8 layout of `mma.sync`, so
+//!   [`crate::attn`]'s mask, softmax and epilogue serve this loop unchanged;
+//! - `O += P V`: `BLOCK_N / 16` `wgmma` in the RS form, P packed to 16 bits in the registers it
+//!   was computed in (the A fragment layout), V from shared memory, N-major.
 //!
-//! Each `wgmma` group is waited for before its results are read (no overlap of the softmax with
-//! the next block's MMAs inside a warpgroup yet; two warpgroups, or two blocks per SM, overlap
-//! each other's). At the end O is divided by the row sums, staged through the Q tile and
-//! written with 16-byte stores; the logsumexp goes out if asked for.
+//! Two schedules, chosen per tile by [`flash_attn_params::sm90_overlaps_blocks`]:
+//! - one block at a time: each `wgmma` group is waited for before its results are read; with
+//!   two stages, block `j + 1`'s K and V are copied under block `j`'s MMAs;
+//! - overlapped (FlashAttention-3's intra-warpgroup overlap): block `j`'s `S` and block
+//!   `j - 1`'s `P V` are issued together, the softmax of block `j` runs while `P V` does, and
+//!   the output's rescale waits for it ([`OnlineSoftmax::fold`]). The two slots hold the K of
+//!   one block and the V of the one before; block `j + 1`'s K and block `j`'s V are copied
+//!   under block `j`'s MMAs.
+//!
+//! Before every block the copies it needs are waited for, handed to the async proxy that
+//! `wgmma` reads through (`fence.proxy.async`), and the block barrier makes them visible and
+//! says that every warpgroup is past the MMAs that read the slots about to be refilled. At the
+//! end O is divided by the row sums, staged through the Q tile and written with 16-byte
+//! stores; the logsumexp goes out if asked for.
 //!
 //! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
 //! read from or written to global memory.
@@ -147,9 +154,8 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 
 /// The forward kernel body of the Hopper family for element type `T` and one tile
 /// configuration. `KEY_STEPS` and `DIM_STEPS` must equal `BLOCK_N / 16` and `HEAD_DIM / 16`
-/// (checked at compile time); the `main_loop!` macro derives them. With `OVERLAP` (two stages
-/// only) each warpgroup overlaps the softmax of a key block with the `P V` of the block before
-/// (see the module's documentation).
+/// (checked at compile time), and `OVERLAP` [`flash_attn_params::sm90_overlaps_blocks`]'s
+/// choice of schedule (see the module's documentation); the `main_loop!` macro derives them.
 ///
 /// # Safety
 /// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),

@@ -145,6 +145,7 @@ fn time<T: Element>(
 fn dense_of(kernel: &ForwardKernel) -> Option<&'static ForwardKernel> {
     FORWARD_KERNELS.iter().find(|dense| {
         dense.spec.variant == Variant::Dense
+            && dense.spec.family == kernel.spec.family
             && dense.spec.dtype == kernel.spec.dtype
             && dense.spec.tile == kernel.spec.tile
     })

@@ -9,7 +9,7 @@
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    dispatch_kernel, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
+    dispatch_kernel_on, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
     ForwardKernel, ForwardOptions, Variant, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES};
@@ -51,6 +51,23 @@ fn measure<T: Element>(
     time_launches(gpu.stream(), WARMUP_LAUNCHES, REPEATS, launches, || {
         gpu.forward(&q, &k, &v, &mut output, None, shape, options)
     })
+}
+
+/// The kernel the default API runs for a dense problem on this device (the sm_90a table first
+/// on compute capability 9.0).
+fn default_kernel(
+    gpu: &FlashAttention,
+    dtype: Dtype,
+    shape: &AttentionShape,
+    causal: bool,
+) -> Result<&'static ForwardKernel, Error> {
+    dispatch_kernel_on(
+        dtype,
+        shape,
+        causal,
+        gpu.sm_count(),
+        gpu.compute_capability(),
+    )
 }
 
 fn main() -> Result<(), Error> {
@@ -109,9 +126,10 @@ fn main() -> Result<(), Error> {
                         .iter()
                         .filter(|k| k.spec.variant == Variant::Dense)
                         .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
+                        .filter(|k| k.runs_on(gpu.compute_capability()))
                         .collect()
                 } else {
-                    vec![dispatch_kernel(dtype, &shape, causal, gpu.sm_count())?]
+                    vec![default_kernel(&gpu, dtype, &shape, causal)?]
                 };
                 for &kernel in &kernels {
                     let options = ForwardOptions {
@@ -155,7 +173,7 @@ fn main() -> Result<(), Error> {
                 .collect()
         };
         let is_default = |m: &Measurement| {
-            dispatch_kernel(m.kernel.spec.dtype, &m.shape, m.causal, gpu.sm_count())
+            default_kernel(&gpu, m.kernel.spec.dtype, &m.shape, m.causal)
                 .is_ok_and(|d| d == m.kernel)
         };
         let file = TimingFile {

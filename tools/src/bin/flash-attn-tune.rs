@@ -48,7 +48,7 @@ use flash_attn::reference::{
     ReferenceOutput, ABSOLUTE_TOLERANCE,
 };
 use flash_attn::{
-    dispatch_table, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    dispatch_table, AttentionShape, Dtype, Element, Error, Family, FlashAttention, ForwardKernel,
     ForwardOptions, GridSize, KernelSet, Variant, FORWARD_KERNELS, KERNEL_SET, NOT_TUNED,
     SUPPORTED_HEAD_DIMS,
 };
@@ -649,8 +649,12 @@ fn run(args: &Args) -> Result<usize, String> {
         .map(|(dtype, head_dim)| KernelPool {
             dtype,
             head_dim,
+            // The sm80 family's kernels only: the table it writes serves every device. The
+            // sm90 family's rows (host/dispatch-table-sm90a.tsv) are written by hand from
+            // measurements until the tuner learns to split its winners by family.
             candidates: FORWARD_KERNELS
                 .iter()
+                .filter(|k| k.spec.family == Family::Sm80)
                 .filter(|k| k.spec.variant == Variant::Dense)
                 .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
                 .collect(),
