@@ -238,40 +238,57 @@ if wants sanitizer80; then
     done
 fi
 
-# 1d. The Hopper family (the `_sm90a` entries, for compute capability 9.0 only): the GPU tests
-#     that run every kernel, on its kernels alone (FLASH_ATTN_KERNEL_FILTER), and the four
-#     compute-sanitizer tools over them on small problems, side by side; then the default API
-#     (which dispatches to them on this device where dispatch-table-sm90a.tsv says) against
-#     the peers at the anchor and head-dim shapes, and each shape's sm80 kernel (SM80_KERNELS:
-#     `B,H,S,D=entry` pairs) in the same call.
+# 1d. The Hopper family (the `_sm90a` entries, for compute capability 9.0 only). First every
+#     sm90 kernel once on small problems (which also fills the JIT cache), then, on an
+#     otherwise idle GPU, the default API (which dispatches to them on this device where
+#     host/dispatch-table-sm90a.tsv says) against the peers at the anchor and head-dim shapes,
+#     and each shape's sm80 kernel beside it (SM80_KERNELS: `B,H,S,D=entry` pairs); then the
+#     four compute-sanitizer tools over the kernels SM90_SANITIZE names (an entry-name filter,
+#     default `_w8_s2_sm90a`), beside the odd-shape test of those kernels and the default
+#     API's tests at every head dim and on the tail and causal sweep.
 if wants sm90; then
-    export FLASH_ATTN_KERNEL_FILTER=_sm90a
     start=$SECONDS
-    ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem > warm-sm90.log 2>&1
-    note "sm90 kernels loaded (exit $?, $((SECONDS - start)) s)"
-    for tool in memcheck racecheck synccheck initcheck; do
-        timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-            ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem \
-            > "sanitizer90-$tool.log" 2>&1 &
-    done
+    FLASH_ATTN_KERNEL_FILTER=_sm90a ./gpu-tests --test-threads=1 --exact \
+        forward::every_kernel_on_a_small_problem > "$out/gpu-tests-sm90.log" 2>&1
+    note "every sm90 kernel on a small problem (exit $?, $((SECONDS - start)) s): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     start=$SECONDS
-    ./gpu-tests --test-threads=2 sm90 forward::every_kernel sweep:: 2>&1 | tee "$out/gpu-tests-sm90.log" | grep -E "^test |test result"
-    note "gpu tests of the sm90 kernels ($((SECONDS - start)) s): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
-    wait
-    for log in sanitizer90-*.log; do
-        note "sanitizer on the sm90 kernels, ${log#sanitizer90-}: $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
-    done
-    unset FLASH_ATTN_KERNEL_FILTER
-    : > "$out/timing-sm90.log"
-    for shape in "" 8,16,2048,32 8,16,2048,96 4,16,2048,160 4,16,2048,192 4,16,2048,224 4,16,2048,256; do
-        json="timing-sm90-${shape:-anchors}.json"
-        ./flash-attn-timing --json "$json" ${shape:+--shape "$shape"} >> "$out/timing-sm90.log" 2>&1
-        python3 peer_compare.py --ours "$json" --out "peers-${shape:-anchors}.json" >> "$out/timing-sm90.log" 2>&1
+    shapes=(anchors 8,16,2048,32 8,16,2048,96 4,16,2048,160 4,16,2048,192 4,16,2048,224 4,16,2048,256)
+    for shape in "${shapes[@]}"; do
+        if [ "$shape" = anchors ]; then shape_args=(); else shape_args=(--shape "$shape"); fi
+        ./flash-attn-timing --json "timing-sm90-$shape.json" "${shape_args[@]}" >> "$out/timing-sm90.log" 2>&1
     done
     for pair in ${SM80_KERNELS:-}; do
         ./flash-attn-timing --kernel "${pair#*=}" --shape "${pair%%=*}" >> "$out/timing-sm90.log" 2>&1
     done
-    note "$(grep -E '^[0-9]+,[0-9]+,[0-9]+,[0-9]+ ' "$out/timing-sm90.log" | head -n 80)"
+    # One peer process over every shape's cases (each python start costs seconds).
+    python3 -c 'import json, sys
+files = [json.load(open(path)) for path in sys.argv[2:]]
+merged = {"device": files[0]["device"], "results": [], "all_kernels": []}
+for f in files:
+    merged["results"] += f["results"]
+    merged["all_kernels"] += f["all_kernels"]
+json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
+    python3 peer_compare.py --ours timing-sm90.json --out peers-sm90.json >> "$out/timing-sm90.log" 2>&1
+    note "sm90 timing and peers ($((SECONDS - start)) s):"
+    note "$(grep -E '^[0-9]+,[0-9]+,[0-9]+,[0-9]+ ' "$out/timing-sm90.log")"
+    start=$SECONDS
+    for tool in memcheck racecheck synccheck initcheck; do
+        FLASH_ATTN_KERNEL_FILTER=${SM90_SANITIZE:-_w8_s2_sm90a} \
+            timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem \
+            > "$out/sanitizer90-$tool.log" 2>&1 &
+    done
+    FLASH_ATTN_KERNEL_FILTER=${SM90_SANITIZE:-_w8_s2_sm90a} ./gpu-tests --test-threads=2 --exact \
+        sm90::every_sm90_kernel_on_odd_shapes >> "$out/gpu-tests-sm90.log" 2>&1
+    note "the odd-shape test of the sm90 kernels (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    ./gpu-tests --test-threads=2 sweep:: >> "$out/gpu-tests-sm90.log" 2>&1
+    note "the sweep through the default API (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    ./gpu-tests --test-threads=2 --exact forward::every_head_dim_through_the_default_api >> "$out/gpu-tests-sm90.log" 2>&1
+    note "every head dim through the default API (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    wait
+    for log in "$out"/sanitizer90-*.log; do
+        note "sanitizer on the sm90 kernels, ${log##*/sanitizer90-} ($((SECONDS - start)) s): $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
+    done
 fi
 
 # 3. The criterion benchmark.
