@@ -176,8 +176,8 @@ fn the_sm90_family_has_dense_warpgroup_tiles_within_sm_90a_limits() {
     // Rejected only where sm_90a's shared memory is too small, or where 12 warps (block_m 192)
     // cannot split a tile into whole passes of 16-byte copies.
     assert!(rejected.iter().all(|(candidate, limit)| {
-        let too_big = limit.contains("227 KiB")
-            && candidate.tile.smem_bytes() > SM90_MAX_SMEM_PER_BLOCK;
+        let too_big =
+            limit.contains("227 KiB") && candidate.tile.smem_bytes() > SM90_MAX_SMEM_PER_BLOCK;
         let no_split = limit.contains("whole passes") && candidate.tile.block_m == 192;
         too_big || no_split
     }));

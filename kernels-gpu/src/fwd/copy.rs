@@ -100,6 +100,10 @@ pub unsafe fn copy_tile_async<
 
 /// `cp.async.wait_group` with a count computed from `STAGES` (a const argument cannot be): waits
 /// until at most `pending` of this thread's committed groups are in flight (`pending <= 3`).
+///
+/// # Safety
+/// As for [`cp_async_wait_group`]: it orders only this thread's copies, and a barrier must
+/// follow before other threads read them.
 #[inline(always)]
 pub unsafe fn cp_async_wait_at_most(pending: usize) {
     match pending {
