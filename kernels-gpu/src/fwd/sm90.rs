@@ -33,7 +33,7 @@
 use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
-use flash_attn_params::{ForwardParams, QSource, SequenceParams, SmemLayout, TileConfig};
+use flash_attn_params::{Family, ForwardParams, QSource, SequenceParams, SmemLayout, TileConfig};
 
 use crate::attn::block_info::BlockInfo;
 use crate::attn::epilogue::{write_logsumexp, write_output};
@@ -41,11 +41,12 @@ use crate::attn::mask::{mask_scores, MaskBounds};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
-use crate::fwd::copy::{copy_tile_async, cp_async_wait_at_most};
+use crate::fwd::copy::copy_tile_async;
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
-    bar_sync_0, cp_async_commit_group, fence_f32, fence_proxy_async_shared_cta, fence_u32,
-    shared_window_address, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
+    bar_sync_0, cp_async_commit_group, cp_async_wait_group, fence_f32,
+    fence_proxy_async_shared_cta, fence_u32, shared_window_address, wgmma_commit_group,
+    wgmma_fence, wgmma_wait_group,
 };
 use crate::smem::WgmmaTile;
 
@@ -181,35 +182,26 @@ pub unsafe fn forward<
 ) where
     Wgmma<T>: WarpgroupMma<KEY_STEPS> + WarpgroupMma<DIM_STEPS>,
 {
-    // The byte sizes and offsets of the tiles: the swizzled layout's (see `WgmmaTile`). Built
-    // without `TileConfig::check`, whose limits are the sm80 family's; the build's gate holds
-    // the sm90 entries to sm_90's.
+    // The sm90 family's gates (one warpgroup per 64 rows, the 1024-byte tile offsets the
+    // swizzle needs, sm_90a's shared memory), at compile time; the byte sizes and offsets of
+    // the tiles are the swizzled layout's (see `WgmmaTile`).
     let tile: TileConfig = const {
-        assert!(
-            BLOCK_M == WARPGROUP_ROWS * (WARPS / 4) && WARPS.is_multiple_of(4),
-            "one warpgroup (4 warps) per 64 query rows"
-        );
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
-        assert!(STAGES == 1 || STAGES == 2, "one or two K/V stages");
         assert!(
             !OVERLAP || STAGES == 2,
             "the overlapped loop keeps two blocks in flight"
         );
-        let tile = TileConfig {
-            block_m: BLOCK_M,
-            block_n: BLOCK_N,
-            warps: WARPS,
-            stages: STAGES,
-            head_dim: HEAD_DIM,
-            layout: SmemLayout::Swizzled,
-            q_source: QSource::SharedMemory,
-        };
-        assert!(
-            tile.q_tile_bytes().is_multiple_of(1024) && tile.kv_tile_bytes().is_multiple_of(1024),
-            "every tile starts on the swizzle's 1024-byte period"
-        );
-        tile
+        TileConfig::new_for(
+            Family::Sm90,
+            BLOCK_M,
+            BLOCK_N,
+            WARPS,
+            STAGES,
+            HEAD_DIM,
+            SmemLayout::Swizzled,
+            QSource::SharedMemory,
+        )
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
@@ -247,12 +239,11 @@ pub unsafe fn forward<
         let v_rows = info.key_rows(params, &params.v_strides, params.v, block * BLOCK_N as u32);
         copy_tile_async::<_, BLOCK_N, WARPS, false, false>(v_tile(stage), v_rows, thread);
     };
-    // This thread's copies have landed (all of them, or all but the `pending` groups committed
-    // last); the fence hands them to the async proxy that `wgmma` reads through, and the block
-    // barrier makes every thread's visible and says that every warpgroup is past its last
-    // wait for the MMAs it issued before.
-    let copies_landed = |pending: usize| {
-        cp_async_wait_at_most(pending);
+    // Every copy this thread issued has landed; the fence hands them to the async proxy that
+    // `wgmma` reads through, and the block barrier makes every thread's visible and says that
+    // every warpgroup is past its last wait for the MMAs it issued before.
+    let copies_landed = || {
+        cp_async_wait_group::<0>();
         fence_proxy_async_shared_cta();
         bar_sync_0();
     };
@@ -292,7 +283,7 @@ pub unsafe fn forward<
         let slot = |block: u32| (block - first_block) & 1;
         let start_block = #[inline(always)]
         |block: u32| {
-            copies_landed(0);
+            copies_landed();
             if block + 1 < key_blocks {
                 copy_key_tile(block + 1, slot(block + 1));
             }
@@ -361,7 +352,7 @@ pub unsafe fn forward<
             overlapped_block(block, MaskBounds::END);
         }
         // The last block's `P V`.
-        copies_landed(0);
+        copies_landed();
         fence_accumulator(&mut output);
         wgmma_fence();
         issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
@@ -385,9 +376,9 @@ pub unsafe fn forward<
                 copy_key_tile(block, 0);
                 copy_value_tile(block, 0);
                 cp_async_commit_group();
-                copies_landed(0);
+                copies_landed();
             } else {
-                copies_landed(0);
+                copies_landed();
                 if block + 1 < key_blocks {
                     copy_key_tile(block + 1, stage ^ 1);
                     copy_value_tile(block + 1, stage ^ 1);
@@ -435,7 +426,7 @@ pub unsafe fn forward<
     // Epilogue: the output rows are staged through the Q tile, which the other warps of the
     // warpgroup read through their MMAs: every warp is past its last wait (and with no key
     // block, every Q copy has landed) at this barrier.
-    cp_async_wait_at_most(0);
+    cp_async_wait_group::<0>();
     bar_sync_0();
     let rows = softmax.finish(params.scale_log2);
     write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, BLOCK_M, WARPS, 1, DIM_STEPS, false, false>(
