@@ -248,6 +248,37 @@ pub unsafe fn forward<
         bar_sync_0();
     };
 
+    // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
+    // keys of `v`, each waited for before it returns (the overlapped loop issues its pair of
+    // them itself).
+    let scores_of = #[inline(always)]
+    |k: WgmmaTile<BLOCK_N, HEAD_DIM>| {
+        let mut scores = Scores::<1, KEY_STEPS>::zero();
+        fence_accumulator(&mut scores);
+        wgmma_fence();
+        issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+            &mut scores,
+            q_tile,
+            k,
+            warpgroup_row,
+        );
+        wgmma_commit_group();
+        wgmma_wait_group::<0>();
+        fence_accumulator(&mut scores);
+        scores
+    };
+    let add_values = #[inline(always)]
+    |output: &mut Output<1, DIM_STEPS>,
+                      p: &[OperandA; KEY_STEPS],
+                      v: WgmmaTile<BLOCK_N, HEAD_DIM>| {
+        fence_accumulator(output);
+        wgmma_fence();
+        issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(output, p, v);
+        wgmma_commit_group();
+        wgmma_wait_group::<0>();
+        fence_accumulator(output);
+    };
+
     // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
     // group.
     copy_tile_async::<_, BLOCK_M, WARPS, false, true>(q_tile, q_rows, thread);
@@ -291,18 +322,7 @@ pub unsafe fn forward<
             cp_async_commit_group();
         };
         start_block(first_block);
-        let mut scores = Scores::<1, KEY_STEPS>::zero();
-        fence_accumulator(&mut scores);
-        wgmma_fence();
-        issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-            &mut scores,
-            q_tile,
-            k_tile(0),
-            warpgroup_row,
-        );
-        wgmma_commit_group();
-        wgmma_wait_group::<0>();
-        fence_accumulator(&mut scores);
+        let mut scores = scores_of(k_tile(0));
         // The output is 0: its rescale changes nothing. The bounds are tested at run time
         // here (one block), so that the fold is inlined at three places, not four.
         let first_bounds = MaskBounds {
@@ -353,16 +373,7 @@ pub unsafe fn forward<
         }
         // The last block's `P V`.
         copies_landed();
-        fence_accumulator(&mut output);
-        wgmma_fence();
-        issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-            &mut output,
-            &previous,
-            v_tile(slot(key_blocks - 1)),
-        );
-        wgmma_commit_group();
-        wgmma_wait_group::<0>();
-        fence_accumulator(&mut output);
+        add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
     } else if !OVERLAP {
         // One block at a time per warpgroup, block `j + 1`'s K and V copied (with two stages)
         // under block `j`'s MMAs into the slot that block `j - 1` held.
@@ -386,31 +397,13 @@ pub unsafe fn forward<
                 cp_async_commit_group();
             }
 
-            let mut scores = Scores::<1, KEY_STEPS>::zero();
-            fence_accumulator(&mut scores);
-            wgmma_fence();
-            issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-                &mut scores,
-                q_tile,
-                k_tile(stage),
-                warpgroup_row,
-            );
-            wgmma_commit_group();
-            wgmma_wait_group::<0>();
-            fence_accumulator(&mut scores);
+            let mut scores = scores_of(k_tile(stage));
             fold_block(&mut scores, block, bounds).apply(&mut output);
-
-            let p = probabilities::<T, KEY_STEPS>(&scores);
-            fence_accumulator(&mut output);
-            wgmma_fence();
-            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+            add_values(
                 &mut output,
-                &p,
+                &probabilities::<T, KEY_STEPS>(&scores),
                 v_tile(stage),
             );
-            wgmma_commit_group();
-            wgmma_wait_group::<0>();
-            fence_accumulator(&mut output);
             if STAGES > 1 {
                 stage ^= 1;
             }
