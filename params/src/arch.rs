@@ -5,7 +5,21 @@
 //!
 //! Only `core`: `build.rs` includes this file with `#[path]`, as it does `tile.rs`.
 
-use crate::spec::Family;
+/// The main loop a kernel runs, and so the instructions and the PTX targets it needs: the
+/// architecture table ([`crate::ARCHITECTURES`]) gives each family its PTX targets, cubins and
+/// gate columns ([`crate::ptx_target_for`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// The `mma.sync` + `ldmatrix` + `cp.async` main loop (`kernels-gpu/src/fwd/sm80.rs`): sm_80
+    /// and sm_89 PTX, for compute capability 8.0 and later.
+    Sm80,
+    /// Hopper's warpgroup MMA main loop (`wgmma.mma_async`, `kernels-gpu/src/fwd/sm90.rs`):
+    /// sm_90a PTX, for devices of compute capability 9.0 only.
+    /// [`Variant::Dense`](crate::Variant::Dense) only; its tiles are its own
+    /// (`SM90_CANDIDATE_*`, gated by [`TileConfig::check_sm90`](crate::TileConfig::check_sm90):
+    /// one warpgroup of 4 warps per 64 query rows, swizzled tiles, Q in shared memory).
+    Sm90,
+}
 
 /// One architecture: its ptxas name, the compute capability of the devices that run its
 /// cubins, what the build makes for it, and its per-SM and per-block limits.

@@ -37,7 +37,7 @@ pub mod spec;
 pub mod tile;
 pub use arch::{
     architecture_named, architectures_of, max_smem_per_block_of, ptx_target_for, Architecture,
-    ARCHITECTURES,
+    Family, ARCHITECTURES,
 };
 pub use mask::{Mask, TileMask};
 pub use spec::*;

@@ -8,23 +8,11 @@
 
 use core::fmt;
 
+pub use crate::arch::Family;
 use crate::tile::{for_each_tile_candidate, QSource, SmemLayout, TileConfig};
 
-/// The main loop a kernel runs, and so the instructions and the PTX targets it needs: the
-/// architecture table ([`crate::ARCHITECTURES`]) gives each family its PTX targets, cubins and
-/// gate columns ([`crate::ptx_target_for`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Family {
-    /// The `mma.sync` + `ldmatrix` + `cp.async` main loop (`kernels-gpu/src/fwd/sm80.rs`): sm_80
-    /// and sm_89 PTX, for compute capability 8.0 and later.
-    Sm80,
-    /// Hopper's warpgroup MMA main loop (`wgmma.mma_async`, `kernels-gpu/src/fwd/sm90.rs`):
-    /// sm_90a PTX, for devices of compute capability 9.0 only. [`Variant::Dense`] only; its
-    /// tiles are its own (`SM90_CANDIDATE_*`, gated by [`TileConfig::check_sm90`]: one
-    /// warpgroup of 4 warps per 64 query rows, swizzled tiles, Q in shared memory).
-    Sm90,
-}
-
+// `Family` is defined beside the architecture table that gives each family its PTX targets
+// (`arch.rs`, which needs nothing of this file); what it means for specs is here.
 impl Family {
     /// What the family appends to its entry names: nothing for [`Family::Sm80`] (the names
     /// predate the axis), `_sm90a` for [`Family::Sm90`].

@@ -5,7 +5,7 @@
 //! Only `core`: the crate re-exports it, and `build.rs` includes this file with `#[path]` to
 //! generate the list of entries, so that the list and the gates have one implementation.
 
-use crate::spec::Family;
+use crate::arch::Family;
 
 /// The largest dynamic shared memory one block may opt into on every device the sm80 family's
 /// PTX serves (99 KiB: sm_89's, and sm_86's, which runs the sm_80 PTX): the limit of its
