@@ -154,7 +154,7 @@ fn columns_header(architectures: &[&Architecture]) -> String {
 }
 
 /// The gate file's text: a header, the ptxas version line, then per family (in
-/// [`CANDIDATE_FAMILIES`] order) the header of its columns ([`columns_header`]) and one
+/// [`CANDIDATE_FAMILIES`] order) the header of its columns (`columns_header`) and one
 /// tab-separated line per entry: name, then registers, stack frame, spill stores, spill loads
 /// and the PTX digest (16 hex digits) for each architecture of the family.
 pub fn format_gate_file(ptxas_version: &str, records: &[GateRecord]) -> String {
