@@ -2,12 +2,18 @@
 //! the best of each group in full, re-times each group's winner against its runner-up, and
 //! writes the dispatch table that the default API uses.
 //!
+//! With `--family sm80` (the default) it screens the sm80 family's kernels and writes the main
+//! table (`host/dispatch-table.tsv`), which serves every device; with `--family sm90`, on a
+//! device of compute capability 9.0, every kernel the device runs, and writes the sm_90a table
+//! (`host/dispatch-table-sm90a.tsv`): a row where an sm90 kernel wins, none where an sm80 one
+//! does, so that the device falls back to the main table there.
+//!
 //! It searches the whole space, so it needs a build of it: `FLASH_ATTN_KERNELS=all` at build
 //! time (`scripts/build-bundle.sh` builds the bundle so). A default build holds only the
 //! shipping set, the kernels the current table names, and the tuner refuses to run on it.
 //!
 //! `flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]
-//! [--masking non-causal|causal]`,
+//! [--masking non-causal|causal] [--family sm80|sm90]`,
 //! or, without a GPU,
 //! `flash-attn-tune --reset-table PATH` or `flash-attn-tune --replot-from PATH [--out DIR]`.
 //!
@@ -48,22 +54,22 @@ use flash_attn::reference::{
     ReferenceOutput, ABSOLUTE_TOLERANCE,
 };
 use flash_attn::{
-    dispatch_table, AttentionShape, Dtype, Element, Error, Family, FlashAttention, ForwardKernel,
-    ForwardOptions, GridSize, KernelSet, Variant, FORWARD_KERNELS, KERNEL_SET, NOT_TUNED,
-    SUPPORTED_HEAD_DIMS,
+    dispatch_table, dispatch_table_sm90a, ptx_target_for, AttentionShape, Dtype, Element, Error,
+    Family, FlashAttention, ForwardKernel, ForwardOptions, GridSize, KernelSet, Variant,
+    FORWARD_KERNELS, KERNEL_SET, NOT_TUNED, SUPPORTED_HEAD_DIMS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes};
 use flash_attn_tools::tuning::{
     confirmation_report, group_rankings, groups, measurements_from_json, ranked_tables,
-    render_dispatch_table, sample_rows, sweep_shapes, table_report, to_json, to_svg, updated_table,
-    utc_date, Confirmation, GroupKey, Measurement, Timing, TuningRun, Validation,
-    CONFIRMATION_ALPHA, DTYPES,
+    render_dispatch_table, render_sm90a_dispatch_table, sample_rows, sweep_shapes, table_report,
+    to_json, to_svg, updated_sm90a_table, updated_table, utc_date, Confirmation, GroupKey,
+    Measurement, Timing, TuningRun, Validation, CONFIRMATION_ALPHA, DTYPES,
 };
 use half::{bf16, f16};
 
 const USAGE: &str =
     "usage: flash-attn-tune [--out DIR] [--quick] [--write-table PATH] [--seed N] [--head-dims D,..]\n\
-     \x20                      [--masking non-causal|causal]\n\
+     \x20                      [--masking non-causal|causal] [--family sm80|sm90]\n\
      \x20      flash-attn-tune --reset-table PATH\n\
      \x20      flash-attn-tune --replot-from PATH [--out DIR]\n\
      \x20 --out DIR          where tuning.json, tuning.svg, table.txt and dispatch-table.tsv go\n\
@@ -75,6 +81,10 @@ const USAGE: &str =
      \x20 --head-dims D,..   tune only these kernel head dims (the table keeps the others' entries)\n\
      \x20 --masking M        tune only non-causal or only causal problems (the table keeps the\n\
      \x20                    other masking's entries)\n\
+     \x20 --family F         sm80 (default): the sm80 family's kernels, for the main table, which\n\
+     \x20                    serves every device; sm90 (compute capability 9.0 only): both\n\
+     \x20                    families' kernels, for the sm_90a table: a row where an sm90 kernel\n\
+     \x20                    wins, none where an sm80 one does (host/dispatch-table-sm90a.tsv)\n\
      \x20 --reset-table PATH write the untuned table there and exit (no GPU needed)\n\
      \x20 --replot-from PATH redraw DIR/tuning.svg from that run's tuning.json and exit (no GPU\n\
      \x20                    needed)";
@@ -124,6 +134,8 @@ struct Args {
     head_dims: Vec<usize>,
     /// The maskings to tune (`causal` values): both by default.
     maskings: Vec<bool>,
+    /// The family whose table the run writes: [`Family::Sm80`] by default.
+    family: Family,
 }
 
 /// The parsed arguments; `Ok(None)` for `--help`.
@@ -137,6 +149,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
         replot_from: None,
         head_dims: SUPPORTED_HEAD_DIMS.to_vec(),
         maskings: vec![false, true],
+        family: Family::Sm80,
     };
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
@@ -169,6 +182,13 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>, St
                     other => {
                         return Err(format!("--masking {other:?}: must be non-causal or causal"))
                     }
+                };
+            }
+            "--family" => {
+                parsed.family = match value("--family")?.as_str() {
+                    "sm80" => Family::Sm80,
+                    "sm90" => Family::Sm90,
+                    other => return Err(format!("--family {other:?}: must be sm80 or sm90")),
                 };
             }
             "--help" | "-h" => return Ok(None),
@@ -628,6 +648,14 @@ fn run(args: &Args) -> Result<usize, String> {
         ));
     }
     let gpu = FlashAttention::new().map_err(|error| format!("no usable GPU: {error}"))?;
+    if ptx_target_for(args.family, gpu.compute_capability()).is_none() {
+        return Err(format!(
+            "{} cannot run the {:?} family's kernels (compute capability {:?})",
+            gpu.device_name(),
+            args.family,
+            gpu.compute_capability()
+        ));
+    }
     let gpu_error = |error: Error| format!("CUDA failure, stopping: {error}");
     let repeats = if args.quick { QUICK } else { FULL };
     let seed = args.seed.unwrap_or_else(time_seed);
@@ -649,12 +677,15 @@ fn run(args: &Args) -> Result<usize, String> {
         .map(|(dtype, head_dim)| KernelPool {
             dtype,
             head_dim,
-            // The sm80 family's kernels only: the table it writes serves every device. The
-            // sm90 family's rows (host/dispatch-table-sm90a.tsv) are written by hand from
-            // measurements until the tuner learns to split its winners by family.
+            // For the main table, which serves every device, the sm80 family's kernels; for the
+            // sm_90a table every kernel this device runs, so that a row goes to the sm90 family
+            // only where it beats the sm80 one.
             candidates: FORWARD_KERNELS
                 .iter()
-                .filter(|k| k.spec.family == Family::Sm80)
+                .filter(|k| match args.family {
+                    Family::Sm80 => k.spec.family == Family::Sm80,
+                    Family::Sm90 => k.runs_on(gpu.compute_capability()),
+                })
                 .filter(|k| k.spec.variant == Variant::Dense)
                 .filter(|k| k.spec.dtype == dtype && k.spec.tile.head_dim == head_dim)
                 .collect(),
@@ -795,13 +826,19 @@ fn run(args: &Args) -> Result<usize, String> {
     report.add("\n=== Groups: mean time relative to the fastest, over the group's shapes ===\n");
     report.add(&group_rankings(&groups));
 
-    let current = dispatch_table();
+    // The table this run updates, and what the default API runs today for each key on this
+    // device: for the sm_90a table its row, else the main table's.
+    let current = match args.family {
+        Family::Sm80 => dispatch_table(),
+        Family::Sm90 => dispatch_table_sm90a(),
+    };
     let mut confirmations = Vec::new();
     let mut decisions = Vec::new();
     for group in &groups {
         let ranking = group.ranking();
         let current_kernel = current
             .iter()
+            .chain(dispatch_table())
             .find(|entry| group.key.matches(entry))
             .map(|entry| entry.kernel);
         let confirmation = match (ranking.first(), ranking.get(1), group.representative()) {
@@ -842,11 +879,21 @@ fn run(args: &Args) -> Result<usize, String> {
         if args.quick { " (quick run)" } else { "" }
     )
     .leak();
-    let table = updated_table(current, &decisions, measured_on);
+    let (table, table_file) = match args.family {
+        Family::Sm80 => {
+            let table = updated_table(current, &decisions, measured_on);
+            let file = render_dispatch_table(&table);
+            (table, file)
+        }
+        Family::Sm90 => {
+            let table = updated_sm90a_table(current, &decisions, measured_on);
+            let file = render_sm90a_dispatch_table(&table);
+            (table, file)
+        }
+    };
     report.add("\n=== Dispatch table ===\n");
     report.add(&table_report(&table));
 
-    let table_file = render_dispatch_table(&table);
     let run = TuningRun {
         device: gpu.device_name(),
         sm_count: gpu.sm_count(),
