@@ -358,9 +358,6 @@ pub(crate) struct LoadedKernels {
     /// Streaming multiprocessors: the dispatch table's grid size is relative to them. Queried
     /// once here, so that a launch makes no driver query for it.
     pub(crate) sm_count: usize,
-    /// The PTX target whose PTX this device JIT-compiles for the sm80 family: its own, or the
-    /// one the options force ([`Self::ptx_target_of`] gives each family's).
-    pub(crate) ptx_target: &'static Architecture,
     /// The most dynamic shared memory a block may opt into on this device.
     max_smem_per_block: usize,
     /// The device and whether to force the PTX.
@@ -381,12 +378,12 @@ impl LoadedKernels {
         );
         let sm_count = device.get_attribute(DeviceAttribute::MultiprocessorCount)? as usize;
         // Every device the project supports runs the sm80 family.
-        let Some(own_target) = ptx_target_for(Family::Sm80, compute_capability) else {
+        if ptx_target_for(Family::Sm80, compute_capability).is_none() {
             return Err(Error::UnsupportedDevice {
                 name,
                 compute_capability,
             });
-        };
+        }
         // A forced target must be one that a device of this compute capability runs, of the
         // family whose kernels it serves.
         if let Some(target) = options.ptx_target {
@@ -406,13 +403,6 @@ impl LoadedKernels {
                 });
             }
         }
-        let ptx_target = match options.ptx_target {
-            Some(target) if target.family == Family::Sm80 => ARCHITECTURES
-                .iter()
-                .find(|arch| arch.name == target.name)
-                .expect("checked above"),
-            _ => own_target,
-        };
         let max_smem_per_block = max_smem_per_block_optin(&device)?;
         let driver_version = driver_version()?;
         if driver_version < REQUIRED_DRIVER_VERSION {
@@ -428,7 +418,6 @@ impl LoadedKernels {
             device_name: name,
             compute_capability,
             sm_count,
-            ptx_target,
             max_smem_per_block,
             options: *options,
             context,

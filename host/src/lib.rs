@@ -315,11 +315,14 @@ impl FlashAttention {
         self.kernels.compute_capability
     }
 
-    /// The architecture whose PTX this instance JIT-compiles where it loads no cubin: the
-    /// newest PTX target not newer than the device (sm_80 for 8.0 to 8.7, sm_89 from 8.9 up),
-    /// or the one [`LoadOptions::ptx_target`] forces.
+    /// The architecture whose PTX this instance JIT-compiles for the sm80 family's kernels where
+    /// it loads no cubin: the newest PTX target not newer than the device (sm_80 for 8.0 to 8.7,
+    /// sm_89 from 8.9 up), or the one [`LoadOptions::ptx_target`] forces. (The sm90 family's is
+    /// sm_90a, on compute capability 9.0 alone.)
     pub fn ptx_target(&self) -> &'static Architecture {
-        self.kernels.ptx_target
+        self.kernels
+            .ptx_target_of(Family::Sm80)
+            .expect("every device `new` accepts runs the sm80 family")
     }
 
     /// The device's streaming multiprocessors (132 on an H100 SXM), queried once when the

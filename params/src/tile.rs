@@ -300,11 +300,8 @@ impl TileConfig {
         if stages < 1 || stages > 4 {
             return Err("stages must be in 1..=4 (the kernel waits on at most 3 copy groups)");
         }
-        if CopyPlan::of(block_m, config.threads(), config.row_chunks()).is_none() {
-            return Err("the Q tile must split into whole passes of 16-byte copies per thread");
-        }
-        if CopyPlan::of(block_n, config.threads(), config.row_chunks()).is_none() {
-            return Err("a K/V tile must split into whole passes of 16-byte copies per thread");
+        if let Some(limit) = config.copy_split_violation() {
+            return Err(limit);
         }
         if !config.q_tile_bytes().is_multiple_of(128) || !config.kv_tile_bytes().is_multiple_of(128)
         {
@@ -406,15 +403,8 @@ impl TileConfig {
         if stages < 1 || stages > 2 {
             return Err("sm90: stages must be 1 or 2 (one K/V slot, or two)");
         }
-        if CopyPlan::of(block_m, config.threads(), config.row_chunks()).is_none() {
-            return Err(
-                "sm90: the Q tile must split into whole passes of 16-byte copies per thread",
-            );
-        }
-        if CopyPlan::of(block_n, config.threads(), config.row_chunks()).is_none() {
-            return Err(
-                "sm90: a K/V tile must split into whole passes of 16-byte copies per thread",
-            );
+        if let Some(limit) = config.copy_split_violation() {
+            return Err(limit);
         }
         if !matches!(layout, SmemLayout::Swizzled) || !matches!(q_source, QSource::SharedMemory) {
             return Err(
@@ -430,6 +420,19 @@ impl TileConfig {
             return Err("sm90: shared memory exceeds the sm_90a per-block limit of 227 KiB");
         }
         Ok(config)
+    }
+
+    /// The gate both families' tile copies need (`CopyPlan::of_tile`): the Q tile and each K/V
+    /// tile split into whole passes of 16-byte copies over the block's threads; `None` where
+    /// they do.
+    const fn copy_split_violation(&self) -> Option<&'static str> {
+        if CopyPlan::of(self.block_m, self.threads(), self.row_chunks()).is_none() {
+            return Some("the Q tile must split into whole passes of 16-byte copies per thread");
+        }
+        if CopyPlan::of(self.block_n, self.threads(), self.row_chunks()).is_none() {
+            return Some("a K/V tile must split into whole passes of 16-byte copies per thread");
+        }
+        None
     }
 
     /// Threads per block: 32 per warp.
