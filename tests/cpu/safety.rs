@@ -13,10 +13,10 @@
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
 
 use flash_attn::{
-    kernel_head_dim, plan, plan_kv_cache, plan_paged_kv_cache, plan_varlen_kv_cache,
-    AttentionShape, BufferLengths, Dtype, Error, ForwardOptions, ForwardStrides, LaunchPlan,
-    Layout, PagedKvCache, TensorStrides, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN,
-    MAX_TENSOR_BYTES,
+    kernel_head_dim, plan, plan_kv_cache, plan_on, plan_paged_kv_cache, plan_varlen_kv_cache,
+    AttentionShape, BufferLengths, Dtype, Error, Family, ForwardOptions, ForwardStrides,
+    LaunchPlan, Layout, PagedKvCache, TensorStrides, VarlenCacheExtents, FORWARD_KERNELS,
+    MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -34,6 +34,12 @@ fn dimension() -> impl Strategy<Value = usize> {
         ]),
         1 => any::<usize>(),
     ]
+}
+
+/// [`dimension`], and key lengths of real prompts and caches, where the dispatch tables choose
+/// other tiles (the sm_90a table from 512 keys on).
+fn key_length() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => dimension(), 1 => 300usize..=5000]
 }
 
 fn head_dim() -> impl Strategy<Value = usize> {
@@ -97,6 +103,9 @@ struct Case {
     shape: AttentionShape,
     options: ForwardOptions,
     sm_count: usize,
+    /// The device the plan is for (`plan_on`, which dispatches on compute capability 9.0 to the
+    /// sm_90a table first), or none (`plan`, the main table).
+    compute_capability: Option<(i32, i32)>,
     lengths: [Length; 4],
     lse: Option<Length>,
 }
@@ -107,7 +116,7 @@ fn case() -> impl Strategy<Value = Case> {
         dimension(),
         prop_oneof![3 => 1usize..=8, 1 => dimension()],
         dimension(),
-        dimension(),
+        key_length(),
         head_dim(),
     )
         .prop_map(
@@ -145,17 +154,21 @@ fn case() -> impl Strategy<Value = Case> {
         shape,
         options,
         prop_oneof![1usize..=256, Just(0), Just(usize::MAX)],
+        prop::option::of(prop::sample::select(vec![(8, 0), (8, 9), (9, 0)])),
         [length(), length(), length(), length()],
         prop::option::of(length()),
     )
-        .prop_map(|(bf16, shape, options, sm_count, lengths, lse)| Case {
-            dtype: if bf16 { Dtype::Bf16 } else { Dtype::F16 },
-            shape,
-            options,
-            sm_count,
-            lengths,
-            lse,
-        })
+        .prop_map(
+            |(bf16, shape, options, sm_count, compute_capability, lengths, lse)| Case {
+                dtype: if bf16 { Dtype::Bf16 } else { Dtype::F16 },
+                shape,
+                options,
+                sm_count,
+                compute_capability,
+                lengths,
+                lse,
+            },
+        )
 }
 
 /// The case's buffers, sized from the plan's requirements by the case's length policies.
@@ -173,7 +186,16 @@ fn buffers(case: &Case, plan: &LaunchPlan) -> BufferLengths {
 
 /// Runs what `forward` runs before launching: `Ok` is an accepted launch.
 fn validate(case: &Case) -> Result<(LaunchPlan, BufferLengths), Error> {
-    let plan = plan(case.dtype, &case.shape, &case.options, case.sm_count)?;
+    let plan = match case.compute_capability {
+        None => plan(case.dtype, &case.shape, &case.options, case.sm_count)?,
+        Some(compute_capability) => plan_on(
+            case.dtype,
+            &case.shape,
+            &case.options,
+            case.sm_count,
+            compute_capability,
+        )?,
+    };
     let buffers = buffers(case, &plan);
     plan.check_buffers(&buffers)?;
     Ok((plan, buffers))
@@ -447,21 +469,28 @@ proptest! {
 #[test]
 fn the_generator_reaches_accepted_rejected_and_large_cases() {
     let mut runner = TestRunner::deterministic();
-    let (mut accepted, mut rejected, mut large) = (0, 0, 0);
+    let (mut accepted, mut rejected, mut large, mut sm90) = (0, 0, 0, 0);
     for _ in 0..4000 {
         let case = case().new_tree(&mut runner).unwrap().current();
         match validate(&case) {
             Ok((plan, _)) => {
                 accepted += 1;
                 large += (plan.required().o as u64 > u32::MAX as u64) as usize;
+                // The sm90 family's tiles chosen by the sm_90a table, not named by the case.
+                sm90 += (plan.kernel().spec.family == Family::Sm90 && case.options.kernel.is_none())
+                    as usize;
             }
             Err(_) => rejected += 1,
         }
     }
-    eprintln!("{accepted} accepted ({large} past 2^32 elements), {rejected} rejected");
+    let counts = format!(
+        "{accepted} accepted ({large} past 2^32 elements, {sm90} dispatched to the sm90 family), \
+         {rejected} rejected"
+    );
+    eprintln!("{counts}");
     assert!(
-        accepted >= 200 && rejected >= 200 && large >= 20,
-        "{accepted} accepted ({large} past 2^32 elements), {rejected} rejected"
+        accepted >= 200 && rejected >= 200 && large >= 20 && sm90 >= 10,
+        "{counts}"
     );
 }
 
