@@ -33,7 +33,7 @@ use cudarc::driver::{
 
 use crate::varlen::{plan_varlen_cache_with, plan_varlen_with};
 use crate::{
-    check_cache_buffers, plan_alibi, problem, AlibiLayout, AlibiSlopes, AttentionShape,
+    check_cache_buffers, plan_alibi_on, problem, AlibiLayout, AlibiSlopes, AttentionShape,
     BufferLengths, Element, Error, FlashAttention, ForwardOptions, HalfElement, LaunchPlan,
     LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers, VarlenCacheShape,
     VarlenShape,
@@ -275,12 +275,13 @@ impl CudarcAttention<'_> {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi(
+        let plan = plan_alibi_on(
             T::Half1::DTYPE,
             &shape,
             options,
             alibi.layout,
             self.attention.sm_count(),
+            self.attention.compute_capability(),
         )?;
         let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Host(alibi));
         self.launch(plan, tensors, None)
@@ -310,12 +311,13 @@ impl CudarcAttention<'_> {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi(
+        let plan = plan_alibi_on(
             T::Half1::DTYPE,
             &shape,
             options,
             layout,
             self.attention.sm_count(),
+            self.attention.compute_capability(),
         )?;
         let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Device(slopes, layout));
         self.launch(plan, tensors, None)

@@ -64,7 +64,7 @@ pub use flash_attn_params::{
     CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS,
     CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE,
     KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
-    SM90_MAX_SMEM_PER_BLOCK,
+    SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES,
 };
 
 #[cfg(feature = "cudarc")]
@@ -82,7 +82,8 @@ pub use kernels::{
     PTX_TARGETS, SUPPORTED_HEAD_DIMS,
 };
 pub use modifiers::{
-    modified_kernel, plan_alibi, AlibiLayout, AlibiSlopes, RawAlibiSlopes, SlidingWindow,
+    modified_kernel, modified_kernel_on, plan_alibi, plan_alibi_on, AlibiLayout, AlibiSlopes,
+    RawAlibiSlopes, SlidingWindow,
 };
 pub use problem::{
     plan, plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_paged_kv_cache,
@@ -1072,7 +1073,14 @@ impl FlashAttention {
                 self.compute_capability(),
             )?,
             Some(alibi) => {
-                let plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
+                let plan = plan_alibi_on(
+                    T::DTYPE,
+                    &shape,
+                    options,
+                    alibi.layout,
+                    self.sm_count(),
+                    self.compute_capability(),
+                )?;
                 plan.check_alibi_slopes(alibi.slopes)?;
                 plan
             }

@@ -40,7 +40,9 @@
 use std::sync::Mutex;
 
 use cust::memory::{DeviceBuffer, DeviceSlice};
-use flash_attn_params::{padded_head_dim, Dtype, ForwardParams, Mask, ModifierParams, Variant};
+use flash_attn_params::{
+    padded_head_dim, Dtype, Family, ForwardParams, Mask, ModifierParams, Variant,
+};
 
 use crate::dispatch::{dispatch_kernel, dispatch_kernel_on};
 use crate::problem::plan_dense;
@@ -312,7 +314,8 @@ impl ScoreRule {
 
     /// The kernel for the problem when the options name none: the dispatch table's for a
     /// dense problem ([`dispatch_kernel`], or [`dispatch_kernel_on`] on a device of known
-    /// compute capability), [`modified_kernel`] for a modified one.
+    /// compute capability), [`modified_kernel`] (or [`modified_kernel_on`]) for a modified
+    /// one.
     pub(crate) fn default_kernel(
         &self,
         dtype: Dtype,
@@ -321,7 +324,7 @@ impl ScoreRule {
         compute_capability: Option<(i32, i32)>,
     ) -> Result<&'static ForwardKernel, Error> {
         if self.is_modified() {
-            return modified_kernel(dtype, shape, self.causal(), sm_count);
+            return modified_kernel_for(dtype, shape, self.causal(), sm_count, compute_capability);
         }
         match compute_capability {
             Some(compute_capability) => {
@@ -413,24 +416,76 @@ impl ScoreRule {
 /// of `sm_count` multiprocessors, `causal` or not: the one of the tile that the dispatch table
 /// picks for the dense problem ([`dispatch_kernel`]) where the build has it, else the first of
 /// the problem's element type and kernel head dim ([`kernel_head_dim`], in `MODIFIED_TILES`
-/// order).
+/// order). Of the sm80 family: for a device of known compute capability,
+/// [`modified_kernel_on`].
 pub fn modified_kernel(
     dtype: Dtype,
     shape: &AttentionShape,
     causal: bool,
     sm_count: usize,
 ) -> Result<&'static ForwardKernel, Error> {
+    modified_kernel_for(dtype, shape, causal, sm_count, None)
+}
+
+/// [`modified_kernel`] on a device of `compute_capability`, what the default API runs for a
+/// problem with a score modifier: the modified kernel of the family and tile of the dense
+/// problem's kernel on that device ([`dispatch_kernel_on`]: on compute capability 9.0 the
+/// sm90 family's where the sm_90a table has a row), else the first of that family's at the
+/// problem's kernel head dim, else [`modified_kernel`]'s rule over the kernels that run on the
+/// device.
+///
+/// ```
+/// use flash_attn::{modified_kernel, modified_kernel_on, AttentionShape, Dtype, Family};
+///
+/// let shape = AttentionShape::new(2, 16, 4096, 128);
+/// let hopper = modified_kernel_on(Dtype::F16, &shape, true, 132, (9, 0))?;
+/// let ada = modified_kernel_on(Dtype::F16, &shape, true, 58, (8, 9))?;
+/// assert_eq!(hopper.spec.family, Family::Sm90);
+/// assert_eq!(ada, modified_kernel(Dtype::F16, &shape, true, 58)?);
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
+pub fn modified_kernel_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    causal: bool,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<&'static ForwardKernel, Error> {
+    modified_kernel_for(dtype, shape, causal, sm_count, Some(compute_capability))
+}
+
+/// [`modified_kernel`] (`compute_capability` `None`: the sm80 family) and
+/// [`modified_kernel_on`].
+pub(crate) fn modified_kernel_for(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    causal: bool,
+    sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
+) -> Result<&'static ForwardKernel, Error> {
     let head_dim = kernel_head_dim(dtype, Variant::Modified, shape.head_dim)?;
-    let dense_tile = dispatch_kernel(dtype, shape, causal, sm_count)?.spec.tile;
+    let dense = match compute_capability {
+        Some(compute_capability) => {
+            dispatch_kernel_on(dtype, shape, causal, sm_count, compute_capability)?
+        }
+        None => dispatch_kernel(dtype, shape, causal, sm_count)?,
+    };
     let modified = |kernel: &&ForwardKernel| {
         kernel.spec.variant == Variant::Modified
             && kernel.spec.dtype == dtype
             && kernel.spec.tile.head_dim == head_dim
+            && match compute_capability {
+                Some(compute_capability) => kernel.runs_on(compute_capability),
+                None => kernel.spec.family == Family::Sm80,
+            }
     };
     let candidates = || FORWARD_KERNELS.iter().filter(modified);
+    let same_family = |kernel: &&ForwardKernel| kernel.spec.family == dense.spec.family;
     candidates()
-        .find(|kernel| kernel.spec.tile == dense_tile)
-        .or_else(|| candidates().next())
+        .filter(|kernel| same_family(kernel))
+        .find(|kernel| kernel.spec.tile == dense.spec.tile)
+        .or_else(|| candidates().find(same_family))
+        .or_else(|| candidates().find(|kernel| kernel.spec.family == Family::Sm80))
         .ok_or(Error::UnsupportedHeadDim {
             head_dim: shape.head_dim,
             variant: Variant::Modified,
@@ -450,6 +505,27 @@ pub fn plan_alibi(
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
     plan_dense(dtype, shape, options, Some(layout), sm_count, None)
+}
+
+/// [`plan_alibi`] for a device of `compute_capability` ([`crate::plan_on`]'s rule: on compute
+/// capability 9.0 the sm90 family's modified kernel where the sm_90a table has a row,
+/// [`modified_kernel_on`]). What the `FlashAttention` calls with ALiBi plan with.
+pub fn plan_alibi_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    layout: AlibiLayout,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_dense(
+        dtype,
+        shape,
+        options,
+        Some(layout),
+        sm_count,
+        Some(compute_capability),
+    )
 }
 
 /// The most an ALiBi bias may reach in f32, in the kernel's units and in log2 units: a quarter
@@ -560,7 +636,14 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi(T::DTYPE, &shape, options, alibi.layout, self.sm_count())?;
+        let plan = plan_alibi_on(
+            T::DTYPE,
+            &shape,
+            options,
+            alibi.layout,
+            self.sm_count(),
+            self.compute_capability(),
+        )?;
         plan.check_alibi_slopes(alibi.slopes)?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
         self.with_alibi_uploaded(plan, Some(alibi), |plan| {
@@ -604,7 +687,14 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi(dtype, &shape, options, alibi.layout, self.sm_count())?;
+        let plan = plan_alibi_on(
+            dtype,
+            &shape,
+            options,
+            alibi.layout,
+            self.sm_count(),
+            self.compute_capability(),
+        )?;
         let plan = plan.with_alibi_address(alibi.address);
         self.launch(stream.into().0.cast(), plan, tensors, None)
     }

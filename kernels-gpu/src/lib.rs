@@ -211,7 +211,9 @@ macro_rules! main_loop {
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), Dense, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+    // The sm90 loop has the dense and the modified variants (no serving switches: `false,
+    // false`).
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -222,7 +224,9 @@ macro_rules! main_loop {
             { $block_n / 16 },
             { $head_dim / 16 },
             { $crate::sm90_overlaps_blocks($head_dim, $stages) },
-        >($params)
+            $modified,
+            { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
+        >($params, $modifiers)
     };
 }
 

@@ -24,11 +24,11 @@ impl Family {
     }
 
     /// Whether the family's main loop implements `variant`: every variant for
-    /// [`Family::Sm80`], [`Variant::Dense`] only for [`Family::Sm90`].
+    /// [`Family::Sm80`], [`Variant::Dense`] and [`Variant::Modified`] for [`Family::Sm90`].
     pub const fn has_variant(self, variant: Variant) -> bool {
         match self {
             Family::Sm80 => true,
-            Family::Sm90 => matches!(variant, Variant::Dense),
+            Family::Sm90 => matches!(variant, Variant::Dense | Variant::Modified),
         }
     }
 
@@ -361,6 +361,41 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
     ),
 ];
 
+/// The tiles of the sm90 family's [`Variant::Modified`] kernels (swizzled, Q in shared
+/// memory, as every sm90 tile): those of the sm_90a dispatch table
+/// (`host/dispatch-table-sm90a.tsv`), so that a modified problem runs the plain problem's tile
+/// on a device of compute capability 9.0 and only the modifiers' cost separates the two (the
+/// issue's target); and at D=128 the 64-key form of the table's 128-key tile, for the sliding
+/// window: a warpgroup's 64 rows under a window of `w` keys span `w + 63` keys, which 128-key
+/// blocks cover with up to 12.5% more scores than the window leaves visible at `w` = 1024, and
+/// 64-key ones with 6.25%. At D=224 and D=256 the one-stage tile instead of the table's
+/// two-stage one, which spilled as a modified kernel (255 registers, a 112- and a 184-byte
+/// stack, sm_90a). The host runs the dispatch table's tile where a modified kernel of it
+/// exists, else the head dim's first here.
+pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
+    const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
+        TileConfig::new_for(
+            Family::Sm90,
+            128,
+            block_n,
+            8,
+            stages,
+            head_dim,
+            SmemLayout::Swizzled,
+            QSource::SharedMemory,
+        )
+    }
+    [
+        tile(64, 2, 96),
+        tile(64, 2, 128),
+        tile(128, 2, 128),
+        tile(64, 2, 160),
+        tile(64, 2, 192),
+        tile(64, 1, 224),
+        tile(64, 1, 256),
+    ]
+};
+
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
 /// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but
 /// those of head dims 64 and 128. The host runs a dense problem of a head dim without kernels
@@ -385,22 +420,27 @@ const fn same_tile(a: &TileConfig, b: &TileConfig) -> bool {
         && a.q_source as u8 == b.q_source as u8
 }
 
-/// Whether `tile` is one of `variant`'s candidate tiles: every tile for [`Variant::Dense`],
-/// the variant's own entries of [`SERVING_TILES`] for [`Variant::Serving`] and
-/// [`Variant::Paged`], [`MODIFIED_TILES`] for [`Variant::Modified`].
-const fn variant_has_tile(variant: Variant, tile: &TileConfig) -> bool {
+/// Whether `tile` is one of `family`'s candidate tiles for `variant`: every tile for
+/// [`Variant::Dense`], the variant's own entries of [`SERVING_TILES`] for the serving variants,
+/// [`MODIFIED_TILES`] for [`Variant::Modified`] ([`SM90_MODIFIED_TILES`] for
+/// [`Family::Sm90`]).
+const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -> bool {
+    const fn listed(tiles: &[TileConfig], tile: &TileConfig) -> bool {
+        let mut index = 0;
+        while index < tiles.len() {
+            if same_tile(&tiles[index], tile) {
+                return true;
+            }
+            index += 1;
+        }
+        false
+    }
     match variant {
         Variant::Dense => true,
-        Variant::Modified => {
-            let mut index = 0;
-            while index < MODIFIED_TILES.len() {
-                if same_tile(&MODIFIED_TILES[index], tile) {
-                    return true;
-                }
-                index += 1;
-            }
-            false
-        }
+        Variant::Modified => match family {
+            Family::Sm80 => listed(&MODIFIED_TILES, tile),
+            Family::Sm90 => listed(&SM90_MODIFIED_TILES, tile),
+        },
         Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified => {
             let mut index = 0;
             while index < SERVING_TILES.len() {
@@ -533,7 +573,7 @@ pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &
                     continue;
                 }
                 for_each_tile_candidate(family, |tile, verdict| {
-                    if variant_has_tile(variant, &tile) {
+                    if variant_has_tile(family, variant, &tile) {
                         visit(spec(tile), verdict.map(spec));
                     }
                 });

@@ -7,10 +7,10 @@ use flash_attn::reference::{
     random_normal, Precision, QueryRow, Scoring,
 };
 use flash_attn::{
-    kernel_by_name, modified_kernel, plan, plan_alibi, plan_kv_cache, plan_paged_kv_cache,
-    plan_varlen, supports, AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Error, ForwardOptions,
-    Layout, Mask, PagedKvCache, SlidingWindow, Variant, VarlenExtents, VarlenShape,
-    FORWARD_KERNELS, MODIFIED_TILES,
+    dispatch_kernel_on, kernel_by_name, modified_kernel, modified_kernel_on, plan, plan_alibi,
+    plan_kv_cache, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout, AlibiSlopes,
+    AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
+    SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS, MODIFIED_TILES,
 };
 use half::f16;
 
@@ -985,10 +985,12 @@ fn a_modified_plan_reaches_exactly_the_buffers_of_its_plain_problem() {
                 && dense.spec.tile == kernel.spec.tile
         }) else {
             // The modified tiles of head dims 96 and 256 are not their fallbacks' (the fallback
-            // tile spilled as a modified kernel at 256, the modified tile as a dense one at 96):
-            // no dense twin in the shipping set to compare with.
+            // tile spilled as a modified kernel at 256, the modified tile as a dense one at 96),
+            // nor are the sm90 family's 64-key D=128 tile (the window's) and one-stage D=224
+            // and D=256 tiles (the table's two-stage ones spilled as modified kernels): no
+            // dense twin in the shipping set to compare with.
             assert!(
-                matches!(kernel.spec.tile.head_dim, 96 | 256),
+                matches!(kernel.spec.tile.head_dim, 96 | 256) || kernel.spec.family == Family::Sm90,
                 "{} has no dense kernel of its tile in the shipping set",
                 kernel.entry
             );
@@ -1218,4 +1220,56 @@ proptest::proptest! {
             );
         }
     }
+}
+
+/// On compute capability 9.0 a modified problem runs the sm90 family's modified kernel of the
+/// dense problem's tile wherever the sm_90a table runs the dense problem on the sm90 family (the
+/// issue's modifier bars compare the two), and the sm80 rule elsewhere; on 8.9 it is the
+/// device-unaware pick.
+#[test]
+fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device() {
+    let mut on_sm90 = 0;
+    for head_dim in [64, 96, 128, 160, 192, 224, 256] {
+        for seq_len in [512, 2048, 8192] {
+            let shape = AttentionShape::new(4, 16, seq_len, head_dim);
+            for dtype in [Dtype::F16, Dtype::Bf16] {
+                for causal in [false, true] {
+                    let dense =
+                        dispatch_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0)).unwrap();
+                    let modified =
+                        modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0)).unwrap();
+                    let context = format!(
+                        "{shape:?} {dtype:?} causal={causal}: {} for {}",
+                        modified.entry, dense.entry
+                    );
+                    assert_eq!(modified.spec.variant, Variant::Modified, "{context}");
+                    match dense.spec.family {
+                        Family::Sm90 => {
+                            // The dense kernel's tile where it has a modified twin (not at
+                            // D=224 and D=256, whose two-stage twins spilled).
+                            let twin = FORWARD_KERNELS.iter().any(|kernel| {
+                                kernel.spec.variant == Variant::Modified
+                                    && kernel.spec.family == Family::Sm90
+                                    && kernel.spec.dtype == dtype
+                                    && kernel.spec.tile == dense.spec.tile
+                            });
+                            assert_eq!(modified.spec.family, Family::Sm90, "{context}");
+                            assert_eq!(twin, modified.spec.tile == dense.spec.tile, "{context}");
+                            on_sm90 += 1;
+                        }
+                        Family::Sm80 => assert_eq!(
+                            modified,
+                            modified_kernel(dtype, &shape, causal, H100_SM_COUNT).unwrap(),
+                            "{context}"
+                        ),
+                    }
+                    assert_eq!(
+                        modified_kernel_on(dtype, &shape, causal, 58, (8, 9)).unwrap(),
+                        modified_kernel(dtype, &shape, causal, 58).unwrap()
+                    );
+                }
+            }
+        }
+    }
+    assert!(on_sm90 > 0, "no modified problem ran on the sm90 family");
 }

@@ -8,13 +8,16 @@ use flash_attn::reference::{
     attention_rows_with, attention_with, error_stats, random_normal, relayout, within_tolerance,
     ErrorStats, Precision, QueryRow, ReferenceOutput, Scoring,
 };
+use std::collections::BTreeSet;
+
 use flash_attn::{
-    plan, AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Element, Error, FlashAttention,
+    plan, AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Element, Error, Family, FlashAttention,
     ForwardKernel, ForwardOptions, Layout, RawAlibiSlopes, RawTensors, SlidingWindow, Variant,
     FORWARD_KERNELS,
 };
 use half::{bf16, f16};
 
+use crate::forward::report_not_applicable;
 use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard};
 
 /// The modifiers of one problem: the options' window and softcap, and ALiBi's layout (the
@@ -262,6 +265,15 @@ const ODD_PAIRS: [(usize, usize); 6] = [
 ];
 
 fn check_combinations<T: Element>(gpu: &FlashAttention, head_dim: usize) {
+    check_combinations_on::<T>(gpu, head_dim, None);
+}
+
+/// [`check_combinations`] on `kernel` where it names one, else on the default API's kernel.
+fn check_combinations_on<T: Element>(
+    gpu: &FlashAttention,
+    head_dim: usize,
+    kernel: Option<&'static ForwardKernel>,
+) {
     for (index, (seq_len_q, seq_len_kv)) in ODD_PAIRS.into_iter().enumerate() {
         // MHA and GQA by turns, as the layouts.
         let (batch, heads_q, heads_kv) = if index % 2 == 0 { (2, 2, 2) } else { (1, 4, 2) };
@@ -291,8 +303,44 @@ fn check_combinations<T: Element>(gpu: &FlashAttention, head_dim: usize) {
                     continue;
                 }
                 let problem = ModifiedProblem::<T>::new(shape, causal, modifiers);
-                problem.check(gpu, &problem.options(layout, None));
+                problem.check(gpu, &problem.options(layout, kernel));
             }
+        }
+    }
+}
+
+/// The exposed modified kernels of the sm90 family (in this run's kernel shard); on a device
+/// that cannot run them, none, after one line saying so.
+fn sm90_modified_kernels(gpu: &FlashAttention) -> Vec<&'static ForwardKernel> {
+    let (runnable, not_applicable): (Vec<&ForwardKernel>, Vec<_>) = FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| {
+            kernel.spec.variant == Variant::Modified
+                && kernel.spec.family == Family::Sm90
+                && in_kernel_shard(kernel)
+        })
+        .partition(|kernel| kernel.runs_on(gpu.compute_capability()));
+    report_not_applicable(
+        gpu,
+        &not_applicable
+            .iter()
+            .map(|k: &&ForwardKernel| k.entry)
+            .collect(),
+    );
+    runnable
+}
+
+/// Every modified kernel of the sm90 family (wgmma; each warpgroup computes its own rows' key
+/// blocks) with each modifier alone and combined, causal or not, at [`ODD_PAIRS`], MHA and
+/// GQA, both layouts: the small problems the default API runs on the sm80 family. A problem
+/// of the kernel's own head dim and one padded to it (8 less) by turns.
+pub(crate) fn every_sm90_modified_kernel_with_each_modifier() {
+    let gpu = gpu();
+    for (index, kernel) in sm90_modified_kernels(&gpu).into_iter().enumerate() {
+        let head_dim = kernel.spec.tile.head_dim - if index % 2 == 0 { 0 } else { 8 };
+        match kernel.spec.dtype {
+            Dtype::F16 => check_combinations_on::<f16>(&gpu, head_dim, Some(kernel)),
+            Dtype::Bf16 => check_combinations_on::<bf16>(&gpu, head_dim, Some(kernel)),
         }
     }
 }
@@ -326,10 +374,17 @@ pub(crate) fn each_modifier_alone_and_combined_at_other_head_dims() {
 pub(crate) fn every_modified_kernel_on_a_small_problem() {
     let gpu = gpu();
     let everything = COMBINATIONS[8];
+    let mut not_applicable = BTreeSet::new();
+    let mut checked = 0;
     for kernel in FORWARD_KERNELS
         .iter()
         .filter(|k| k.spec.variant == Variant::Modified && in_kernel_shard(k))
     {
+        if !kernel.runs_on(gpu.compute_capability()) {
+            not_applicable.insert(kernel.entry);
+            continue;
+        }
+        checked += 1;
         let shape = AttentionShape {
             batch: 2,
             heads_q: 4,
@@ -358,11 +413,19 @@ pub(crate) fn every_modified_kernel_on_a_small_problem() {
             }
         }
     }
+    report_not_applicable(&gpu, &not_applicable);
+    assert!(
+        checked > 0,
+        "no modified kernel was checked (FLASH_ATTN_KERNEL_FILTER / FLASH_ATTN_KERNEL_SHARD \
+         select none)"
+    );
 }
 
 /// The issue's window at a long sequence: 4097 queries and keys (a tail), causal, a window of
 /// 1024 keys, fp16 and bf16, D = 128, with and without softcap and ALiBi, checked on sampled
-/// rows (the first, around the window's width, the tail).
+/// rows (the first, around the window's width, the tail): through the default API, and on each
+/// modified sm90 kernel of D = 128 the device runs (the default API runs this small grid on the
+/// sm80 family).
 pub(crate) fn a_window_of_1024_keys_at_4097_tokens() {
     let gpu = gpu();
     let shape = AttentionShape {
@@ -395,8 +458,18 @@ pub(crate) fn a_window_of_1024_keys_at_4097_tokens() {
             alibi: Some(AlibiLayout::PerHead),
         },
     ] {
-        check_sampled::<f16>(&gpu, shape, modifiers, &rows);
-        check_sampled::<bf16>(&gpu, shape, modifiers, &rows);
+        check_sampled::<f16>(&gpu, shape, modifiers, &rows, None);
+        check_sampled::<bf16>(&gpu, shape, modifiers, &rows, None);
+        for kernel in sm90_modified_kernels(&gpu) {
+            if kernel.spec.tile.head_dim == shape.head_dim {
+                match kernel.spec.dtype {
+                    Dtype::F16 => check_sampled::<f16>(&gpu, shape, modifiers, &rows, Some(kernel)),
+                    Dtype::Bf16 => {
+                        check_sampled::<bf16>(&gpu, shape, modifiers, &rows, Some(kernel))
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -405,6 +478,7 @@ fn check_sampled<T: Element>(
     shape: AttentionShape,
     modifiers: Modifiers,
     rows: &[QueryRow],
+    kernel: Option<&'static ForwardKernel>,
 ) {
     let seed = fresh_seed();
     let q = random_normal::<T>(shape.q_elements().unwrap(), 0.5, 1.0, seed);
@@ -438,6 +512,7 @@ fn check_sampled<T: Element>(
         causal: true,
         window: modifiers.window,
         softcap: modifiers.softcap,
+        kernel,
         ..ForwardOptions::default()
     };
     let output = match alibi {
@@ -457,20 +532,23 @@ fn check_sampled<T: Element>(
     let plain = error_stats(plain.output, &reference.output);
     assert!(
         within_tolerance(&ours, &plain),
-        "{shape:?} {modifiers:?} seed {seed}: ours {ours:?}, plain {plain:?}"
+        "{shape:?} {modifiers:?} {} seed {seed}: ours {ours:?}, plain {plain:?}",
+        kernel.map_or("default kernel", |kernel| kernel.entry)
     );
 }
 
 /// Key blocks wholly outside a query block's window are skipped, not masked: a NaN in V reaches
 /// exactly the rows of the query blocks that compute its key's block (those that see the key,
 /// and, as `0 * NaN`, the others of their blocks: the README's caveat), and no other row. Each
-/// modified kernel, with its own tile.
+/// modified kernel the device runs, with its own tile: the sm90 family's pick each warpgroup's
+/// 64 rows' own blocks.
 pub(crate) fn key_blocks_outside_the_window_are_skipped() {
     let gpu = gpu();
-    for kernel in FORWARD_KERNELS
-        .iter()
-        .filter(|k| k.spec.variant == Variant::Modified && k.spec.dtype == Dtype::F16)
-    {
+    for kernel in FORWARD_KERNELS.iter().filter(|k| {
+        k.spec.variant == Variant::Modified
+            && k.spec.dtype == Dtype::F16
+            && k.runs_on(gpu.compute_capability())
+    }) {
         let tile = kernel.spec.tile;
         let shape = AttentionShape {
             batch: 1,
@@ -494,10 +572,14 @@ pub(crate) fn key_blocks_outside_the_window_are_skipped() {
             ..ForwardOptions::default()
         };
         let output = gpu.forward_host(&q, &k, &v, shape, &options).unwrap();
-        let (block_m, block_n) = (tile.block_m as i64, tile.block_n as i64);
+        let block_m = match kernel.spec.family {
+            Family::Sm80 => tile.block_m as i64,
+            Family::Sm90 => 64,
+        };
+        let block_n = tile.block_n as i64;
         for query in 0..shape.seq_len_q as i64 {
-            // The key blocks the query's block computes: from the block of its first query's
-            // first key to the block of its last query's last key.
+            // The key blocks the query's block (of `block_m` rows) computes: from the block of
+            // its first query's first key to the block of its last query's last key.
             let first_query = query / block_m * block_m;
             let last_query = (first_query + block_m).min(shape.seq_len_q as i64) - 1;
             let first_key = (first_query - left).max(0);

@@ -2,7 +2,7 @@
 //! visibility rule, [`flash_attn_params::Mask`], in the block's coordinates) or of a key past
 //! the end becomes -inf, so that the softmax gives it probability 0.
 
-use flash_attn_params::TileMask;
+use flash_attn_params::{Mask, TileMask};
 
 use crate::attn::softmax::Scores;
 use crate::fragment::Lane;
@@ -30,6 +30,77 @@ impl MaskBounds {
         start: false,
         end: true,
     };
+}
+
+/// The key blocks of `BLOCK_N` keys that a run of query rows sees, within the block's own
+/// (`first..end` of [`crate::attn::block_info::BlockInfo::key_blocks`]), and which limits of
+/// the mask each needs tested: for the modified sm90 loop's warpgroups, each computing only the
+/// blocks of its own 64 rows. The same rule as the sm80 loop's three key loops (blocks before
+/// `key_start(last row)` need the start test, blocks from `whole_key_blocks(first row)` the end
+/// test), per run of rows.
+#[derive(Clone, Copy)]
+pub struct RowsKeyBlocks {
+    /// The first block the rows see.
+    begin: u32,
+    /// The end of the blocks the rows see (`begin` where they see none).
+    end: u32,
+    /// The blocks before this one hold keys before the first that the last row sees.
+    start_tested_before: u32,
+    /// The blocks from this one on hold keys past the end of what the first row sees.
+    end_tested_from: u32,
+}
+
+impl RowsKeyBlocks {
+    /// The blocks of queries `first_row..first_row + rows` (those below `seq_len_q`) under
+    /// `mask`, within the block's `(first, end)` blocks.
+    #[inline(always)]
+    pub fn new<const BLOCK_N: usize>(
+        mask: Mask,
+        first_row: u32,
+        rows: u32,
+        seq_len_q: u32,
+        (first, end): (u32, u32),
+    ) -> Self {
+        if first_row >= seq_len_q {
+            // No query: no block (its output rows are never stored).
+            return Self {
+                begin: first,
+                end: first,
+                start_tested_before: 0,
+                end_tested_from: 0,
+            };
+        }
+        let last_row = (first_row + rows).min(seq_len_q) - 1;
+        let block_n = BLOCK_N as u32;
+        let begin = (mask.key_start(first_row) / block_n).max(first);
+        Self {
+            begin,
+            end: mask.key_end(last_row).div_ceil(block_n).min(end).max(begin),
+            start_tested_before: mask.key_start(last_row).div_ceil(block_n),
+            end_tested_from: mask.whole_key_blocks::<BLOCK_N>(first_row),
+        }
+    }
+
+    /// The blocks the rows see, `begin..end` (empty where they see none).
+    #[inline(always)]
+    pub fn range(self) -> (u32, u32) {
+        (self.begin, self.end)
+    }
+
+    /// Whether the rows see a key of block `block`.
+    #[inline(always)]
+    pub fn computes(self, block: u32) -> bool {
+        self.begin <= block && block < self.end
+    }
+
+    /// The limits that block `block`'s mask tests for these rows.
+    #[inline(always)]
+    pub fn bounds(self, block: u32) -> MaskBounds {
+        MaskBounds {
+            start: block < self.start_tested_before,
+            end: block >= self.end_tested_from,
+        }
+    }
 }
 
 /// Masks `scores`, the warp's block of scores (rows from `warp_row` of the block, keys from 0),

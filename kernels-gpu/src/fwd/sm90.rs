@@ -33,11 +33,14 @@
 use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
-use flash_attn_params::{Family, ForwardParams, QSource, SequenceParams, SmemLayout, TileConfig};
+use flash_attn_params::{
+    Family, ForwardParams, Mask, ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig,
+};
 
 use crate::attn::block_info::BlockInfo;
 use crate::attn::epilogue::{write_logsumexp, write_output};
-use crate::attn::mask::{mask_scores, MaskBounds};
+use crate::attn::mask::{mask_scores, MaskBounds, RowsKeyBlocks};
+use crate::attn::modifiers::{add_alibi, apply_softcap};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
@@ -157,6 +160,10 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// configuration. `KEY_STEPS` and `DIM_STEPS` must equal `BLOCK_N / 16` and `HEAD_DIM / 16`
 /// (checked at compile time), and `OVERLAP` [`flash_attn_params::sm90_overlaps_blocks`]'s
 /// choice of schedule (see the module's documentation); the `main_loop!` macro derives them.
+/// The modified kernels (`MODIFIED`) apply `modifiers`' window, softcap and ALiBi bias, and
+/// each warpgroup computes only the key blocks its own 64 rows see (a window's block span is
+/// the rows' plus the window's); with `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel
+/// runs problems of a smaller head dim than its own.
 ///
 /// # Safety
 /// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),
@@ -165,7 +172,9 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// sequence lengths are at least 1, every row named by the strides is readable (inputs) or
 /// writable (output) and 16-byte aligned, output rows of different (batch, head, row) do not
 /// overlap each other or the inputs, and `lse`, if not 0, has `batch * heads_q * seq_len_q`
-/// writable f32.
+/// writable f32. Modified kernels: `modifiers` satisfies [`ModifierParams`]' contract (window
+/// offsets within `±2^30`; `alibi_slopes`, if not 0, holding the slope of every (batch, query
+/// head) of the grid).
 #[inline(always)]
 pub unsafe fn forward<
     T: Element,
@@ -177,8 +186,11 @@ pub unsafe fn forward<
     const KEY_STEPS: usize,
     const DIM_STEPS: usize,
     const OVERLAP: bool,
+    const MODIFIED: bool,
+    const PADS: bool,
 >(
     params: &ForwardParams,
+    modifiers: &ModifierParams,
 ) where
     Wgmma<T>: WarpgroupMma<KEY_STEPS> + WarpgroupMma<DIM_STEPS>,
 {
@@ -208,15 +220,40 @@ pub unsafe fn forward<
     let warpgroup_row = WARPGROUP_ROWS * (warp / 4);
     let warp_row = 16 * warp;
     let this_lane = Lane::of(lane);
-    let info = BlockInfo::<false>::new::<BLOCK_M>(params, &SequenceParams::DENSE);
+    let mut info = BlockInfo::<false>::new::<BLOCK_M>(params, &SequenceParams::DENSE);
+    if MODIFIED {
+        // The host gives both offsets (an unbounded side as the offset that bounds nothing).
+        info.mask = Mask::windowed(
+            info.seq_len_q,
+            info.seq_len_kv,
+            Some(modifiers.window_left),
+            Some(modifiers.window_right),
+        );
+    }
     if info.is_past_the_queries() {
         return;
     }
+    // The ALiBi slope of the block's (batch, head) in the scores' units; 0 adds no bias.
+    let alibi_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
+        let slopes = modifiers.alibi_slopes as *const f32;
+        let batch_base = info.batch as usize * modifiers.alibi_batch_stride as usize;
+        *slopes.add(batch_base + info.head as usize) * modifiers.alibi_slope_scale
+    } else {
+        0.0
+    };
     let mask = info.mask;
     let first_query = info.first_query;
     let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
-    let (first_block, key_blocks) =
-        info.key_blocks::<BLOCK_N>(&SequenceParams::DENSE, 0, mask.key_end(last_query));
+    let first_needed = if MODIFIED {
+        mask.key_start(first_query)
+    } else {
+        0
+    };
+    let (first_block, key_blocks) = info.key_blocks::<BLOCK_N>(
+        &SequenceParams::DENSE,
+        first_needed,
+        mask.key_end(last_query),
+    );
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -232,12 +269,12 @@ pub unsafe fn forward<
     let copy_key_tile = #[inline(always)]
     |block: u32, stage: u32| {
         let k_rows = info.key_rows(params, &params.k_strides, params.k, block * BLOCK_N as u32);
-        copy_tile_async::<_, BLOCK_N, WARPS, false, false>(k_tile(stage), k_rows, thread);
+        copy_tile_async::<_, BLOCK_N, WARPS, PADS, false>(k_tile(stage), k_rows, thread);
     };
     let copy_value_tile = #[inline(always)]
     |block: u32, stage: u32| {
         let v_rows = info.key_rows(params, &params.v_strides, params.v, block * BLOCK_N as u32);
-        copy_tile_async::<_, BLOCK_N, WARPS, false, false>(v_tile(stage), v_rows, thread);
+        copy_tile_async::<_, BLOCK_N, WARPS, PADS, false>(v_tile(stage), v_rows, thread);
     };
     // Every copy this thread issued has landed; the fence hands them to the async proxy that
     // `wgmma` reads through, and the block barrier makes every thread's visible and says that
@@ -281,7 +318,7 @@ pub unsafe fn forward<
 
     // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
     // group.
-    copy_tile_async::<_, BLOCK_M, WARPS, false, true>(q_tile, q_rows, thread);
+    copy_tile_async::<_, BLOCK_M, WARPS, PADS, true>(q_tile, q_rows, thread);
     if first_block < key_blocks && STAGES > 1 {
         copy_key_tile(first_block, 0);
         if !OVERLAP {
@@ -292,11 +329,28 @@ pub unsafe fn forward<
 
     let mut output = Output::<1, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<1>::default();
-    // Masks block `block`'s scores (at the limits `bounds` names) and folds them into the
-    // running softmax, returning the output's rescale.
+    // Modifies (the modified kernels) and masks block `block`'s scores (at the limits `bounds`
+    // names) and folds them into the running softmax, returning the output's rescale.
     let mut fold_block = #[inline(always)]
     |scores: &mut Scores<1, KEY_STEPS>, block: u32, bounds: MaskBounds| {
         let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+        // Warp-uniform switches, tested once per key block; the modifiers come before the
+        // mask, which must leave masked keys at -inf.
+        if MODIFIED {
+            if modifiers.softcap_input_scale != 0.0 {
+                apply_softcap(scores, modifiers.softcap_input_scale);
+            }
+            if alibi_slope != 0.0 {
+                add_alibi(
+                    scores,
+                    block_mask,
+                    &[[alibi_slope; 2]],
+                    warp_row,
+                    this_lane,
+                    false,
+                );
+            }
+        }
         mask_scores(scores, block_mask, bounds, warp_row, this_lane, false);
         softmax.fold(scores, params.scale_log2)
     };
@@ -304,6 +358,16 @@ pub unsafe fn forward<
     // every query of the block, sees (none past the end). The rest need the end test: the
     // bounds are a constant at each call site, so the unmasked blocks carry no mask code.
     let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
+    // The modified kernels' warpgroups each compute the blocks their own rows see, their
+    // limits tested where those rows need them (warpgroup-uniform, at run time): under a
+    // window of `w` keys the block's 128 rows span `w + 127` keys, a warpgroup's 64 `w + 63`.
+    let own = RowsKeyBlocks::new::<BLOCK_N>(
+        mask,
+        first_query + warpgroup_row as u32,
+        WARPGROUP_ROWS as u32,
+        info.seq_len_q,
+        (first_block, key_blocks),
+    );
 
     if OVERLAP && first_block < key_blocks {
         // Two blocks in flight per warpgroup: block `j`'s `S = Q Kᵀ` and block `j - 1`'s
@@ -321,65 +385,123 @@ pub unsafe fn forward<
             copy_value_tile(block, slot(block));
             cp_async_commit_group();
         };
-        start_block(first_block);
-        let mut scores = scores_of(k_tile(0));
-        // The output is 0: its rescale changes nothing. The bounds are tested at run time
-        // here (one block), so that the fold is inlined at three places, not four.
-        let first_bounds = MaskBounds {
-            start: false,
-            end: first_block >= unmasked_blocks,
-        };
-        fold_block(&mut scores, first_block, first_bounds);
-        let mut previous = probabilities::<T, KEY_STEPS>(&scores);
-
-        let mut overlapped_block = #[inline(always)]
-        |block: u32, bounds: MaskBounds| {
-            start_block(block);
-            let mut scores = Scores::<1, KEY_STEPS>::zero();
-            fence_accumulator(&mut scores);
-            fence_accumulator(&mut output);
-            wgmma_fence();
-            issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-                &mut scores,
-                q_tile,
-                k_tile(slot(block)),
-                warpgroup_row,
-            );
-            wgmma_commit_group();
-            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-                &mut output,
-                &previous,
-                v_tile(slot(block - 1)),
-            );
-            wgmma_commit_group();
-            // Groups complete in order: with one pending, `S` is done.
-            wgmma_wait_group::<1>();
-            fence_accumulator(&mut scores);
-            let rescale = fold_block(&mut scores, block, bounds);
-            wgmma_wait_group::<0>();
-            fence_accumulator(&mut output);
-            // The previous probabilities stay alive until their MMAs are done, and the next
-            // are packed only then: registers packed while `P V` runs were serialised by ptxas
-            // (its C7513 note; FlashAttention-3 converts after the wait too).
-            fence_operands(&mut previous);
-            rescale.apply(&mut output);
+        // The probabilities of the block before, for its `P V` (a modified kernel's
+        // warpgroup computes them at its first block).
+        let mut previous = [OperandA([0; 4]); KEY_STEPS];
+        if !MODIFIED {
+            start_block(first_block);
+            let mut scores = scores_of(k_tile(0));
+            // The output is 0: its rescale changes nothing. The bounds are tested at run
+            // time here (one block), so that the fold is inlined at three places, not four.
+            let first_bounds = MaskBounds {
+                start: false,
+                end: first_block >= unmasked_blocks,
+            };
+            fold_block(&mut scores, first_block, first_bounds);
             previous = probabilities::<T, KEY_STEPS>(&scores);
-        };
-        for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
-            overlapped_block(block, MaskBounds::NONE);
         }
-        for block in unmasked_blocks.max(first_block + 1)..key_blocks {
-            overlapped_block(block, MaskBounds::END);
+
+        // Block `block`: its `S` and fold where `computes`, the previous block's `P V` where
+        // `adds_previous`: both in the dense kernels; a modified kernel's warpgroup starts its
+        // own blocks with `S` alone. Constants at every call site: a `wgmma` behind a
+        // warpgroup-uniform run-time branch made ptxas serialise every `wgmma` of the kernel
+        // (its C7520 note: a warpgroup arrive it inserted in a divergent path).
+        let mut overlapped_block =
+            #[inline(always)]
+            |block: u32, bounds: MaskBounds, computes: bool, adds_previous: bool| {
+                start_block(block);
+                let mut scores = Scores::<1, KEY_STEPS>::zero();
+                if computes {
+                    fence_accumulator(&mut scores);
+                }
+                fence_accumulator(&mut output);
+                wgmma_fence();
+                if computes {
+                    issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                        &mut scores,
+                        q_tile,
+                        k_tile(slot(block)),
+                        warpgroup_row,
+                    );
+                    wgmma_commit_group();
+                }
+                if adds_previous {
+                    issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                        &mut output,
+                        &previous,
+                        v_tile(slot(block - 1)),
+                    );
+                    wgmma_commit_group();
+                }
+                let mut rescale = None;
+                if computes {
+                    // Groups complete in order: with one pending, `S` is done.
+                    if adds_previous {
+                        wgmma_wait_group::<1>();
+                    } else {
+                        wgmma_wait_group::<0>();
+                    }
+                    fence_accumulator(&mut scores);
+                    rescale = Some(fold_block(&mut scores, block, bounds));
+                }
+                wgmma_wait_group::<0>();
+                fence_accumulator(&mut output);
+                // The previous probabilities stay alive until their MMAs are done, and the next
+                // are packed only then: registers packed while `P V` runs were serialised by ptxas
+                // (its C7513 note; FlashAttention-3 converts after the wait too).
+                fence_operands(&mut previous);
+                if let Some(rescale) = rescale {
+                    rescale.apply(&mut output);
+                    previous = probabilities::<T, KEY_STEPS>(&scores);
+                }
+            };
+        if MODIFIED {
+            // Every thread starts every block of the block's range (the copies and the
+            // barrier); the warpgroup computes its own, `begin..end`, in loops of their own
+            // (warpgroup-uniform bounds, no branch around a `wgmma`).
+            let (begin, end) = own.range();
+            for block in first_block..begin {
+                start_block(block);
+            }
+            let mut next_to_start = begin;
+            if begin < end {
+                overlapped_block(begin, own.bounds(begin), true, false);
+                for block in begin + 1..end {
+                    overlapped_block(block, own.bounds(block), true, true);
+                }
+                next_to_start = end;
+                if end < key_blocks {
+                    // The warpgroup's last `P V`, under the next block's copies.
+                    start_block(end);
+                    add_values(&mut output, &previous, v_tile(slot(end - 1)));
+                    next_to_start = end + 1;
+                }
+            }
+            for block in next_to_start..key_blocks {
+                start_block(block);
+            }
+            copies_landed();
+            if begin < end && end == key_blocks {
+                add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
+            }
+        } else {
+            for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
+                overlapped_block(block, MaskBounds::NONE, true, true);
+            }
+            for block in unmasked_blocks.max(first_block + 1)..key_blocks {
+                overlapped_block(block, MaskBounds::END, true, true);
+            }
+            // The last block's `P V`.
+            copies_landed();
+            add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
         }
-        // The last block's `P V`.
-        copies_landed();
-        add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
     } else if !OVERLAP {
         // One block at a time per warpgroup, block `j + 1`'s K and V copied (with two stages)
-        // under block `j`'s MMAs into the slot that block `j - 1` held.
+        // under block `j`'s MMAs into the slot that block `j - 1` held; a warpgroup computes
+        // the block where `computes` (always in the dense kernels).
         let mut stage = 0;
         let mut key_block = #[inline(always)]
-        |block: u32, bounds: MaskBounds| {
+        |block: u32, bounds: MaskBounds, computes: bool| {
             if STAGES == 1 {
                 // One slot: every warpgroup is done with the previous block before it is
                 // overwritten (with no block before, the barrier is one more, harmless).
@@ -397,22 +519,30 @@ pub unsafe fn forward<
                 cp_async_commit_group();
             }
 
-            let mut scores = scores_of(k_tile(stage));
-            fold_block(&mut scores, block, bounds).apply(&mut output);
-            add_values(
-                &mut output,
-                &probabilities::<T, KEY_STEPS>(&scores),
-                v_tile(stage),
-            );
+            if computes {
+                let mut scores = scores_of(k_tile(stage));
+                fold_block(&mut scores, block, bounds).apply(&mut output);
+                add_values(
+                    &mut output,
+                    &probabilities::<T, KEY_STEPS>(&scores),
+                    v_tile(stage),
+                );
+            }
             if STAGES > 1 {
                 stage ^= 1;
             }
         };
-        for block in first_block..unmasked_blocks {
-            key_block(block, MaskBounds::NONE);
-        }
-        for block in unmasked_blocks..key_blocks {
-            key_block(block, MaskBounds::END);
+        if MODIFIED {
+            for block in first_block..key_blocks {
+                key_block(block, own.bounds(block), own.computes(block));
+            }
+        } else {
+            for block in first_block..unmasked_blocks {
+                key_block(block, MaskBounds::NONE, true);
+            }
+            for block in unmasked_blocks..key_blocks {
+                key_block(block, MaskBounds::END, true);
+            }
         }
     }
 
@@ -422,7 +552,7 @@ pub unsafe fn forward<
     cp_async_wait_group::<0>();
     bar_sync_0();
     let rows = softmax.finish(params.scale_log2);
-    write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, BLOCK_M, WARPS, 1, DIM_STEPS, false, false>(
+    write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, BLOCK_M, WARPS, 1, DIM_STEPS, false, PADS>(
         &output, &rows, q_tile, &info, params, warp_row, this_lane,
     );
     write_logsumexp(

@@ -26,9 +26,9 @@
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan, plan_alibi, AlibiLayout, AttentionShape, Dtype, Element, Error, FlashAttention,
-    ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant,
-    FORWARD_KERNELS,
+    plan_alibi_on, plan_on, AlibiLayout, AttentionShape, Dtype, Element, Error, Family,
+    FlashAttention, ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow,
+    Variant, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use half::{bf16, f16};
@@ -100,17 +100,27 @@ fn time<T: Element>(
     options: &ForwardOptions,
     alibi: Option<&DeviceBuffer<f32>>,
 ) -> Result<(LaunchTimes, &'static ForwardKernel), Error> {
+    // What the calls below run: the device's kernels (on compute capability 9.0 the sm90
+    // family's where the sm_90a table has a row).
     let kernel = if alibi.is_some() {
-        plan_alibi(
+        plan_alibi_on(
             T::DTYPE,
             &shape,
             options,
             AlibiLayout::PerHead,
             gpu.sm_count(),
+            gpu.compute_capability(),
         )?
         .kernel()
     } else {
-        plan(T::DTYPE, &shape, options, gpu.sm_count())?.kernel()
+        plan_on(
+            T::DTYPE,
+            &shape,
+            options,
+            gpu.sm_count(),
+            gpu.compute_capability(),
+        )?
+        .kernel()
     };
     // About a millisecond of work per repeat at 200 TFLOP/s.
     let launches =
@@ -264,12 +274,18 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
     Ok(())
 }
 
-/// The exposed modified kernels of `T` at `head_dim`, as [`FORWARD_KERNELS`] lists them.
-fn modified_kernels<T: Element>(head_dim: usize) -> impl Iterator<Item = &'static ForwardKernel> {
+/// The exposed modified kernels of `T` at `head_dim` that run on `gpu`, as
+/// [`FORWARD_KERNELS`] lists them.
+fn modified_kernels<T: Element>(
+    gpu: &FlashAttention,
+    head_dim: usize,
+) -> impl Iterator<Item = &'static ForwardKernel> {
+    let compute_capability = gpu.compute_capability();
     FORWARD_KERNELS.iter().filter(move |kernel| {
         kernel.spec.variant == Variant::Modified
             && kernel.spec.dtype == T::DTYPE
             && kernel.spec.tile.head_dim == head_dim
+            && kernel.runs_on(compute_capability)
     })
 }
 
@@ -282,7 +298,7 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
         let buffers = Buffers::<T>::new(&shape)?;
         for causal in [false, true] {
             let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim} causal={causal}");
-            for modified in modified_kernels::<T>(head_dim) {
+            for modified in modified_kernels::<T>(gpu, head_dim) {
                 let plain = ForwardOptions {
                     causal,
                     ..ForwardOptions::default()
@@ -326,7 +342,7 @@ fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
     let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
     let buffers = Buffers::<T>::new(&shape)?;
     let label = format!("{dtype} {batch},{heads},{seq_len},{head_dim}");
-    for modified in modified_kernels::<T>(head_dim) {
+    for modified in modified_kernels::<T>(gpu, head_dim) {
         let options = ForwardOptions {
             causal: true,
             window: Some(WINDOW),
@@ -376,7 +392,7 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
         ..ForwardOptions::default()
     };
     let causal_pairs = visible_pairs(seq_len, seq_len);
-    for modified in modified_kernels::<f16>(head_dim) {
+    for modified in modified_kernels::<f16>(gpu, head_dim) {
         let Some(dense) = dense_of(modified) else {
             continue;
         };
@@ -401,7 +417,12 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
             let visible = visible_pairs(seq_len, width);
             let fraction = visible as f64 / causal_pairs as f64;
             let ratio = times.median() / (causal_times.median() * fraction);
-            let computed = computed_pairs(seq_len, width, tile.block_m, tile.block_n);
+            // The sm90 family's modified kernels pick each warpgroup's 64 rows' own blocks.
+            let window_rows = match modified.spec.family {
+                Family::Sm80 => tile.block_m,
+                Family::Sm90 => 64,
+            };
+            let computed = computed_pairs(seq_len, width, window_rows, tile.block_n);
             let floor =
                 (computed as f64 / visible as f64) / (causal_computed as f64 / causal_pairs as f64);
             print_case(
