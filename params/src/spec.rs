@@ -368,17 +368,28 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// issue's target); and at D=128 the 64-key form of the table's 128-key tile, for the sliding
 /// window: a warpgroup's 64 rows under a window of `w` keys span `w + 63` keys, which 128-key
 /// blocks cover with up to 12.5% more scores than the window leaves visible at `w` = 1024, and
-/// 64-key ones with 6.25%. At D=224 and D=256 the one-stage tile instead of the table's
+/// 64-key ones with 6.25%; and the 64-row tile of one warpgroup, whose 200-odd registers let
+/// two blocks share a multiprocessor (the 128-row tiles hold one), so that one block's
+/// prologue and epilogue overlap another's key loop: a 1024-key window's blocks run 17 key
+/// blocks each. At D=224 and D=256 the one-stage tile instead of the table's
 /// two-stage one, which spilled as a modified kernel (255 registers, a 112- and a 184-byte
 /// stack, sm_90a). The host runs the dispatch table's tile where a modified kernel of it
 /// exists, else the head dim's first here.
-pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
+pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
+        rows_tile(128, block_n, stages, head_dim)
+    }
+    const fn rows_tile(
+        block_m: usize,
+        block_n: usize,
+        stages: usize,
+        head_dim: usize,
+    ) -> TileConfig {
         TileConfig::new_for(
             Family::Sm90,
-            128,
+            block_m,
             block_n,
-            8,
+            block_m / 16,
             stages,
             head_dim,
             SmemLayout::Swizzled,
@@ -387,6 +398,7 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
     }
     [
         tile(64, 2, 96),
+        rows_tile(64, 64, 2, 128),
         tile(64, 2, 128),
         tile(128, 2, 128),
         tile(64, 2, 160),

@@ -302,6 +302,19 @@ fn check_combinations_on<T: Element>(
                 if options.mask(&shape).is_err() {
                     continue;
                 }
+                // A named modified kernel runs only problems that need one: with no softcap or
+                // ALiBi, a window that bounds nothing more than causal masking at these lengths
+                // runs the dense kernel (`a_window_no_wider_than_causal_is_the_dense_kernel`).
+                let plain = ForwardOptions {
+                    softcap: modifiers.softcap,
+                    ..options
+                };
+                let runs_dense = modifiers.alibi.is_none()
+                    && plan(T::DTYPE, &shape, &plain, gpu.sm_count())
+                        .is_ok_and(|plan| plan.kernel().spec.variant == Variant::Dense);
+                if kernel.is_some() && runs_dense {
+                    continue;
+                }
                 let problem = ModifiedProblem::<T>::new(shape, causal, modifiers);
                 problem.check(gpu, &problem.options(layout, kernel));
             }

@@ -87,10 +87,13 @@ impl RowsKeyBlocks {
         (self.begin, self.end)
     }
 
-    /// Whether the rows see a key of block `block`.
+    /// The rows' blocks in three runs, `begin..start`, `start..end` and `end..` the rows'
+    /// end: the first with the limits [`Self::bounds`] says, the second with none, the third
+    /// with the end's (each run possibly empty).
     #[inline(always)]
-    pub fn computes(self, block: u32) -> bool {
-        self.begin <= block && block < self.end
+    pub fn unmasked(self) -> (u32, u32) {
+        let start = self.start_tested_before.max(self.begin).min(self.end);
+        (start, self.end_tested_from.max(start).min(self.end))
     }
 
     /// The limits that block `block`'s mask tests for these rows.

@@ -47,7 +47,7 @@ use crate::fragment::{Accumulator, Lane, OperandA};
 use crate::fwd::copy::copy_tile_async;
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
-    bar_sync_0, cp_async_commit_group, cp_async_wait_group, fence_f32,
+    bar_sync_0, barrier_sync_0, cp_async_commit_group, cp_async_wait_group, fence_f32,
     fence_proxy_async_shared_cta, fence_u32, shared_window_address, wgmma_commit_group,
     wgmma_fence, wgmma_wait_group,
 };
@@ -278,11 +278,20 @@ pub unsafe fn forward<
     };
     // Every copy this thread issued has landed; the fence hands them to the async proxy that
     // `wgmma` reads through, and the block barrier makes every thread's visible and says that
-    // every warpgroup is past its last wait for the MMAs it issued before.
+    // every warpgroup is past its last wait for the MMAs it issued before. The modified
+    // kernels' warpgroups meet the block barrier in key loops of their own: the barrier that
+    // allows that (`barrier_sync_0`).
+    let block_barrier = || {
+        if MODIFIED {
+            barrier_sync_0();
+        } else {
+            bar_sync_0();
+        }
+    };
     let copies_landed = || {
         cp_async_wait_group::<0>();
         fence_proxy_async_shared_cta();
-        bar_sync_0();
+        block_barrier();
     };
 
     // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
@@ -466,8 +475,19 @@ pub unsafe fn forward<
             let mut next_to_start = begin;
             if begin < end {
                 overlapped_block(begin, own.bounds(begin), true, false);
-                for block in begin + 1..end {
+                // The mask's limits tested at run time, then none, then the end (constants:
+                // the unmasked blocks carry no mask code).
+                let (unmasked_start, unmasked_end) = own.unmasked();
+                let (unmasked_start, unmasked_end) =
+                    (unmasked_start.max(begin + 1), unmasked_end.max(begin + 1));
+                for block in begin + 1..unmasked_start {
                     overlapped_block(block, own.bounds(block), true, true);
+                }
+                for block in unmasked_start..unmasked_end {
+                    overlapped_block(block, MaskBounds::NONE, true, true);
+                }
+                for block in unmasked_end..end {
+                    overlapped_block(block, MaskBounds::END, true, true);
                 }
                 next_to_start = end;
                 if end < key_blocks {
@@ -505,7 +525,7 @@ pub unsafe fn forward<
             if STAGES == 1 {
                 // One slot: every warpgroup is done with the previous block before it is
                 // overwritten (with no block before, the barrier is one more, harmless).
-                bar_sync_0();
+                block_barrier();
                 copy_key_tile(block, 0);
                 copy_value_tile(block, 0);
                 cp_async_commit_group();
@@ -533,8 +553,24 @@ pub unsafe fn forward<
             }
         };
         if MODIFIED {
-            for block in first_block..key_blocks {
-                key_block(block, own.bounds(block), own.computes(block));
+            // As in the overlapped loop: every block started by every thread, the
+            // warpgroup's own computed in runs of constant mask limits.
+            let (begin, end) = own.range();
+            let (unmasked_start, unmasked_end) = own.unmasked();
+            for block in first_block..begin {
+                key_block(block, MaskBounds::NONE, false);
+            }
+            for block in begin..unmasked_start {
+                key_block(block, own.bounds(block), true);
+            }
+            for block in unmasked_start..unmasked_end {
+                key_block(block, MaskBounds::NONE, true);
+            }
+            for block in unmasked_end..end {
+                key_block(block, MaskBounds::END, true);
+            }
+            for block in end..key_blocks {
+                key_block(block, MaskBounds::NONE, false);
             }
         } else {
             for block in first_block..unmasked_blocks {

@@ -73,6 +73,20 @@ pub unsafe fn bar_sync_0() {
     asm!("bar.sync 0;", options(nostack));
 }
 
+/// `barrier.sync 0`: [`bar_sync_0`] without `.aligned`, for threads that reach the barrier at
+/// different instructions (the warpgroups of the modified sm90 loop, each in key loops of its
+/// own). `bar.sync` is `barrier.sync.aligned`, which every thread of the block must execute at
+/// the same instruction: met in those loops it failed compute-sanitizer's synccheck (1280
+/// errors, and the launch under it).
+///
+/// # Safety
+/// Every thread of the block reaches this barrier as many times as the others, at any
+/// instruction of it.
+#[inline(always)]
+pub unsafe fn barrier_sync_0() {
+    asm!("barrier.sync 0;", options(nostack));
+}
+
 /// `bar.red.or.pred` on barrier 0: a block-wide barrier that returns whether `predicate` was
 /// true in any thread of the block.
 ///

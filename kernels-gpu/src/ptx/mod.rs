@@ -16,9 +16,10 @@ pub use cp_async::{
 };
 pub use ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
 pub use memory::{
-    atom_add_acq_rel_gpu_u32, bar_red_or_0, bar_sync_0, bar_warp_sync, fence_acq_rel_gpu,
-    ld_global_cg_f32, ld_global_cg_v2_f32, ld_global_nc_u32, ld_shared_b32, ld_shared_v4_b32,
-    shared_window_address, st_global_v2_f32, st_global_v4_b32, st_relaxed_gpu_u32, st_shared_b32,
+    atom_add_acq_rel_gpu_u32, bar_red_or_0, bar_sync_0, bar_warp_sync, barrier_sync_0,
+    fence_acq_rel_gpu, ld_global_cg_f32, ld_global_cg_v2_f32, ld_global_nc_u32, ld_shared_b32,
+    ld_shared_v4_b32, shared_window_address, st_global_v2_f32, st_global_v4_b32,
+    st_relaxed_gpu_u32, st_shared_b32,
 };
 pub use mma::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32};
 pub use special::{
