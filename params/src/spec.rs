@@ -365,17 +365,16 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// memory, as every sm90 tile): those of the sm_90a dispatch table
 /// (`host/dispatch-table-sm90a.tsv`), so that a modified problem runs the plain problem's tile
 /// on a device of compute capability 9.0 and only the modifiers' cost separates the two (the
-/// issue's target); and at D=128 the 64-key form of the table's 128-key tile, for the sliding
-/// window: a warpgroup's 64 rows under a window of `w` keys span `w + 63` keys, which 128-key
-/// blocks cover with up to 12.5% more scores than the window leaves visible at `w` = 1024, and
-/// 64-key ones with 6.25%; and the 64-row tile of one warpgroup, whose 200-odd registers let
-/// two blocks share a multiprocessor (the 128-row tiles hold one), so that one block's
-/// prologue and epilogue overlap another's key loop: a 1024-key window's blocks run 17 key
-/// blocks each. At D=224 and D=256 the one-stage tile instead of the table's
-/// two-stage one, which spilled as a modified kernel (255 registers, a 112- and a 184-byte
-/// stack, sm_90a). The host runs the dispatch table's tile where a modified kernel of it
-/// exists, else the head dim's first here.
-pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
+/// issue's target); at D=224 and D=256 their one-stage forms, the table's two-stage tiles having
+/// spilled as modified kernels (255 registers, a 112- and a 184-byte stack, sm_90a); and at
+/// D=128 the 64-row tile of one warpgroup, for grids of the table's 128-row tile that leave
+/// multiprocessors idle (`flash_attn::modified_kernel_on`): at 4,8,512,128 on an H100 it took
+/// 0.92-0.95x the 128-row modified kernel's time with a softcap or ALiBi (BENCHMARKS.md log 43).
+/// The 64-key form of the D=128 tile, whose blocks cover a 1024-key window's span with 6% fewer
+/// scores than 128-key ones, measured no faster at the window (392-393 us against 392, f16,
+/// 2,16,8192,128) and is not listed. The host runs the dispatch table's tile where a modified
+/// kernel of it exists, else the head dim's first here.
+pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
         rows_tile(128, block_n, stages, head_dim)
     }
@@ -399,7 +398,6 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     [
         tile(64, 2, 96),
         rows_tile(64, 64, 2, 128),
-        tile(64, 2, 128),
         tile(128, 2, 128),
         tile(64, 2, 160),
         tile(64, 2, 192),

@@ -1255,6 +1255,7 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
                             });
                             assert_eq!(modified.spec.family, Family::Sm90, "{context}");
                             assert_eq!(twin, modified.spec.tile == dense.spec.tile, "{context}");
+                            assert_ne!(modified.spec.tile.block_m, 64, "{context}");
                             on_sm90 += 1;
                         }
                         Family::Sm80 => assert_eq!(
@@ -1272,4 +1273,28 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
         }
     }
     assert!(on_sm90 > 0, "no modified problem ran on the sm90 family");
+}
+
+/// On compute capability 9.0 a modified problem whose dense sm90 tile's blocks leave
+/// multiprocessors idle runs the sm90 family's 64-row modified tile (the anchor 4,8,512,128:
+/// 128 blocks of 128 rows on 132 multiprocessors); one that fills them, the dense tile's.
+#[test]
+fn a_small_grid_runs_the_64_row_sm90_modified_tile() {
+    for (shape, small) in [
+        (AttentionShape::new(4, 8, 512, 128), true),
+        (AttentionShape::new(2, 16, 4096, 128), false),
+    ] {
+        for dtype in [Dtype::F16, Dtype::Bf16] {
+            for causal in [false, true] {
+                let dense =
+                    dispatch_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0)).unwrap();
+                let modified =
+                    modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0)).unwrap();
+                assert_eq!(dense.spec.family, Family::Sm90);
+                assert_eq!(modified.spec.family, Family::Sm90);
+                let expected = if small { 64 } else { dense.spec.tile.block_m };
+                assert_eq!(modified.spec.tile.block_m, expected, "{shape:?} {dtype:?}");
+            }
+        }
+    }
 }
