@@ -228,7 +228,7 @@ impl CudarcAttention<'_> {
     /// [`FlashAttention::forward_alibi`] on this stream: [`Self::forward`] with ALiBi biases,
     /// the slopes `alibi` on the host (see [`AlibiSlopes`]), the options' window and softcap
     /// applying as in `forward`. Validated as `forward_alibi` is: the problem by
-    /// [`plan_alibi`], the slopes in full by [`LaunchPlan::check_alibi_slopes`] (enough of
+    /// [`plan_alibi_on`], the slopes in full by [`LaunchPlan::check_alibi_slopes`] (enough of
     /// them, each finite and its bias over the problem finite in f32), before anything is
     /// enqueued.
     ///

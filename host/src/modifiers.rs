@@ -484,7 +484,7 @@ pub(crate) fn modified_kernel_for(
     let same_family = |kernel: &&ForwardKernel| kernel.spec.family == dense.spec.family;
     // A grid of the dense tile's blocks that leaves multiprocessors idle runs the sm90
     // family's 64-row tile where it has one, twice the blocks: at 4,8,512,128 on an H100 (128
-    // blocks of 128 rows) it took 0.92-0.95x the 128-row modified kernel's time with a softcap
+    // blocks of 128 rows) it took 0.92-0.98x the 128-row modified kernel's time with a softcap
     // or ALiBi (BENCHMARKS.md log 43).
     let blocks = shape
         .seq_len_q

@@ -369,7 +369,7 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// spilled as modified kernels (255 registers, a 112- and a 184-byte stack, sm_90a); and at
 /// D=128 the 64-row tile of one warpgroup, for grids of the table's 128-row tile that leave
 /// multiprocessors idle (`flash_attn::modified_kernel_on`): at 4,8,512,128 on an H100 it took
-/// 0.92-0.95x the 128-row modified kernel's time with a softcap or ALiBi (BENCHMARKS.md log 43).
+/// 0.92-0.98x the 128-row modified kernel's time with a softcap or ALiBi (BENCHMARKS.md log 43).
 /// The 64-key form of the D=128 tile, whose blocks cover a 1024-key window's span with 6% fewer
 /// scores than 128-key ones, measured no faster at the window (392-393 us against 392, f16,
 /// 2,16,8192,128) and is not listed. The host runs the dispatch table's tile where a modified
