@@ -33,10 +33,9 @@ use cudarc::driver::{
 
 use crate::varlen::{plan_varlen_cache_with, plan_varlen_with};
 use crate::{
-    check_cache_buffers, plan_alibi_on, problem, AlibiLayout, AlibiSlopes, AttentionShape,
-    BufferLengths, Element, Error, FlashAttention, ForwardOptions, HalfElement, LaunchPlan,
-    LoadOptions, PagedKvCache, RawTensors, RawWorkspace, SequenceBuffers, VarlenCacheShape,
-    VarlenShape,
+    check_cache_buffers, problem, AlibiLayout, AlibiSlopes, AttentionShape, BufferLengths, Element,
+    Error, FlashAttention, ForwardOptions, HalfElement, LaunchPlan, LoadOptions, PagedKvCache,
+    RawTensors, RawWorkspace, SequenceBuffers, VarlenCacheShape, VarlenShape,
 };
 
 /// A [`FlashAttention`] whose calls are enqueued on a caller's cudarc stream, of the instance's
@@ -228,9 +227,9 @@ impl CudarcAttention<'_> {
     /// [`FlashAttention::forward_alibi`] on this stream: [`Self::forward`] with ALiBi biases,
     /// the slopes `alibi` on the host (see [`AlibiSlopes`]), the options' window and softcap
     /// applying as in `forward`. Validated as `forward_alibi` is: the problem by
-    /// [`plan_alibi_on`], the slopes in full by [`LaunchPlan::check_alibi_slopes`] (enough of
-    /// them, each finite and its bias over the problem finite in f32), before anything is
-    /// enqueued.
+    /// [`crate::plan_alibi_on`] for the instance's device, the slopes in full by
+    /// [`LaunchPlan::check_alibi_slopes`] (enough of them, each finite and its bias over the
+    /// problem finite in f32), before anything is enqueued.
     ///
     /// The slopes the plan reads are copied to a device buffer allocated on this stream
     /// (`CudaStream::clone_htod`: `cuMemcpyHtoDAsync`, ordered before the kernel; from pageable
@@ -275,14 +274,9 @@ impl CudarcAttention<'_> {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi_on(
-            T::Half1::DTYPE,
-            &shape,
-            options,
-            alibi.layout,
-            self.attention.sm_count(),
-            self.attention.compute_capability(),
-        )?;
+        let plan =
+            self.attention
+                .plan_alibi_here(T::Half1::DTYPE, &shape, options, alibi.layout)?;
         let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Host(alibi));
         self.launch(plan, tensors, None)
     }
@@ -311,14 +305,9 @@ impl CudarcAttention<'_> {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi_on(
-            T::Half1::DTYPE,
-            &shape,
-            options,
-            layout,
-            self.attention.sm_count(),
-            self.attention.compute_capability(),
-        )?;
+        let plan = self
+            .attention
+            .plan_alibi_here(T::Half1::DTYPE, &shape, options, layout)?;
         let tensors = Tensors::new(q, k, v, output, lse).with(Slopes::Device(slopes, layout));
         self.launch(plan, tensors, None)
     }

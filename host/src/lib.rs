@@ -1073,14 +1073,7 @@ impl FlashAttention {
                 self.compute_capability(),
             )?,
             Some(alibi) => {
-                let plan = plan_alibi_on(
-                    T::DTYPE,
-                    &shape,
-                    options,
-                    alibi.layout,
-                    self.sm_count(),
-                    self.compute_capability(),
-                )?;
+                let plan = self.plan_alibi_here(T::DTYPE, &shape, options, alibi.layout)?;
                 plan.check_alibi_slopes(alibi.slopes)?;
                 plan
             }

@@ -627,6 +627,25 @@ impl LaunchPlan {
 pub(crate) type AlibiSlopesBuffer = Mutex<Option<DeviceBuffer<f32>>>;
 
 impl FlashAttention {
+    /// [`plan_alibi_on`] for this instance's device (its multiprocessors and compute
+    /// capability): what the ALiBi calls plan with.
+    pub(crate) fn plan_alibi_here(
+        &self,
+        dtype: Dtype,
+        shape: &AttentionShape,
+        options: &ForwardOptions,
+        layout: AlibiLayout,
+    ) -> Result<LaunchPlan, Error> {
+        plan_alibi_on(
+            dtype,
+            shape,
+            options,
+            layout,
+            self.sm_count(),
+            self.compute_capability(),
+        )
+    }
+
     /// [`Self::forward`] with ALiBi biases: query head `h` of batch `b` adds
     /// `-slope * |i + seq_len_kv - seq_len_q - j|` to the scaled (and capped, with
     /// [`ForwardOptions::softcap`]) score of query `i` and key `j`, `slope` from `alibi` (see
@@ -652,14 +671,7 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi_on(
-            T::DTYPE,
-            &shape,
-            options,
-            alibi.layout,
-            self.sm_count(),
-            self.compute_capability(),
-        )?;
+        let plan = self.plan_alibi_here(T::DTYPE, &shape, options, alibi.layout)?;
         plan.check_alibi_slopes(alibi.slopes)?;
         let tensors = device_tensors(&plan, q, k, v, output, lse)?;
         self.with_alibi_uploaded(plan, Some(alibi), |plan| {
@@ -703,14 +715,7 @@ impl FlashAttention {
         shape: AttentionShape,
         options: &ForwardOptions,
     ) -> Result<(), Error> {
-        let plan = plan_alibi_on(
-            dtype,
-            &shape,
-            options,
-            alibi.layout,
-            self.sm_count(),
-            self.compute_capability(),
-        )?;
+        let plan = self.plan_alibi_here(dtype, &shape, options, alibi.layout)?;
         let plan = plan.with_alibi_address(alibi.address);
         self.launch(stream.into().0.cast(), plan, tensors, None)
     }
