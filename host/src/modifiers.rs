@@ -481,7 +481,7 @@ pub(crate) fn modified_kernel_for(
             }
     };
     let candidates = || FORWARD_KERNELS.iter().filter(modified);
-    let same_family = |kernel: &&ForwardKernel| kernel.spec.family == dense.spec.family;
+    let of_dense_family = || candidates().filter(|kernel| kernel.spec.family == dense.spec.family);
     // A grid of the dense tile's blocks that leaves multiprocessors idle runs the sm90
     // family's 64-row tile where it has one, twice the blocks: at 4,8,512,128 on an H100 (128
     // blocks of 128 rows) it took 0.92-0.98x the 128-row modified kernel's time with a softcap
@@ -492,15 +492,10 @@ pub(crate) fn modified_kernel_for(
         .saturating_mul(shape.heads_q)
         .saturating_mul(shape.batch);
     let leaves_multiprocessors_idle = dense.spec.family == Family::Sm90 && blocks < sm_count;
-    candidates()
-        .filter(|kernel| same_family(kernel))
+    of_dense_family()
         .find(|kernel| leaves_multiprocessors_idle && kernel.spec.tile.block_m == 64)
-        .or_else(|| {
-            candidates()
-                .filter(|kernel| same_family(kernel))
-                .find(|kernel| kernel.spec.tile == dense.spec.tile)
-        })
-        .or_else(|| candidates().find(same_family))
+        .or_else(|| of_dense_family().find(|kernel| kernel.spec.tile == dense.spec.tile))
+        .or_else(|| of_dense_family().next())
         .or_else(|| candidates().find(|kernel| kernel.spec.family == Family::Sm80))
         .ok_or(Error::UnsupportedHeadDim {
             head_dim: shape.head_dim,

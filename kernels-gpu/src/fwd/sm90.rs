@@ -410,60 +410,50 @@ pub unsafe fn forward<
             previous = probabilities::<T, KEY_STEPS>(&scores);
         }
 
-        // Block `block`: its `S` and fold where `computes`, the previous block's `P V` where
-        // `adds_previous`: both in the dense kernels; a modified kernel's warpgroup starts its
-        // own blocks with `S` alone. Constants at every call site: a `wgmma` behind a
+        // Block `block`: its `S` and fold, and the previous block's `P V` where
+        // `adds_previous` (always in the dense kernels; a modified kernel's warpgroup starts
+        // its own blocks with `S` alone). A constant at every call site: a `wgmma` behind a
         // warpgroup-uniform run-time branch made ptxas serialise every `wgmma` of the kernel
         // (its C7520 note: a warpgroup arrive it inserted in a divergent path).
-        let mut overlapped_block =
-            #[inline(always)]
-            |block: u32, bounds: MaskBounds, computes: bool, adds_previous: bool| {
-                start_block(block);
-                let mut scores = Scores::<1, KEY_STEPS>::zero();
-                if computes {
-                    fence_accumulator(&mut scores);
-                }
-                fence_accumulator(&mut output);
-                wgmma_fence();
-                if computes {
-                    issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-                        &mut scores,
-                        q_tile,
-                        k_tile(slot(block)),
-                        warpgroup_row,
-                    );
-                    wgmma_commit_group();
-                }
-                if adds_previous {
-                    issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-                        &mut output,
-                        &previous,
-                        v_tile(slot(block - 1)),
-                    );
-                    wgmma_commit_group();
-                }
-                let mut rescale = None;
-                if computes {
-                    // Groups complete in order: with one pending, `S` is done.
-                    if adds_previous {
-                        wgmma_wait_group::<1>();
-                    } else {
-                        wgmma_wait_group::<0>();
-                    }
-                    fence_accumulator(&mut scores);
-                    rescale = Some(fold_block(&mut scores, block, bounds));
-                }
+        let mut overlapped_block = #[inline(always)]
+        |block: u32, bounds: MaskBounds, adds_previous: bool| {
+            start_block(block);
+            let mut scores = Scores::<1, KEY_STEPS>::zero();
+            fence_accumulator(&mut scores);
+            fence_accumulator(&mut output);
+            wgmma_fence();
+            issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                &mut scores,
+                q_tile,
+                k_tile(slot(block)),
+                warpgroup_row,
+            );
+            wgmma_commit_group();
+            if adds_previous {
+                issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                    &mut output,
+                    &previous,
+                    v_tile(slot(block - 1)),
+                );
+                wgmma_commit_group();
+            }
+            // Groups complete in order: with one pending, `S` is done.
+            if adds_previous {
+                wgmma_wait_group::<1>();
+            } else {
                 wgmma_wait_group::<0>();
-                fence_accumulator(&mut output);
-                // The previous probabilities stay alive until their MMAs are done, and the next
-                // are packed only then: registers packed while `P V` runs were serialised by ptxas
-                // (its C7513 note; FlashAttention-3 converts after the wait too).
-                fence_operands(&mut previous);
-                if let Some(rescale) = rescale {
-                    rescale.apply(&mut output);
-                    previous = probabilities::<T, KEY_STEPS>(&scores);
-                }
-            };
+            }
+            fence_accumulator(&mut scores);
+            let rescale = fold_block(&mut scores, block, bounds);
+            wgmma_wait_group::<0>();
+            fence_accumulator(&mut output);
+            // The previous probabilities stay alive until their MMAs are done, and the next
+            // are packed only then: registers packed while `P V` runs were serialised by ptxas
+            // (its C7513 note; FlashAttention-3 converts after the wait too).
+            fence_operands(&mut previous);
+            rescale.apply(&mut output);
+            previous = probabilities::<T, KEY_STEPS>(&scores);
+        };
         if MODIFIED {
             // Every thread starts every block of the block's range (the copies and the
             // barrier); the warpgroup computes its own, `begin..end`, in loops of their own
@@ -474,20 +464,20 @@ pub unsafe fn forward<
             }
             let mut next_to_start = begin;
             if begin < end {
-                overlapped_block(begin, own.bounds(begin), true, false);
+                overlapped_block(begin, own.bounds(begin), false);
                 // The mask's limits tested at run time, then none, then the end (constants:
                 // the unmasked blocks carry no mask code).
                 let (unmasked_start, unmasked_end) = own.unmasked();
                 let (unmasked_start, unmasked_end) =
                     (unmasked_start.max(begin + 1), unmasked_end.max(begin + 1));
                 for block in begin + 1..unmasked_start {
-                    overlapped_block(block, own.bounds(block), true, true);
+                    overlapped_block(block, own.bounds(block), true);
                 }
                 for block in unmasked_start..unmasked_end {
-                    overlapped_block(block, MaskBounds::NONE, true, true);
+                    overlapped_block(block, MaskBounds::NONE, true);
                 }
                 for block in unmasked_end..end {
-                    overlapped_block(block, MaskBounds::END, true, true);
+                    overlapped_block(block, MaskBounds::END, true);
                 }
                 next_to_start = end;
                 if end < key_blocks {
@@ -506,10 +496,10 @@ pub unsafe fn forward<
             }
         } else {
             for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
-                overlapped_block(block, MaskBounds::NONE, true, true);
+                overlapped_block(block, MaskBounds::NONE, true);
             }
             for block in unmasked_blocks.max(first_block + 1)..key_blocks {
-                overlapped_block(block, MaskBounds::END, true, true);
+                overlapped_block(block, MaskBounds::END, true);
             }
             // The last block's `P V`.
             copies_landed();
