@@ -11,12 +11,18 @@
 //!
 //! The model follows `kernels-gpu/src/fwd/sm80.rs`. Offsets grow with each index (strides are
 //! unsigned), so the blocks at the corners of the grid bound every block's addresses.
+//!
+//! Cases may carry the score modifiers (a sliding window, a softcap, ALiBi slopes in either
+//! layout and a slopes buffer of any length), planned as the safe calls plan them ([`plan`],
+//! [`plan_on`], [`plan_alibi`], [`plan_alibi_on`]): a modified kernel of either family must
+//! also form its window's u32 and i32 mask arithmetic without wrapping and read only slopes
+//! inside their buffer.
 
 use flash_attn::{
-    kernel_head_dim, plan, plan_kv_cache, plan_on, plan_paged_kv_cache, plan_varlen_kv_cache,
-    AttentionShape, BufferLengths, Dtype, Error, Family, ForwardOptions, ForwardStrides,
-    LaunchPlan, Layout, PagedKvCache, TensorStrides, VarlenCacheExtents, FORWARD_KERNELS,
-    MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    kernel_head_dim, plan, plan_alibi, plan_alibi_on, plan_kv_cache, plan_on, plan_paged_kv_cache,
+    plan_varlen_kv_cache, AlibiLayout, AttentionShape, BufferLengths, Dtype, Error, Family,
+    ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, SlidingWindow, TensorStrides,
+    Variant, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -108,9 +114,41 @@ struct Case {
     compute_capability: Option<(i32, i32)>,
     lengths: [Length; 4],
     lse: Option<Length>,
+    /// ALiBi slopes in `layout` and a slopes buffer of `length` (planned with [`plan_alibi`] or
+    /// [`plan_alibi_on`]), or none.
+    alibi: Option<(AlibiLayout, Length)>,
 }
 
-fn case() -> impl Strategy<Value = Case> {
+/// One side of a sliding window: unbounded, near the diagonal, a real window's, or at the
+/// edges of the offsets the kernel's arithmetic takes (`±2^30`) and of i64.
+fn window_side() -> impl Strategy<Value = Option<i64>> {
+    prop_oneof![
+        2 => Just(None),
+        3 => (0i64..=8).prop_map(Some),
+        2 => (9i64..=5000).prop_map(Some),
+        2 => prop::sample::select(vec![
+            -1i64, -5, -(1 << 30), (1 << 30) - 1, 1 << 30, (1 << 30) + 1, 1 << 31, i64::MAX,
+            i64::MIN,
+        ])
+        .prop_map(Some),
+    ]
+}
+
+/// A softcap: a model's (Gemma 2's 30 and 50), any positive one, or one that is not finite
+/// and positive.
+fn softcap() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        2 => prop::sample::select(vec![30.0f32, 50.0]),
+        2 => 1e-3f32..1e4,
+        1 => prop::sample::select(vec![
+            0.0f32, -1.0, f32::NAN, f32::INFINITY, f32::MIN_POSITIVE, f32::MAX,
+        ]),
+    ]
+}
+
+/// Boxed: the KV-cache cases nest it, and the unboxed strategy's generation overflowed the
+/// test thread's stack in debug builds.
+fn case() -> BoxedStrategy<Case> {
     let shape = (
         dimension(),
         dimension(),
@@ -140,14 +178,29 @@ fn case() -> impl Strategy<Value = Case> {
             .prop_map(|(q, k, v, o)| ForwardStrides { q, k, v, o }),
     );
     let kernel = prop::option::weighted(0.2, 0..FORWARD_KERNELS.len());
-    let options = (any::<bool>(), any::<bool>(), strides, kernel).prop_map(
-        |(causal, bshd, strides, kernel)| ForwardOptions {
+    let window = prop::option::weighted(
+        0.3,
+        (window_side(), window_side()).prop_map(|(left, right)| SlidingWindow { left, right }),
+    );
+    let softcap = prop::option::weighted(0.2, softcap());
+    let modifiers = (window, softcap);
+    let options = (any::<bool>(), any::<bool>(), strides, kernel, modifiers).prop_map(
+        |(causal, bshd, strides, kernel, (window, softcap))| ForwardOptions {
             causal,
             layout: if bshd { Layout::Bshd } else { Layout::Bhsd },
             strides,
             kernel: kernel.map(|index| &FORWARD_KERNELS[index]),
+            window,
+            softcap,
             ..Default::default()
         },
+    );
+    let alibi = prop::option::weighted(
+        0.25,
+        (
+            prop::sample::select(vec![AlibiLayout::PerHead, AlibiLayout::PerBatchAndHead]),
+            length(),
+        ),
     );
     (
         any::<bool>(),
@@ -157,9 +210,10 @@ fn case() -> impl Strategy<Value = Case> {
         prop::option::of(prop::sample::select(vec![(8, 0), (8, 9), (9, 0)])),
         [length(), length(), length(), length()],
         prop::option::of(length()),
+        alibi,
     )
         .prop_map(
-            |(bf16, shape, options, sm_count, compute_capability, lengths, lse)| Case {
+            |(bf16, shape, options, sm_count, compute_capability, lengths, lse, alibi)| Case {
                 dtype: if bf16 { Dtype::Bf16 } else { Dtype::F16 },
                 shape,
                 options,
@@ -167,8 +221,10 @@ fn case() -> impl Strategy<Value = Case> {
                 compute_capability,
                 lengths,
                 lse,
+                alibi,
             },
         )
+        .boxed()
 }
 
 /// The case's buffers, sized from the plan's requirements by the case's length policies.
@@ -184,21 +240,29 @@ fn buffers(case: &Case, plan: &LaunchPlan) -> BufferLengths {
     }
 }
 
-/// Runs what `forward` runs before launching: `Ok` is an accepted launch.
-fn validate(case: &Case) -> Result<(LaunchPlan, BufferLengths), Error> {
-    let plan = match case.compute_capability {
-        None => plan(case.dtype, &case.shape, &case.options, case.sm_count)?,
-        Some(compute_capability) => plan_on(
-            case.dtype,
-            &case.shape,
-            &case.options,
-            case.sm_count,
-            compute_capability,
-        )?,
+/// Runs what `forward` (or with ALiBi `forward_alibi_raw`) runs before launching: `Ok` is an
+/// accepted launch, with the slopes buffer's length where the case has ALiBi.
+fn validate(case: &Case) -> Result<(LaunchPlan, BufferLengths, Option<usize>), Error> {
+    let (dtype, shape, options, sm_count) = (case.dtype, &case.shape, &case.options, case.sm_count);
+    let plan = match (case.compute_capability, case.alibi) {
+        (None, None) => plan(dtype, shape, options, sm_count)?,
+        (Some(compute_capability), None) => {
+            plan_on(dtype, shape, options, sm_count, compute_capability)?
+        }
+        (None, Some((layout, _))) => plan_alibi(dtype, shape, options, layout, sm_count)?,
+        (Some(compute_capability), Some((layout, _))) => {
+            plan_alibi_on(dtype, shape, options, layout, sm_count, compute_capability)?
+        }
     };
     let buffers = buffers(case, &plan);
     plan.check_buffers(&buffers)?;
-    Ok((plan, buffers))
+    let slopes = case
+        .alibi
+        .map(|(_, length)| length.of(plan.alibi_slopes_len()));
+    if let Some(slopes) = slopes {
+        plan.check_alibi_slopes_len(slopes)?;
+    }
+    Ok((plan, buffers, slopes))
 }
 
 /// The strides the case means, derived here from the layout in u128 (`None`: they pass u64).
@@ -264,7 +328,12 @@ fn i32_value(value: i128) -> i32 {
 }
 
 /// Checks an accepted launch against the model of the kernel: see the module's doc.
-fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
+fn check_accepted(
+    case: &Case,
+    plan: &LaunchPlan,
+    buffers: &BufferLengths,
+    alibi_slopes: Option<usize>,
+) {
     let shape = &case.shape;
     let tile = plan.kernel().spec.tile;
     let params = plan.params();
@@ -375,6 +444,129 @@ fn check_accepted(case: &Case, plan: &LaunchPlan, buffers: &BufferLengths) {
         }
     }
     check_output_rows_disjoint(shape, &strides.o);
+    check_modifiers(case, plan, alibi_slopes);
+}
+
+/// A modified launch (any launch of a case with a modifier must be one): the window's offsets
+/// within the kernel's `±2^30`, its u32 and i32 mask arithmetic (`params::Mask` and
+/// `TileMask`, which the modified kernels of both families form per block and per row) without
+/// wrapping at the grid's corner blocks, and the ALiBi slopes the grid reads inside their
+/// buffer. Where the case has no modifier the plan must carry none.
+fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) {
+    let shape = &case.shape;
+    // A window may run as a dense kernel only where the dense kernel's rule (causal or not)
+    // shows every query the keys the window (with the causal mask) shows: compared at the
+    // first and last 2048 queries.
+    let dense_causal = plan.params().causal != 0;
+    let window_bounds_something = case.options.window.is_some_and(|window| {
+        let (seq_q, seq_kv) = (shape.seq_len_q as i128, shape.seq_len_kv as i128);
+        let right = match (window.right, case.options.causal) {
+            (Some(right), true) => Some(right.min(0)),
+            (None, true) => Some(0),
+            (right, false) => right,
+        };
+        let visible = |left: Option<i64>, right: Option<i64>, query: i128| {
+            let diagonal = query + seq_kv - seq_q;
+            let start = left.map_or(0, |left| (diagonal - left as i128).clamp(0, seq_kv));
+            let end = right.map_or(seq_kv, |right| {
+                (diagonal + right as i128 + 1).clamp(0, seq_kv)
+            });
+            if start < end {
+                (start, end)
+            } else {
+                (0, 0)
+            }
+        };
+        let dense_right = dense_causal.then_some(0);
+        (0..seq_q.min(2048))
+            .chain((seq_q - 2048).max(0)..seq_q)
+            .any(|query| visible(window.left, right, query) != visible(None, dense_right, query))
+    });
+    let has_modifier =
+        window_bounds_something || case.options.softcap.is_some() || case.alibi.is_some();
+    let variant = plan.kernel().spec.variant;
+    let Some(modifiers) = plan.modifiers() else {
+        assert!(!has_modifier, "a modifier ran on the {variant:?} kernel");
+        return;
+    };
+    assert_eq!(variant, Variant::Modified);
+    assert_eq!(
+        modifiers.alibi_slopes, 0,
+        "a plan has no device address yet"
+    );
+    let softcap_scale = modifiers.softcap_input_scale;
+    assert!(softcap_scale.is_finite() && softcap_scale >= 0.0);
+    assert_eq!(softcap_scale > 0.0, case.options.softcap.is_some());
+    assert!(modifiers.alibi_slope_scale.is_finite());
+    let offset_limit = 1i64 << 30;
+    for offset in [modifiers.window_left, modifiers.window_right] {
+        assert!((-offset_limit..=offset_limit).contains(&(offset as i64)));
+    }
+
+    let tile = plan.kernel().spec.tile;
+    let (seq_q, seq_kv) = (shape.seq_len_q as i128, shape.seq_len_kv as i128);
+    let (left, right) = (
+        modifiers.window_left as i128,
+        modifiers.window_right as i128,
+    );
+    let (block_m, block_n) = (tile.block_m as i128, tile.block_n as i128);
+    let u32_fits = |value: i128| {
+        assert!(
+            (0..=u32::MAX as i128).contains(&value),
+            "u32 mask arithmetic wraps: {value}"
+        );
+        value
+    };
+    // Mask::key_start and key_end of a query: the sums before their saturating subtraction.
+    let key_start = |query: i128| {
+        let (up, down) = (left.max(0), (-left).max(0));
+        u32_fits(seq_q + up);
+        (u32_fits(query + seq_kv + down) - (seq_q + up)).clamp(0, seq_kv)
+    };
+    let key_end = |query: i128| {
+        let (up, down) = (right.max(0), (-right).max(0));
+        u32_fits(seq_q + down);
+        (u32_fits(query + 1 + seq_kv + up) - (seq_q + down)).clamp(0, seq_kv)
+    };
+    for first_query in [0, (plan.grid().0 as i128 - 1) * block_m] {
+        let last_query = (first_query + block_m).min(seq_q) - 1;
+        let (first_key, end_key) = (key_start(first_query), key_end(last_query));
+        key_start(last_query);
+        key_end(first_query);
+        // The blocks the tile computes: TileMask::in_tile of each, and its rows' limits.
+        let first_block = first_key / block_n;
+        let key_blocks = (end_key + block_n - 1) / block_n;
+        for block in [first_block, key_blocks.max(first_block + 1) - 1] {
+            let block_start = block * block_n;
+            if block_start >= seq_kv {
+                continue;
+            }
+            i32_value(seq_kv - block_start);
+            let diagonal = i32_value(u32_fits(first_query + seq_kv)) as i128
+                - i32_value(u32_fits(seq_q + block_start)) as i128;
+            i32_value(diagonal);
+            for row in [0, block_m - 1] {
+                // key_end: row + diagonal + 1 before its saturating add; key_start and ALiBi's
+                // distance: the diagonal column, less this lane's first column (below 8).
+                i32_value(row + diagonal + 1);
+                i32_value(row + diagonal - 8);
+            }
+        }
+    }
+    match (case.alibi, alibi_slopes) {
+        (Some((layout, _)), Some(slopes)) => {
+            let batch_stride = match layout {
+                AlibiLayout::PerHead => 0,
+                AlibiLayout::PerBatchAndHead => shape.heads_q as u128,
+            };
+            assert_eq!(modifiers.alibi_batch_stride as u128, batch_stride);
+            // The last (batch, head) of the grid reads the highest slope.
+            let last = (shape.batch as u128 - 1) * batch_stride + shape.heads_q as u128 - 1;
+            assert!(last < slopes as u128, "an ALiBi slope read past its buffer");
+        }
+        (None, None) => assert_eq!(plan.alibi_slopes_len(), 0),
+        _ => unreachable!("validate reads slopes exactly where the case has ALiBi"),
+    }
 }
 
 /// Distinct output rows share no element: every pair when the output has at most 4096 rows,
@@ -449,6 +641,10 @@ fn is_specific(error: &Error) -> bool {
             | Error::PagedCapacityMismatch { .. }
             | Error::PagedStridesMismatch { .. }
             | Error::InvalidSplitCount { .. }
+            | Error::InvalidSoftcap { .. }
+            | Error::EmptyWindow { .. }
+            | Error::WindowExcludesEveryKey { .. }
+            | Error::AlibiSlopesTooShort { .. }
     )
 }
 
@@ -458,7 +654,7 @@ proptest! {
     #[test]
     fn validation_accepts_only_launches_that_stay_inside_their_buffers(case in case()) {
         match validate(&case) {
-            Ok((plan, buffers)) => check_accepted(&case, &plan, &buffers),
+            Ok((plan, buffers, slopes)) => check_accepted(&case, &plan, &buffers, slopes),
             Err(error) => prop_assert!(is_specific(&error), "{error:?}"),
         }
     }
@@ -470,26 +666,39 @@ proptest! {
 fn the_generator_reaches_accepted_rejected_and_large_cases() {
     let mut runner = TestRunner::deterministic();
     let (mut accepted, mut rejected, mut large, mut sm90) = (0, 0, 0, 0);
+    let (mut modified, mut modified_sm90, mut alibi) = (0, 0, 0);
     for _ in 0..4000 {
         let case = case().new_tree(&mut runner).unwrap().current();
         match validate(&case) {
-            Ok((plan, _)) => {
+            Ok((plan, _, slopes)) => {
                 accepted += 1;
                 large += (plan.required().o as u64 > u32::MAX as u64) as usize;
+                let family = plan.kernel().spec.family;
                 // The sm90 family's tiles chosen by the sm_90a table, not named by the case.
-                sm90 += (plan.kernel().spec.family == Family::Sm90 && case.options.kernel.is_none())
-                    as usize;
+                sm90 += (family == Family::Sm90 && case.options.kernel.is_none()) as usize;
+                if plan.modifiers().is_some() {
+                    modified += 1;
+                    modified_sm90 += (family == Family::Sm90) as usize;
+                    alibi += slopes.is_some() as usize;
+                }
             }
             Err(_) => rejected += 1,
         }
     }
     let counts = format!(
-        "{accepted} accepted ({large} past 2^32 elements, {sm90} dispatched to the sm90 family), \
+        "{accepted} accepted ({large} past 2^32 elements, {sm90} dispatched to the sm90 family, \
+         {modified} modified: {modified_sm90} on the sm90 family, {alibi} with ALiBi), \
          {rejected} rejected"
     );
     eprintln!("{counts}");
     assert!(
-        accepted >= 200 && rejected >= 200 && large >= 20 && sm90 >= 10,
+        accepted >= 200
+            && rejected >= 200
+            && large >= 20
+            && sm90 >= 10
+            && modified >= 100
+            && modified_sm90 >= 10
+            && alibi >= 30,
         "{counts}"
     );
 }
@@ -656,6 +865,11 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
     )
         .prop_map(|(mut case, paged, extra_tokens, num_splits)| {
             case.options.num_splits = num_splits;
+            // Without score modifiers: this model splits the whole key capacity, where a
+            // window's split-KV divides only the window's span (not modelled yet).
+            case.options.window = None;
+            case.options.softcap = None;
+            case.alibi = None;
             if let Some((page_size, _)) = paged {
                 // The capacity in whole pages, so that most paged cases are valid; K and V in
                 // the pages' own layout.
