@@ -9,7 +9,7 @@
 use core::fmt;
 
 pub use crate::arch::Family;
-use crate::tile::{for_each_tile_candidate, QSource, SmemLayout, TileConfig};
+use crate::tile::{for_each_tile_candidate, QSource, SmemLayout, TileConfig, SM90_WARPGROUP_ROWS};
 
 // `Family` is defined beside the architecture table that gives each family its PTX targets
 // (`arch.rs`, which needs nothing of this file); what it means for specs is here.
@@ -484,6 +484,27 @@ impl KernelSpec {
     /// ([`pads_head_dim`]).
     pub const fn pads_head_dim(&self) -> bool {
         pads_head_dim(self.variant, self.tile.head_dim)
+    }
+
+    /// The query rows whose key blocks the kernel computes as one range (from the first key
+    /// that the first row sees to the last that the last row sees): a block's `block_m`, but
+    /// in the sm90 family's modified kernels a warpgroup's ([`SM90_WARPGROUP_ROWS`]), each
+    /// warpgroup computing the blocks of its own rows.
+    ///
+    /// ```
+    /// use flash_attn_params::{Dtype, Family, KernelSpec, TileConfig, Variant, SM90_MODIFIED_TILES};
+    ///
+    /// let tile = SM90_MODIFIED_TILES[2];
+    /// let spec = |family, variant| KernelSpec { family, dtype: Dtype::F16, variant, tile };
+    /// assert_eq!(tile.block_m, 128);
+    /// assert_eq!(spec(Family::Sm90, Variant::Modified).key_block_rows(), 64);
+    /// assert_eq!(spec(Family::Sm90, Variant::Dense).key_block_rows(), 128);
+    /// ```
+    pub const fn key_block_rows(&self) -> usize {
+        match (self.family, self.variant) {
+            (Family::Sm90, Variant::Modified) => SM90_WARPGROUP_ROWS,
+            _ => self.tile.block_m,
+        }
     }
 }
 

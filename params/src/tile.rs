@@ -20,6 +20,10 @@ pub const SM90_MAX_SMEM_PER_BLOCK: usize = crate::arch::max_smem_per_block_of(Fa
 /// boundary.
 pub const SM90_TILE_ALIGN: usize = 1024;
 
+/// Query rows of one warpgroup of the sm90 family: the M of `wgmma.m64nNk16`. A tile has one
+/// warpgroup of 4 warps per this many rows ([`TileConfig::check_sm90`]).
+pub const SM90_WARPGROUP_ROWS: usize = 64;
+
 /// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
 pub const CHUNK_BYTES: usize = 16;
 
@@ -389,7 +393,7 @@ impl TileConfig {
             layout,
             q_source,
         };
-        if block_m == 0 || !block_m.is_multiple_of(64) || warps != block_m / 16 {
+        if block_m == 0 || !block_m.is_multiple_of(SM90_WARPGROUP_ROWS) || warps != block_m / 16 {
             return Err(
                 "sm90: block_m must be a multiple of 64, with one warpgroup (4 warps) per 64 rows",
             );
@@ -400,8 +404,11 @@ impl TileConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(32) || head_dim > MAX_HEAD_DIM {
             return Err("sm90: head_dim must be a multiple of 32 up to 256");
         }
-        if stages < 1 || stages > 2 {
-            return Err("sm90: stages must be 1 or 2 (one K/V slot, or two)");
+        if stages < 1 || stages > 3 {
+            return Err("sm90: stages must be 1, 2 or 3 (K/V slots)");
+        }
+        if stages == 3 && !sm90_overlaps_blocks(head_dim, stages) {
+            return Err("sm90: three stages only in the overlapped schedule (head_dim >= 128)");
         }
         if let Some(limit) = config.copy_split_violation() {
             return Err(limit);
@@ -567,17 +574,20 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
 
 /// Whether the sm90 main loop of this tile overlaps each key block's softmax with the
 /// previous block's `P V` in each warpgroup (FlashAttention-3's intra-warpgroup overlap: two
-/// blocks in flight, the two K/V slots holding the K of one and the V of the other), or runs
-/// one block at a time (the next block's K and V copied under it with two stages). The one
-/// rule of the choice, by head dim as FlashAttention-3's `tile_size_fwd_sm90` makes it: with
-/// two stages and head dims from 128 on. Measured on an H200 (BENCHMARKS.md log 42; the same
+/// blocks in flight, the K/V slots holding the K of one and the V of the other, and with
+/// three slots the copies one block further ahead), or runs one block at a time (the next
+/// block's K and V copied under it with two stages). The one rule of the choice, by head dim
+/// as FlashAttention-3's `tile_size_fwd_sm90` makes it: with two or three stages and head dims
+/// from 128 on (three stages only there: [`TileConfig::check_sm90`]). Measured on an H200 (BENCHMARKS.md log 42; the same
 /// tile with and without the overlap, `m128_n64`, `m128_n128` at D=32, 64 and 128): the overlap
 /// ran 7% faster at 2,16,4096,128 non-causal (1% slower causal, inside the noise), 11-12% at
 /// D=256, 9-11% at D=160 and 2-6% at D=192 (those two against the first call's timings), but
 /// 16-20% slower at D=96, 35% at D=32 (against the first call) and 11% faster to 5% slower at
-/// D=64.
+/// D=64. Three slots against two, same tiles (H100, BENCHMARKS.md log 44): 1-4% faster at
+/// D=224 and at 4,8,512,128, 1-3% slower at D=128 and D=192 from 2048 keys, D=160 the same;
+/// a candidate of the search space, not shipped.
 pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
-    stages == 2 && head_dim >= 128
+    stages >= 2 && head_dim >= 128
 }
 
 /// The candidate head dims of the sm90 family's tiles: every kernel head dim of the sm80 family
@@ -588,7 +598,7 @@ pub const SM90_CANDIDATE_BLOCK_M: [usize; 3] = [64, 128, 192];
 /// The candidate `block_n` values of the sm90 family.
 pub const SM90_CANDIDATE_BLOCK_N: [usize; 2] = [64, 128];
 /// The candidate stage counts of the sm90 family.
-pub const SM90_CANDIDATE_STAGES: [usize; 2] = [1, 2];
+pub const SM90_CANDIDATE_STAGES: [usize; 3] = [1, 2, 3];
 
 /// Calls `visit(candidate, verdict)` for every candidate tile of `family`, in the order of the
 /// PTX entries: head dim, `block_m`, `block_n`, warps, stages, layout, Q source. `candidate`

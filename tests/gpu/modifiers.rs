@@ -554,8 +554,8 @@ fn check_sampled<T: Element>(
 /// Key blocks wholly outside a query block's window are skipped, not masked: a NaN in V reaches
 /// exactly the rows of the query blocks that compute its key's block (those that see the key,
 /// and, as `0 * NaN`, the others of their blocks: the README's caveat), and no other row. Each
-/// modified kernel the device runs, with its own tile: the sm90 family's pick each warpgroup's
-/// 64 rows' own blocks.
+/// modified kernel the device runs, with its own tile's rows of one key-block range
+/// ([`flash_attn::KernelSpec::key_block_rows`]: the sm90 family's pick each warpgroup's own).
 pub(crate) fn key_blocks_outside_the_window_are_skipped() {
     let gpu = gpu();
     for kernel in FORWARD_KERNELS.iter().filter(|k| {
@@ -586,10 +586,7 @@ pub(crate) fn key_blocks_outside_the_window_are_skipped() {
             ..ForwardOptions::default()
         };
         let output = gpu.forward_host(&q, &k, &v, shape, &options).unwrap();
-        let block_m = match kernel.spec.family {
-            Family::Sm80 => tile.block_m as i64,
-            Family::Sm90 => 64,
-        };
+        let block_m = kernel.spec.key_block_rows() as i64;
         let block_n = tile.block_n as i64;
         for query in 0..shape.seq_len_q as i64 {
             // The key blocks the query's block (of `block_m` rows) computes: from the block of

@@ -4,7 +4,7 @@
 //! One block computes `BLOCK_M = 64 WARPGROUPS` query rows of one (batch, query head); each
 //! warpgroup (4 warps) owns 64 of them, each warp 16, and issues its `wgmma` on its own rows.
 //! The tiles live in shared memory in the layout `wgmma` reads ([`WgmmaTile`]), copied in by
-//! every thread with `cp.async` into one or two K/V slots. Per key block `j`:
+//! every thread with `cp.async` into one, two or three K/V slots. Per key block `j`:
 //! - `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
 //! - mask the keys past the end and, if causal, past the diagonal, and fold S into the online
 //!   softmax in registers: the accumulator of a warp has the m16n8 layout of `mma.sync`, so
@@ -17,9 +17,9 @@
 //!   two stages, block `j + 1`'s K and V are copied under block `j`'s MMAs;
 //! - overlapped (FlashAttention-3's intra-warpgroup overlap): block `j`'s `S` and block
 //!   `j - 1`'s `P V` are issued together, the softmax of block `j` runs while `P V` does, and
-//!   the output's rescale waits for it ([`OnlineSoftmax::fold`]). The two slots hold the K of
-//!   one block and the V of the one before; block `j + 1`'s K and block `j`'s V are copied
-//!   under block `j`'s MMAs.
+//!   the output's rescale waits for it ([`OnlineSoftmax::fold`]). With two slots they hold the
+//!   K of one block and the V of the one before, and block `j + 1`'s K and block `j`'s V are
+//!   copied under block `j`'s MMAs; with three, each copy starts one block earlier.
 //!
 //! Before every block the copies it needs are waited for, handed to the async proxy that
 //! `wgmma` reads through (`fence.proxy.async`), and the block barrier makes them visible and
@@ -35,6 +35,7 @@ use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
     Family, ForwardParams, Mask, ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig,
+    SM90_WARPGROUP_ROWS,
 };
 
 use crate::attn::block_info::BlockInfo;
@@ -58,8 +59,9 @@ use crate::smem::WgmmaTile;
 #[repr(C, align(1024))]
 struct SharedMemoryBase;
 
-/// Rows of one warpgroup: the M of `wgmma.m64nNk16`.
-const WARPGROUP_ROWS: usize = 64;
+/// Rows of one warpgroup (the M of `wgmma.m64nNk16`): also the rows whose key blocks a modified
+/// kernel's warpgroup computes ([`flash_attn_params::KernelSpec::key_block_rows`]).
+const WARPGROUP_ROWS: usize = SM90_WARPGROUP_ROWS;
 
 /// Pins every register of `acc` at this point among the volatile assembly (see
 /// [`fence_f32`]): before a `wgmma.fence` for the values the MMAs read, after a wait for
@@ -201,8 +203,12 @@ pub unsafe fn forward<
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
         assert!(
-            !OVERLAP || STAGES == 2,
-            "the overlapped loop keeps two blocks in flight"
+            !OVERLAP || STAGES == 2 || STAGES == 3,
+            "the overlapped loop keeps two blocks in flight, in two or three slots"
+        );
+        assert!(
+            OVERLAP || STAGES <= 2,
+            "the loop of one block at a time has one or two slots"
         );
         TileConfig::new_for(
             Family::Sm90,
@@ -293,6 +299,17 @@ pub unsafe fn forward<
         fence_proxy_async_shared_cta();
         block_barrier();
     };
+    // [`copies_landed`] for the overlapped loop, whose copies run `STAGES - 1` groups ahead:
+    // every group but the `STAGES - 2` latest has landed.
+    let ahead_copies_landed = || {
+        if STAGES == 3 {
+            cp_async_wait_group::<1>();
+        } else {
+            cp_async_wait_group::<0>();
+        }
+        fence_proxy_async_shared_cta();
+        block_barrier();
+    };
 
     // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
     // keys of `v`, each waited for before it returns (the overlapped loop issues its pair of
@@ -335,6 +352,21 @@ pub unsafe fn forward<
         }
     }
     cp_async_commit_group();
+
+    if OVERLAP {
+        // With three slots, group `i` (from 1) holds block `first + i`'s K and block
+        // `first + i - 1`'s V: the prologue commits the groups before the loop's first.
+        for ahead in 1..STAGES as u32 - 1 {
+            let block = first_block + ahead;
+            if block < key_blocks {
+                copy_key_tile(block, ahead);
+            }
+            if block - 1 < key_blocks {
+                copy_value_tile(block - 1, ahead - 1);
+            }
+            cp_async_commit_group();
+        }
+    }
 
     let mut output = Output::<1, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<1>::default();
@@ -381,17 +413,22 @@ pub unsafe fn forward<
     if OVERLAP && first_block < key_blocks {
         // Two blocks in flight per warpgroup: block `j`'s `S = Q Kᵀ` and block `j - 1`'s
         // `P V` are issued together, and the softmax of block `j` runs while `P V` does; the
-        // output's rescale waits for `P V`. Block `b`'s K and V sit in slot `(b - first) % 2`;
-        // the copies of block `j + 1`'s K and block `j`'s V start once every warpgroup is
-        // past block `j - 1`'s `S` and block `j - 2`'s `P V`, which used those slots.
-        let slot = |block: u32| (block - first_block) & 1;
+        // output's rescale waits for `P V`. Block `b`'s K and V sit in slot
+        // `(b - first) % STAGES`; the copies of block `j + STAGES - 1`'s K and block
+        // `j + STAGES - 2`'s V start once every warpgroup is past block `j - 1`'s `S` and
+        // block `j - 2`'s `P V`, which used those slots: with three slots each copy has two
+        // blocks' time to land, with two one.
+        let slot = |block: u32| (block - first_block) % STAGES as u32;
         let start_block = #[inline(always)]
         |block: u32| {
-            copies_landed();
-            if block + 1 < key_blocks {
-                copy_key_tile(block + 1, slot(block + 1));
+            ahead_copies_landed();
+            let key_block = block + STAGES as u32 - 1;
+            if key_block < key_blocks {
+                copy_key_tile(key_block, slot(key_block));
             }
-            copy_value_tile(block, slot(block));
+            if key_block - 1 < key_blocks {
+                copy_value_tile(key_block - 1, slot(key_block - 1));
+            }
             cp_async_commit_group();
         };
         // The probabilities of the block before, for its `P V` (a modified kernel's

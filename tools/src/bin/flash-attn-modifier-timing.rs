@@ -17,18 +17,20 @@
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
 //! is met. `--every-tile` adds, per shape, each modifier on every modified kernel of its head
 //! dim against the dense kernel of the same tile, and the window on each of them (the data for
-//! choosing a modified kernel's tile). `--profile-launches` instead launches each case of the
-//! f16 shape 8,16,2048,64 (not causal) once, in the order plain, modified with none on,
-//! softcap, ALiBi, both, and times nothing: the launches for `ncu`. `--window-sweep` instead
+//! choosing a modified kernel's tile). `--profile-launches [--shape B,H,S,D] [--causal]` instead
+//! launches each case of one f16 problem (8,16,2048,64 not causal unless given) once, in the
+//! order plain, modified with none on, softcap, ALiBi, both (and with `--causal` the window of
+//! 1024 keys last), each through the kernel the device runs for it, and times nothing: the
+//! launches for `ncu`. `--window-sweep` instead
 //! times windows of 256 to 8191 keys at the window shape on each modified tile, against the
 //! tile's geometric floor (what separates the window's cost from the pairs its tiles compute).
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan_alibi_on, plan_on, AlibiLayout, AttentionShape, Dtype, Element, Error, Family,
-    FlashAttention, ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow,
-    Variant, FORWARD_KERNELS,
+    plan_alibi_on, plan_on, AlibiLayout, AttentionShape, Dtype, Element, Error, FlashAttention,
+    ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant,
+    FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
 use half::{bf16, f16};
@@ -417,12 +419,8 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
             let visible = visible_pairs(seq_len, width);
             let fraction = visible as f64 / causal_pairs as f64;
             let ratio = times.median() / (causal_times.median() * fraction);
-            // The sm90 family's modified kernels pick each warpgroup's 64 rows' own blocks.
-            let window_rows = match modified.spec.family {
-                Family::Sm80 => tile.block_m,
-                Family::Sm90 => 64,
-            };
-            let computed = computed_pairs(seq_len, width, window_rows, tile.block_n);
+            let computed =
+                computed_pairs(seq_len, width, modified.spec.key_block_rows(), tile.block_n);
             let floor =
                 (computed as f64 / visible as f64) / (causal_computed as f64 / causal_pairs as f64);
             print_case(
@@ -441,10 +439,31 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
 }
 
 /// One launch of each case of the f16 shape 8,16,2048,64, not causal, for a profiler.
+/// `--profile-launches`: each case of the problem `--shape` and `--causal` name, launched once.
 fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
-    let shape = AttentionShape::new(8, 16, 2048, 64);
+    const USAGE: &str =
+        "usage: flash-attn-modifier-timing --profile-launches [--shape B,H,S,D] [--causal]";
+    let arguments: Vec<String> = std::env::args().collect();
+    let shape = match arguments.iter().position(|argument| argument == "--shape") {
+        Some(at) => {
+            let text = arguments.get(at + 1).unwrap_or_else(|| panic!("{USAGE}"));
+            let sizes: Vec<usize> = text
+                .split(',')
+                .map(|size| size.parse().unwrap_or_else(|_| panic!("{USAGE}")))
+                .collect();
+            let [batch, heads, seq_len, head_dim] = sizes[..] else {
+                panic!("--shape needs four sizes, got {text:?}; {USAGE}");
+            };
+            AttentionShape::new(batch, heads, seq_len, head_dim)
+        }
+        None => AttentionShape::new(8, 16, 2048, 64),
+    };
+    let causal = arguments.iter().any(|argument| argument == "--causal");
     let buffers = Buffers::<f16>::new(&shape)?;
-    let plain = ForwardOptions::default();
+    let plain = ForwardOptions {
+        causal,
+        ..ForwardOptions::default()
+    };
     let capped = ForwardOptions {
         softcap: Some(SOFTCAP),
         ..plain
@@ -464,6 +483,13 @@ fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
         let bloom = slopes(&buffers.slopes);
         gpu.forward_alibi_raw(stream, Dtype::F16, tensors, bloom, shape, &plain)?;
         gpu.forward_alibi_raw(stream, Dtype::F16, tensors, bloom, shape, &capped)?;
+        if causal {
+            let window = ForwardOptions {
+                window: Some(WINDOW),
+                ..plain
+            };
+            gpu.forward_raw(stream, Dtype::F16, tensors, shape, &window)?;
+        }
     }
     gpu.synchronize()
 }
