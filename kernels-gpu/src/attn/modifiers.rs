@@ -8,17 +8,66 @@
 //!
 //! [`ModifierParams`]: flash_attn_params::ModifierParams
 
-use flash_attn_params::TileMask;
+use flash_attn_params::{Mask, ModifierParams, TileMask};
 
 use crate::attn::softmax::Scores;
 use crate::fragment::{Lane, LaneRows};
 use crate::ptx::tanh_approx_f32;
 
+/// The visibility rule of a modified kernel's problem of `seq_len_q` queries (1 for a packed
+/// decode block's rows) and `seq_len_kv` keys: the host gives both window offsets (an
+/// unbounded side as the offset that bounds nothing), so the window code has no `None` path
+/// to carry.
+#[inline(always)]
+pub fn window_mask(modifiers: &ModifierParams, seq_len_q: u32, seq_len_kv: u32) -> Mask {
+    Mask::windowed(
+        seq_len_q,
+        seq_len_kv,
+        Some(modifiers.window_left),
+        Some(modifiers.window_right),
+    )
+}
+
+/// The ALiBi slope of query head `head` of batch entry `batch` in the scores' units.
+///
+/// # Safety
+/// `modifiers.alibi_slopes` is not 0 and holds that slope ([`ModifierParams`]' contract).
+#[inline(always)]
+pub unsafe fn alibi_slope(modifiers: &ModifierParams, batch: u32, head: usize) -> f32 {
+    let slopes = modifiers.alibi_slopes as *const f32;
+    let batch_base = batch as usize * modifiers.alibi_batch_stride as usize;
+    *slopes.add(batch_base + head) * modifiers.alibi_slope_scale
+}
+
+/// Applies a modified kernel's score modifiers to a warp's block of scores, before its mask:
+/// the softcap where one is set, then (where `has_alibi`) the ALiBi bias of each row's slope
+/// (`slopes`; see [`add_alibi`] for `rule`, `warp_row`, `lane` and `one_query`). Both switches
+/// are warp-uniform, tested once per key block.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn apply_modifiers<const M_TILES: usize, const KEY_STEPS: usize>(
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
+    modifiers: &ModifierParams,
+    has_alibi: bool,
+    rule: TileMask,
+    slopes: &LaneRows<M_TILES>,
+    warp_row: usize,
+    lane: Lane,
+    one_query: bool,
+) {
+    if modifiers.softcap_input_scale != 0.0 {
+        apply_softcap(scores, modifiers.softcap_input_scale);
+    }
+    if has_alibi {
+        add_alibi(scores, rule, slopes, warp_row, lane, one_query);
+    }
+}
+
 /// Replaces every score `s` with `tanh(s * input_scale)`: the softcap, in units of the cap
 /// (`input_scale` is `softmax_scale / softcap`, and the softmax's `scale_log2` is
 /// `softcap * log2(e)`). One multiply and one `tanh.approx` per score.
 #[inline(always)]
-pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
+fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     input_scale: f32,
 ) {
@@ -48,7 +97,7 @@ pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
 /// of 2^-24 in the bias).
 #[inline(always)]
-pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
+fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     rule: TileMask,
     slopes: &LaneRows<M_TILES>,

@@ -28,14 +28,14 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    CopyPlan, ForwardParams, Mask, ModifierParams, QSource, SequenceParams, TileConfig,
-    CHUNK_BYTES, CHUNK_ELEMS,
+    CopyPlan, ForwardParams, ModifierParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES,
+    CHUNK_ELEMS,
 };
 
 use crate::attn::block_info::{BlockInfo, PagedRows};
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
 use crate::attn::mask::{mask_scores, MaskBounds};
-use crate::attn::modifiers::{add_alibi, apply_softcap};
+use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
 use crate::fragment::{Lane, LaneRows, OperandA, OperandB};
@@ -212,14 +212,8 @@ pub unsafe fn forward<
     // position 0 of a sequence of one query, for the mask and the ALiBi distances.
     let one_query = SERVING && MODIFIED && modifiers.rows_share_one_query != 0;
     if MODIFIED {
-        // The host gives both offsets (an unbounded side as the offset that bounds nothing), so
-        // the window code has no `None` path to carry.
-        info.mask = Mask::windowed(
-            if one_query { 1 } else { info.seq_len_q },
-            info.seq_len_kv,
-            Some(modifiers.window_left),
-            Some(modifiers.window_right),
-        );
+        let seq_len_q = if one_query { 1 } else { info.seq_len_q };
+        info.mask = window_mask(modifiers, seq_len_q, info.seq_len_kv);
     }
     if info.is_past_the_queries() {
         return;
@@ -230,8 +224,6 @@ pub unsafe fn forward<
     // first, so that the loads' latency hides under the prologue's copies.
     let mut alibi_slopes: LaneRows<M_TILES> = [[0.0; 2]; M_TILES];
     if MODIFIED && modifiers.alibi_slopes != 0 {
-        let slopes = modifiers.alibi_slopes as *const f32;
-        let batch_base = info.batch as usize * modifiers.alibi_batch_stride as usize;
         if one_query {
             let first_row = info.first_query as usize + warp * (BLOCK_M / WARPS);
             let last_row = info.seq_len_q as usize - 1;
@@ -239,11 +231,11 @@ pub unsafe fn forward<
                 for (half, slope) in slopes_of_tile.iter_mut().enumerate() {
                     let row = (first_row + Lane::of(lane).row(m, half)).min(last_row);
                     let head = info.head as usize * info.seq_len_q as usize + row;
-                    *slope = *slopes.add(batch_base + head) * modifiers.alibi_slope_scale;
+                    *slope = alibi_slope(modifiers, info.batch, head);
                 }
             }
         } else {
-            let slope = *slopes.add(batch_base + info.head as usize) * modifiers.alibi_slope_scale;
+            let slope = alibi_slope(modifiers, info.batch, info.head as usize);
             alibi_slopes = [[slope; 2]; M_TILES];
         }
     }
@@ -480,19 +472,16 @@ pub unsafe fn forward<
             // Warp-uniform switches (one problem's modifiers), tested once per key block; the
             // modifiers come before the mask, which must leave masked keys at -inf.
             if MODIFIED {
-                if modifiers.softcap_input_scale != 0.0 {
-                    apply_softcap(&mut scores, modifiers.softcap_input_scale);
-                }
-                if has_alibi {
-                    add_alibi(
-                        &mut scores,
-                        block_mask,
-                        &alibi_slopes,
-                        warp_row,
-                        this_lane,
-                        one_query,
-                    );
-                }
+                apply_modifiers(
+                    &mut scores,
+                    modifiers,
+                    has_alibi,
+                    block_mask,
+                    &alibi_slopes,
+                    warp_row,
+                    this_lane,
+                    one_query,
+                );
             }
             mask_scores(
                 &mut scores,

@@ -34,14 +34,14 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    Family, ForwardParams, Mask, ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig,
+    Family, ForwardParams, ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig,
     SM90_WARPGROUP_ROWS,
 };
 
 use crate::attn::block_info::BlockInfo;
 use crate::attn::epilogue::{write_logsumexp, write_output};
 use crate::attn::mask::{mask_scores, MaskBounds, RowsKeyBlocks};
-use crate::attn::modifiers::{add_alibi, apply_softcap};
+use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
@@ -228,22 +228,14 @@ pub unsafe fn forward<
     let this_lane = Lane::of(lane);
     let mut info = BlockInfo::<false>::new::<BLOCK_M>(params, &SequenceParams::DENSE);
     if MODIFIED {
-        // The host gives both offsets (an unbounded side as the offset that bounds nothing).
-        info.mask = Mask::windowed(
-            info.seq_len_q,
-            info.seq_len_kv,
-            Some(modifiers.window_left),
-            Some(modifiers.window_right),
-        );
+        info.mask = window_mask(modifiers, info.seq_len_q, info.seq_len_kv);
     }
     if info.is_past_the_queries() {
         return;
     }
     // The ALiBi slope of the block's (batch, head) in the scores' units; 0 adds no bias.
-    let alibi_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
-        let slopes = modifiers.alibi_slopes as *const f32;
-        let batch_base = info.batch as usize * modifiers.alibi_batch_stride as usize;
-        *slopes.add(batch_base + info.head as usize) * modifiers.alibi_slope_scale
+    let head_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
+        alibi_slope(modifiers, info.batch, info.head as usize)
     } else {
         0.0
     };
@@ -375,22 +367,18 @@ pub unsafe fn forward<
     let mut fold_block = #[inline(always)]
     |scores: &mut Scores<1, KEY_STEPS>, block: u32, bounds: MaskBounds| {
         let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
-        // Warp-uniform switches, tested once per key block; the modifiers come before the
-        // mask, which must leave masked keys at -inf.
+        // The modifiers come before the mask, which must leave masked keys at -inf.
         if MODIFIED {
-            if modifiers.softcap_input_scale != 0.0 {
-                apply_softcap(scores, modifiers.softcap_input_scale);
-            }
-            if alibi_slope != 0.0 {
-                add_alibi(
-                    scores,
-                    block_mask,
-                    &[[alibi_slope; 2]],
-                    warp_row,
-                    this_lane,
-                    false,
-                );
-            }
+            apply_modifiers(
+                scores,
+                modifiers,
+                head_slope != 0.0,
+                block_mask,
+                &[[head_slope; 2]],
+                warp_row,
+                this_lane,
+                false,
+            );
         }
         mask_scores(scores, block_mask, bounds, warp_row, this_lane, false);
         softmax.fold(scores, params.scale_log2)
