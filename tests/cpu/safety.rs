@@ -865,10 +865,7 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
     )
         .prop_map(|(mut case, paged, extra_tokens, num_splits)| {
             case.options.num_splits = num_splits;
-            // Without score modifiers: this model splits the whole key capacity, where a
-            // window's split-KV divides only the window's span (not modelled yet).
-            case.options.window = None;
-            case.options.softcap = None;
+            // The serving calls' ALiBi forms are planned by their own planners, not here.
             case.alibi = None;
             if let Some((page_size, _)) = paged {
                 // The capacity in whole pages, so that most paged cases are valid; K and V in
@@ -913,6 +910,44 @@ fn validate_cache(
     let buffers = buffers(case, &plan);
     plan.check_buffers(&buffers)?;
     Ok((plan, buffers, paged))
+}
+
+/// The most keys, in whole key blocks, that one query block of a modified serving kernel
+/// computes: from the block of its first query's first key to the block of its last query's
+/// last key (`params::Mask` in i128), over every query block of `rows` rows (the first and
+/// last 2048 where there are more); a packed decode block's rows are each the one query of a
+/// sequence of one.
+fn window_span_keys(
+    modifiers: &flash_attn::ModifierParams,
+    rows: u32,
+    seq_len_kv: u64,
+    one_query: bool,
+    (block_m, block_n): (usize, usize),
+) -> u64 {
+    let (left, right) = (
+        modifiers.window_left as i128,
+        modifiers.window_right as i128,
+    );
+    let (seq_q, seq_kv) = (if one_query { 1 } else { rows as i128 }, seq_len_kv as i128);
+    let (block_m, block_n) = (block_m as i128, block_n as i128);
+    let query_blocks = (rows as i128 + block_m - 1) / block_m;
+    let span = |block: i128| {
+        let first = if one_query { 0 } else { block * block_m };
+        let last = if one_query {
+            0
+        } else {
+            (first + block_m).min(seq_q) - 1
+        };
+        let key_start = (first + seq_kv - seq_q - left).clamp(0, seq_kv);
+        let key_end = (last + 1 + seq_kv - seq_q + right).clamp(0, seq_kv);
+        let blocks = (key_end + block_n - 1) / block_n - key_start / block_n;
+        blocks.max(0) * block_n
+    };
+    (0..query_blocks.min(2048))
+        .chain((query_blocks - 2048).max(0)..query_blocks)
+        .map(span)
+        .max()
+        .unwrap_or(0) as u64
 }
 
 /// Checks an accepted KV-cache launch against the kernel's addressing: every block's query and
@@ -969,11 +1004,24 @@ fn check_accepted_cache(
         plan.grid(),
         (query_blocks * splits, heads, shape.batch as u32)
     );
-    // Split-KV: whole key blocks per split, every split non-empty, together every key.
+    // Split-KV: whole key blocks per split, every split non-empty, together every key a query
+    // block needs: from key 0, or under a window from the block of its first query's first key.
     let (keys, per_split) = (params.seq_len_kv as u64, sequences.keys_per_split as u64);
     assert!(splits >= 1 && splits as usize <= flash_attn::MAX_SPLITS);
     assert!(per_split.is_multiple_of(tile.block_n as u64));
-    assert!(splits as u64 * per_split >= keys && (splits as u64 - 1) * per_split < keys);
+    // (A window's span is sized for its widest alignment, one key block more than some query
+    // blocks need: their last split may be empty, never one past that block.)
+    let (needed, slack) = match plan.modifiers() {
+        None => (keys, 0),
+        Some(modifiers) => {
+            let one_query = modifiers.rows_share_one_query != 0;
+            let blocks = (tile.block_m, tile.block_n);
+            let span = window_span_keys(modifiers, rows, keys, one_query, blocks);
+            (span, tile.block_n as u64)
+        }
+    };
+    assert!(splits as u64 * per_split >= needed);
+    assert!((splits as u64 - 1) * per_split < needed.max(1) + slack);
     if splits > 1 {
         let partial_rows =
             tokens_q.map_or(shape.batch as u64 * rows as u64, |tokens| tokens as u64);
@@ -1071,8 +1119,9 @@ proptest! {
 #[test]
 fn the_kv_cache_generator_reaches_every_kind_of_plan() {
     let mut runner = TestRunner::deterministic();
-    // contiguous, paged, split, packed heads, varlen, varlen split, explicit split count
-    let mut seen = [0usize; 7];
+    // contiguous, paged, split, packed heads, varlen, varlen split, explicit split count,
+    // modified (a window or a softcap), a window split
+    let mut seen = [0usize; 9];
     let mut rejected = 0;
     for _ in 0..4000 {
         let cache = cache_case().new_tree(&mut runner).unwrap().current();
@@ -1085,13 +1134,16 @@ fn the_kv_cache_generator_reaches_every_kind_of_plan() {
                 seen[4] += cache.tokens_q.is_some() as usize;
                 seen[5] += (cache.tokens_q.is_some() && split) as usize;
                 seen[6] += cache.case.options.num_splits.is_some_and(|n| n > 1) as usize;
+                let modified = plan.modifiers().is_some();
+                seen[7] += modified as usize;
+                seen[8] += (modified && split && cache.case.options.window.is_some()) as usize;
             }
             Err(_) => rejected += 1,
         }
     }
     eprintln!(
-        "contiguous, paged, split, packed heads, varlen, varlen split, explicit split count: \
-         {seen:?}; {rejected} rejected"
+        "contiguous, paged, split, packed heads, varlen, varlen split, explicit split count, \
+         modified, window split: {seen:?}; {rejected} rejected"
     );
     assert!(
         seen.iter().all(|&count| count >= 20) && rejected >= 200,
