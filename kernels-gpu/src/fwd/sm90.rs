@@ -59,10 +59,6 @@ use crate::smem::WgmmaTile;
 #[repr(C, align(1024))]
 struct SharedMemoryBase;
 
-/// Rows of one warpgroup (the M of `wgmma.m64nNk16`): also the rows whose key blocks a modified
-/// kernel's warpgroup computes ([`flash_attn_params::KernelSpec::key_block_rows`]).
-const WARPGROUP_ROWS: usize = SM90_WARPGROUP_ROWS;
-
 /// Pins every register of `acc` at this point among the volatile assembly (see
 /// [`fence_f32`]): before a `wgmma.fence` for the values the MMAs read, after a wait for
 /// the values they wrote.
@@ -223,7 +219,7 @@ pub unsafe fn forward<
     };
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
-    let warpgroup_row = WARPGROUP_ROWS * (warp / 4);
+    let warpgroup_row = SM90_WARPGROUP_ROWS * (warp / 4);
     let warp_row = 16 * warp;
     let this_lane = Lane::of(lane);
     let mut info = BlockInfo::<false>::new::<BLOCK_M>(params, &SequenceParams::DENSE);
@@ -274,9 +270,11 @@ pub unsafe fn forward<
         let v_rows = info.key_rows(params, &params.v_strides, params.v, block * BLOCK_N as u32);
         copy_tile_async::<_, BLOCK_N, WARPS, PADS, false>(v_tile(stage), v_rows, thread);
     };
-    // Every copy this thread issued has landed; the fence hands them to the async proxy that
-    // `wgmma` reads through, and the block barrier makes every thread's visible and says that
-    // every warpgroup is past its last wait for the MMAs it issued before. The modified
+    // Every copy this thread issued has landed (but the latest group, where
+    // `latest_in_flight`: the overlapped loop's with three slots, whose copies run two groups
+    // ahead); the fence hands them to the async proxy that `wgmma` reads through, and the
+    // block barrier makes every thread's visible and says that every warpgroup is past its
+    // last wait for the MMAs it issued before. The modified
     // kernels' warpgroups meet the block barrier in key loops of their own: the barrier that
     // allows that (`barrier_sync_0`).
     let block_barrier = || {
@@ -286,15 +284,8 @@ pub unsafe fn forward<
             bar_sync_0();
         }
     };
-    let copies_landed = || {
-        cp_async_wait_group::<0>();
-        fence_proxy_async_shared_cta();
-        block_barrier();
-    };
-    // [`copies_landed`] for the overlapped loop, whose copies run `STAGES - 1` groups ahead:
-    // every group but the `STAGES - 2` latest has landed.
-    let ahead_copies_landed = || {
-        if STAGES == 3 {
+    let copies_landed = |latest_in_flight: bool| {
+        if latest_in_flight {
             cp_async_wait_group::<1>();
         } else {
             cp_async_wait_group::<0>();
@@ -345,21 +336,6 @@ pub unsafe fn forward<
     }
     cp_async_commit_group();
 
-    if OVERLAP {
-        // With three slots, group `i` (from 1) holds block `first + i`'s K and block
-        // `first + i - 1`'s V: the prologue commits the groups before the loop's first.
-        for ahead in 1..STAGES as u32 - 1 {
-            let block = first_block + ahead;
-            if block < key_blocks {
-                copy_key_tile(block, ahead);
-            }
-            if block - 1 < key_blocks {
-                copy_value_tile(block - 1, ahead - 1);
-            }
-            cp_async_commit_group();
-        }
-    }
-
     let mut output = Output::<1, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<1>::default();
     // Modifies (the modified kernels) and masks block `block`'s scores (at the limits `bounds`
@@ -393,7 +369,7 @@ pub unsafe fn forward<
     let own = RowsKeyBlocks::new::<BLOCK_N>(
         mask,
         first_query + warpgroup_row as u32,
-        WARPGROUP_ROWS as u32,
+        SM90_WARPGROUP_ROWS as u32,
         info.seq_len_q,
         (first_block, key_blocks),
     );
@@ -407,10 +383,10 @@ pub unsafe fn forward<
         // block `j - 2`'s `P V`, which used those slots: with three slots each copy has two
         // blocks' time to land, with two one.
         let slot = |block: u32| (block - first_block) % STAGES as u32;
-        let start_block = #[inline(always)]
-        |block: u32| {
-            ahead_copies_landed();
-            let key_block = block + STAGES as u32 - 1;
+        // One group of copies: block `key_block`'s K and the V of the block before (the
+        // group after the prologue's, `first + 1`, holds the first block's V).
+        let copy_group = #[inline(always)]
+        |key_block: u32| {
             if key_block < key_blocks {
                 copy_key_tile(key_block, slot(key_block));
             }
@@ -418,6 +394,16 @@ pub unsafe fn forward<
                 copy_value_tile(key_block - 1, slot(key_block - 1));
             }
             cp_async_commit_group();
+        };
+        // With three slots the groups run two ahead: the one of block `first + 1` goes before
+        // the first block's wait.
+        for key_block in first_block + 1..first_block + STAGES as u32 - 1 {
+            copy_group(key_block);
+        }
+        let start_block = #[inline(always)]
+        |block: u32| {
+            copies_landed(STAGES == 3);
+            copy_group(block + STAGES as u32 - 1);
         };
         // The probabilities of the block before, for its `P V` (a modified kernel's
         // warpgroup computes them at its first block).
@@ -515,7 +501,7 @@ pub unsafe fn forward<
             for block in next_to_start..key_blocks {
                 start_block(block);
             }
-            copies_landed();
+            copies_landed(false);
             if begin < end && end == key_blocks {
                 add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
             }
@@ -527,7 +513,7 @@ pub unsafe fn forward<
                 overlapped_block(block, MaskBounds::END, true);
             }
             // The last block's `P V`.
-            copies_landed();
+            copies_landed(false);
             add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
         }
     } else if !OVERLAP {
@@ -544,9 +530,9 @@ pub unsafe fn forward<
                 copy_key_tile(block, 0);
                 copy_value_tile(block, 0);
                 cp_async_commit_group();
-                copies_landed();
+                copies_landed(false);
             } else {
-                copies_landed();
+                copies_landed(false);
                 if block + 1 < key_blocks {
                     copy_key_tile(block + 1, stage ^ 1);
                     copy_value_tile(block + 1, stage ^ 1);
