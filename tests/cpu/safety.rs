@@ -466,11 +466,8 @@ fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) 
             (right, false) => right,
         };
         let visible = |left: Option<i64>, right: Option<i64>, query: i128| {
-            let diagonal = query + seq_kv - seq_q;
-            let start = left.map_or(0, |left| (diagonal - left as i128).clamp(0, seq_kv));
-            let end = right.map_or(seq_kv, |right| {
-                (diagonal + right as i128 + 1).clamp(0, seq_kv)
-            });
+            let window = (left.map(i128::from), right.map(i128::from));
+            let (start, end) = model_key_range(window, seq_q, seq_kv, query);
             if start < end {
                 (start, end)
             } else {
@@ -517,16 +514,20 @@ fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) 
         );
         value
     };
-    // Mask::key_start and key_end of a query: the sums before their saturating subtraction.
+    // Mask::key_start and key_end of a query: the u32 sums before their saturating
+    // subtraction fit, and their values are the model's.
+    let range = |query: i128| model_key_range((Some(left), Some(right)), seq_q, seq_kv, query);
     let key_start = |query: i128| {
         let (up, down) = (left.max(0), (-left).max(0));
         u32_fits(seq_q + up);
-        (u32_fits(query + seq_kv + down) - (seq_q + up)).clamp(0, seq_kv)
+        u32_fits(query + seq_kv + down);
+        range(query).0
     };
     let key_end = |query: i128| {
         let (up, down) = (right.max(0), (-right).max(0));
         u32_fits(seq_q + down);
-        (u32_fits(query + 1 + seq_kv + up) - (seq_q + down)).clamp(0, seq_kv)
+        u32_fits(query + 1 + seq_kv + up);
+        range(query).1
     };
     for first_query in [0, (plan.grid().0 as i128 - 1) * block_m] {
         let last_query = (first_query + block_m).min(seq_q) - 1;
@@ -912,6 +913,21 @@ fn validate_cache(
     Ok((plan, buffers, paged))
 }
 
+/// The keys `start..end` that query `query` of `seq_q` sees among `seq_kv` under the window
+/// `(left, right)` (`None`: that side unbounded), FlashAttention's bottom-right-aligned rule,
+/// clamped to the keys: modelled in i128 apart from `params::Mask`.
+fn model_key_range(
+    (left, right): (Option<i128>, Option<i128>),
+    seq_q: i128,
+    seq_kv: i128,
+    query: i128,
+) -> (i128, i128) {
+    let diagonal = query + seq_kv - seq_q;
+    let start = left.map_or(0, |left| (diagonal - left).clamp(0, seq_kv));
+    let end = right.map_or(seq_kv, |right| (diagonal + right + 1).clamp(0, seq_kv));
+    (start, end)
+}
+
 /// The most keys, in whole key blocks, that one query block of a modified serving kernel
 /// computes: from the block of its first query's first key to the block of its last query's
 /// last key (`params::Mask` in i128), over every query block of `rows` rows (the first and
@@ -938,8 +954,9 @@ fn window_span_keys(
         } else {
             (first + block_m).min(seq_q) - 1
         };
-        let key_start = (first + seq_kv - seq_q - left).clamp(0, seq_kv);
-        let key_end = (last + 1 + seq_kv - seq_q + right).clamp(0, seq_kv);
+        let window = (Some(left), Some(right));
+        let key_start = model_key_range(window, seq_q, seq_kv, first).0;
+        let key_end = model_key_range(window, seq_q, seq_kv, last).1;
         let blocks = (key_end + block_n - 1) / block_n - key_start / block_n;
         blocks.max(0) * block_n
     };

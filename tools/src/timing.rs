@@ -72,6 +72,27 @@ pub const ANCHOR_SHAPES: [(usize, usize, usize, usize); 6] = [
     (2, 16, 4096, 128),
 ];
 
+/// A `--shape B,H,S,D` argument of the timing tools as `(batch, heads, seq_len, head_dim)`;
+/// `None` unless it is four sizes.
+///
+/// ```
+/// use flash_attn_tools::timing::parse_shape;
+///
+/// assert_eq!(parse_shape("2,16,4096,128"), Some((2, 16, 4096, 128)));
+/// assert_eq!(parse_shape("2,16,4096"), None);
+/// assert_eq!(parse_shape("2,16,x,128"), None);
+/// ```
+pub fn parse_shape(text: &str) -> Option<(usize, usize, usize, usize)> {
+    let sizes: Vec<usize> = text
+        .split(',')
+        .map(|size| size.parse().ok())
+        .collect::<Option<_>>()?;
+    let [batch, heads, seq_len, head_dim] = sizes[..] else {
+        return None;
+    };
+    Some((batch, heads, seq_len, head_dim))
+}
+
 /// Per-launch times of several repeats, each the mean over `launches_per_repeat` back-to-back
 /// launches between two events.
 #[derive(Clone, Debug, PartialEq)]

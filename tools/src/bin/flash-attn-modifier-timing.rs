@@ -32,7 +32,7 @@ use flash_attn::{
     ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant,
     FORWARD_KERNELS,
 };
-use flash_attn_tools::timing::{time_launches, LaunchTimes, ANCHOR_SHAPES};
+use flash_attn_tools::timing::{parse_shape, time_launches, LaunchTimes, ANCHOR_SHAPES};
 use half::{bf16, f16};
 
 const WARMUP_LAUNCHES: usize = 50;
@@ -438,7 +438,6 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
     Ok(())
 }
 
-/// One launch of each case of the f16 shape 8,16,2048,64, not causal, for a profiler.
 /// `--profile-launches`: each case of the problem `--shape` and `--causal` name, launched once.
 fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
     const USAGE: &str =
@@ -447,13 +446,8 @@ fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
     let shape = match arguments.iter().position(|argument| argument == "--shape") {
         Some(at) => {
             let text = arguments.get(at + 1).unwrap_or_else(|| panic!("{USAGE}"));
-            let sizes: Vec<usize> = text
-                .split(',')
-                .map(|size| size.parse().unwrap_or_else(|_| panic!("{USAGE}")))
-                .collect();
-            let [batch, heads, seq_len, head_dim] = sizes[..] else {
-                panic!("--shape needs four sizes, got {text:?}; {USAGE}");
-            };
+            let (batch, heads, seq_len, head_dim) = parse_shape(text)
+                .unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}; {USAGE}"));
             AttentionShape::new(batch, heads, seq_len, head_dim)
         }
         None => AttentionShape::new(8, 16, 2048, 64),

@@ -12,7 +12,9 @@ use flash_attn::{
     dispatch_kernel_on, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
     ForwardKernel, ForwardOptions, Variant, FORWARD_KERNELS,
 };
-use flash_attn_tools::timing::{time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES};
+use flash_attn_tools::timing::{
+    parse_shape, time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES,
+};
 use half::{bf16, f16};
 
 const WARMUP_LAUNCHES: usize = 50;
@@ -88,17 +90,9 @@ fn main() -> Result<(), Error> {
             }
             "--shape" => {
                 let text = args.next().expect("--shape needs B,H,S,D");
-                let sizes: Vec<usize> = text
-                    .split(',')
-                    .map(|size| {
-                        size.parse()
-                            .unwrap_or_else(|_| panic!("bad --shape {text:?}; {USAGE}"))
-                    })
-                    .collect();
-                let [batch, heads, seq_len, head_dim] = sizes[..] else {
-                    panic!("--shape needs four sizes, got {text:?}; {USAGE}");
-                };
-                shapes = vec![(batch, heads, seq_len, head_dim)];
+                let shape = parse_shape(&text)
+                    .unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}; {USAGE}"));
+                shapes = vec![shape];
             }
             other => panic!("unknown argument {other:?}; {USAGE}"),
         }
