@@ -583,9 +583,9 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
 /// ran 7% faster at 2,16,4096,128 non-causal (1% slower causal, inside the noise), 11-12% at
 /// D=256, 9-11% at D=160 and 2-6% at D=192 (those two against the first call's timings), but
 /// 16-20% slower at D=96, 35% at D=32 (against the first call) and 11% faster to 5% slower at
-/// D=64. Three slots against two, same tiles (H100, BENCHMARKS.md log 44): 1-4% faster at
-/// D=224 and at 4,8,512,128, 1-3% slower at D=128 and D=192 from 2048 keys, D=160 the same;
-/// a candidate of the search space, not shipped.
+/// D=64. Three slots against two, same tiles (H100, BENCHMARKS.md log 44, as the loop is
+/// now): 2-7% faster at D=224, 0-1.5% at D=128 (2,16,4096,128 and 4,8,512,128), 2-4% slower
+/// at D=192, D=160 the same; a candidate of the search space, not shipped.
 pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
     stages >= 2 && head_dim >= 128
 }
