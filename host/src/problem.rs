@@ -1104,7 +1104,8 @@ pub(crate) fn plan_cache(
     let group = shape.heads_q / shape.heads_kv;
     // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
     // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
-    if queries.is_none() && shape.seq_len_q == 1 && group > 1 {
+    let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
+    if packed_heads {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
         // the same query position, which sees every used key (causal or not).
@@ -1131,10 +1132,17 @@ pub(crate) fn plan_cache(
     }
     let tile = kernel.spec.tile;
     let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
-    // The key blocks a query block sees: a window's span, or the whole capacity.
-    let rows = (params.seq_len_q as usize).min(tile.block_m);
+    // The key blocks a query block sees: a window's span, or the whole capacity. Packed heads
+    // are rows of one query, whose window is that of a sequence of one query (sized for the
+    // `group` rows, it took up to `group` keys more, and splits with nothing to do).
+    let (seq_len_q, rows) = if packed_heads {
+        (1, 1)
+    } else {
+        let seq_len_q = params.seq_len_q as usize;
+        (seq_len_q, seq_len_q.min(tile.block_m))
+    };
     let key_blocks = rule
-        .visible_keys(params.seq_len_q as usize, rows)
+        .visible_keys(seq_len_q, rows)
         .map_or(usize::MAX, |keys| keys.div_ceil(tile.block_n) + 1)
         .min(shape.seq_len_kv.div_ceil(tile.block_n));
     let blocks = query_blocks * params.heads_q as usize * shape.batch;

@@ -1150,6 +1150,39 @@ fn split_kv_spreads_the_keys_a_window_leaves() {
     assert!(sequences.splits * sequences.keys_per_split >= 32768);
 }
 
+/// Decode packs a K/V head's query heads as the rows of one query, so the splits are sized for
+/// the window of that one query: sized for `group` queries, they took up to `group` keys more,
+/// and with them splits that had nothing to read (the CI's safety property test found one: 28
+/// heads on one K/V head, a 5-key window, key blocks of 16).
+#[test]
+fn packed_query_heads_size_the_splits_for_one_query() {
+    let decode = AttentionShape {
+        batch: 1,
+        heads_q: 64,
+        heads_kv: 1,
+        seq_len_q: 1,
+        seq_len_kv: 4096,
+        head_dim: 128,
+    };
+    let window_keys = 61;
+    let options = with_window(Some(window_keys - 1), Some(0));
+    let plan = plan_kv_cache(Dtype::F16, &decode, &options, H100_SM_COUNT).unwrap();
+    let sequences = plan.sequences().unwrap();
+    let block_n = plan.kernel().spec.tile.block_n as u32;
+    assert_eq!(plan.params().seq_len_q, 64, "the heads are packed");
+    // The window's keys from anywhere in a key block: its blocks, one more for alignment, and
+    // no split past them.
+    let (splits, per_split) = (sequences.splits, sequences.keys_per_split);
+    assert!(
+        splits * per_split >= window_keys as u32,
+        "{splits} x {per_split}"
+    );
+    assert!(
+        (splits - 1) * per_split < window_keys as u32 + block_n,
+        "{splits} x {per_split}, key blocks of {block_n}"
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::test_runner::Config { cases: 2000, ..Default::default() })]
 
