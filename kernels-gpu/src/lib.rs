@@ -44,8 +44,8 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    pads_head_dim, sm90_overlaps_blocks, ForwardParams, ModifiedParams, ModifiedServingParams,
-    ModifierParams, QSource, SequenceParams, ServingParams, Variant,
+    copy_warps, pads_head_dim, sm90_overlaps_blocks, ForwardParams, ModifiedParams,
+    ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -219,6 +219,7 @@ macro_rules! main_loop {
             $block_m,
             $block_n,
             $warps,
+            { $crate::copy_warps($block_m, $warps) },
             $stages,
             $head_dim,
             { $block_n / 16 },

@@ -9,7 +9,10 @@
 use core::fmt;
 
 pub use crate::arch::Family;
-use crate::tile::{for_each_tile_candidate, QSource, SmemLayout, TileConfig, SM90_WARPGROUP_ROWS};
+use crate::tile::{
+    for_each_tile_candidate, QSource, SmemLayout, TileConfig, SM90_PRODUCER_WARPS,
+    SM90_WARPGROUP_ROWS,
+};
 
 // `Family` is defined beside the architecture table that gives each family its PTX targets
 // (`arch.rs`, which needs nothing of this file); what it means for specs is here.
@@ -374,7 +377,7 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// scores than 128-key ones, measured no faster at the window (392-393 us against 392, f16,
 /// 2,16,8192,128) and is not listed. The host runs the dispatch table's tile where a modified
 /// kernel of it exists, else the head dim's first here.
-pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
+pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
         rows_tile(128, block_n, stages, head_dim)
     }
@@ -403,6 +406,18 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
         tile(64, 2, 192),
         tile(64, 1, 224),
         tile(64, 1, 256),
+        // Warp-specialised (a producer warpgroup): a candidate, measured against the tile
+        // above it of the same head dim.
+        TileConfig::new_for(
+            Family::Sm90,
+            128,
+            128,
+            128 / 16 + SM90_PRODUCER_WARPS,
+            2,
+            128,
+            SmemLayout::Swizzled,
+            QSource::SharedMemory,
+        ),
     ]
 };
 

@@ -24,6 +24,15 @@ pub const SM90_TILE_ALIGN: usize = 1024;
 /// warpgroup of 4 warps per this many rows ([`TileConfig::check_sm90`]).
 pub const SM90_WARPGROUP_ROWS: usize = 64;
 
+/// Warps of the producer warpgroup of a warp-specialised sm90 tile: the one warpgroup that
+/// copies Q, K and V while the others (one per [`SM90_WARPGROUP_ROWS`] rows) compute. A tile is
+/// warp-specialised where it has these warps beyond its rows' ([`TileConfig::producer_warps`]).
+pub const SM90_PRODUCER_WARPS: usize = 4;
+
+/// Shared-memory bytes of a warp-specialised sm90 tile's `mbarrier`s, after its K/V ring: a
+/// "landed" and a "free" barrier of 8 bytes per slot (three slots at most), padded.
+pub const SM90_PIPELINE_BARRIER_BYTES: usize = 64;
+
 /// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
 pub const CHUNK_BYTES: usize = 16;
 
@@ -393,9 +402,21 @@ impl TileConfig {
             layout,
             q_source,
         };
-        if block_m == 0 || !block_m.is_multiple_of(SM90_WARPGROUP_ROWS) || warps != block_m / 16 {
+        if block_m == 0
+            || !block_m.is_multiple_of(SM90_WARPGROUP_ROWS)
+            || (warps != block_m / 16 && warps != block_m / 16 + SM90_PRODUCER_WARPS)
+        {
             return Err(
-                "sm90: block_m must be a multiple of 64, with one warpgroup (4 warps) per 64 rows",
+                "sm90: block_m must be a multiple of 64, with one warpgroup (4 warps) per 64 rows \
+                 and at most a producer warpgroup more",
+            );
+        }
+        if config.producer_warps() != 0
+            && (block_m != 2 * SM90_WARPGROUP_ROWS || !sm90_overlaps_blocks(head_dim, stages))
+        {
+            return Err(
+                "sm90: a producer warpgroup only with two consumer warpgroups (block_m 128) in \
+                 the overlapped schedule (head_dim >= 128, two or three stages)",
             );
         }
         if block_n == 0 || !block_n.is_multiple_of(16) || block_n > 256 {
@@ -433,10 +454,10 @@ impl TileConfig {
     /// tile split into whole passes of 16-byte copies over the block's threads; `None` where
     /// they do.
     const fn copy_split_violation(&self) -> Option<&'static str> {
-        if CopyPlan::of(self.block_m, self.threads(), self.row_chunks()).is_none() {
+        if CopyPlan::of(self.block_m, self.copy_threads(), self.row_chunks()).is_none() {
             return Some("the Q tile must split into whole passes of 16-byte copies per thread");
         }
-        if CopyPlan::of(self.block_n, self.threads(), self.row_chunks()).is_none() {
+        if CopyPlan::of(self.block_n, self.copy_threads(), self.row_chunks()).is_none() {
             return Some("a K/V tile must split into whole passes of 16-byte copies per thread");
         }
         None
@@ -447,9 +468,26 @@ impl TileConfig {
         self.warps * 32
     }
 
+    /// The warps of a producer warpgroup (warp-specialised sm90 tiles: [`SM90_PRODUCER_WARPS`]
+    /// beyond one warp per 16 rows), or 0. Every tile of the sm80 family has at most one warp
+    /// per 16 rows, so no sm80 tile has any.
+    pub const fn producer_warps(&self) -> usize {
+        self.warps.saturating_sub(self.block_m / 16)
+    }
+
+    /// The warps that compute (own query rows): every warp but a producer's.
+    pub const fn consumer_warps(&self) -> usize {
+        self.warps - self.producer_warps()
+    }
+
+    /// The threads that copy the tiles into shared memory ([`copy_warps`]).
+    pub const fn copy_threads(&self) -> usize {
+        32 * copy_warps(self.block_m, self.warps)
+    }
+
     /// Query rows owned by one warp.
     pub const fn rows_per_warp(&self) -> usize {
-        self.block_m / self.warps
+        self.block_m / self.consumer_warps()
     }
 
     /// m16 MMA tiles per warp.
@@ -490,14 +528,14 @@ impl TileConfig {
         self.block_n * self.row_chunks()
     }
 
-    /// 16-byte `cp.async` copies each thread issues for the Q tile.
+    /// 16-byte `cp.async` copies each copying thread issues for the Q tile.
     pub const fn q_copies_per_thread(&self) -> usize {
-        self.q_chunks() / self.threads()
+        self.q_chunks() / self.copy_threads()
     }
 
-    /// 16-byte `cp.async` copies each thread issues for one K (or V) tile.
+    /// 16-byte `cp.async` copies each copying thread issues for one K (or V) tile.
     pub const fn kv_copies_per_thread(&self) -> usize {
-        self.kv_tile_chunks() / self.threads()
+        self.kv_tile_chunks() / self.copy_threads()
     }
 
     /// Shared-memory bytes of the Q tile, padding included.
@@ -520,9 +558,31 @@ impl TileConfig {
         self.k_tile_offset(stage) + self.kv_tile_bytes()
     }
 
-    /// Dynamic shared memory per block: the Q tile (reused to stage O) plus the K/V ring.
-    pub const fn smem_bytes(&self) -> usize {
+    /// Byte offset of a warp-specialised tile's pipeline barriers
+    /// ([`SM90_PIPELINE_BARRIER_BYTES`]): right after the K/V ring.
+    pub const fn pipeline_barrier_offset(&self) -> usize {
         self.k_tile_offset(self.stages)
+    }
+
+    /// Dynamic shared memory per block: the Q tile (reused to stage O) plus the K/V ring, and
+    /// a warp-specialised tile's pipeline barriers.
+    pub const fn smem_bytes(&self) -> usize {
+        let barriers = if self.producer_warps() != 0 {
+            SM90_PIPELINE_BARRIER_BYTES
+        } else {
+            0
+        };
+        self.pipeline_barrier_offset() + barriers
+    }
+}
+
+/// The warps of a tile of `block_m` rows and `warps` warps that copy its tiles into shared
+/// memory: a producer warpgroup's ([`TileConfig::producer_warps`]), or every warp.
+pub const fn copy_warps(block_m: usize, warps: usize) -> usize {
+    if warps > block_m / 16 {
+        warps - block_m / 16
+    } else {
+        warps
     }
 }
 
@@ -585,7 +645,8 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
 /// 16-20% slower at D=96, 35% at D=32 (against the first call) and 11% faster to 5% slower at
 /// D=64. Three slots against two, same tiles (H100, BENCHMARKS.md log 44, as the loop is
 /// now): 2-7% faster at D=224, 0-1.5% at D=128 (2,16,4096,128 and 4,8,512,128), 2-4% slower
-/// at D=192, D=160 the same; a candidate of the search space, not shipped.
+/// at D=192, D=160 the same; a candidate of the search space, not shipped. Only this schedule
+/// has warp-specialised tiles ([`TileConfig::producer_warps`]).
 pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
     stages >= 2 && head_dim >= 128
 }
@@ -613,21 +674,32 @@ pub(crate) fn for_each_tile_candidate(
             for block_m in SM90_CANDIDATE_BLOCK_M {
                 for block_n in SM90_CANDIDATE_BLOCK_N {
                     for stages in SM90_CANDIDATE_STAGES {
-                        let (warps, layout, q_source) =
-                            (block_m / 16, SmemLayout::Swizzled, QSource::SharedMemory);
-                        let candidate = TileConfig {
-                            block_m,
-                            block_n,
-                            warps,
-                            stages,
-                            head_dim,
-                            layout,
-                            q_source,
+                        // One warp per 16 rows, and where the tile can have one, a producer
+                        // warpgroup more.
+                        let warp_specialised = block_m == 2 * SM90_WARPGROUP_ROWS
+                            && sm90_overlaps_blocks(head_dim, stages);
+                        let producers: &[usize] = if warp_specialised {
+                            &[0, SM90_PRODUCER_WARPS]
+                        } else {
+                            &[0]
                         };
-                        let verdict = TileConfig::check_sm90(
-                            block_m, block_n, warps, stages, head_dim, layout, q_source,
-                        );
-                        visit(candidate, verdict);
+                        for producer_warps in producers {
+                            let warps = block_m / 16 + producer_warps;
+                            let (layout, q_source) = (SmemLayout::Swizzled, QSource::SharedMemory);
+                            let candidate = TileConfig {
+                                block_m,
+                                block_n,
+                                warps,
+                                stages,
+                                head_dim,
+                                layout,
+                                q_source,
+                            };
+                            let verdict = TileConfig::check_sm90(
+                                block_m, block_n, warps, stages, head_dim, layout, q_source,
+                            );
+                            visit(candidate, verdict);
+                        }
                     }
                 }
             }

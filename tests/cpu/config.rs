@@ -2,11 +2,12 @@ use flash_attn::QSource::{Registers, SharedMemory};
 use flash_attn::SmemLayout::{Padded, Swizzled};
 use flash_attn::{
     architectures_of, default_kernel, for_each_candidate, for_each_gated_config,
-    max_smem_per_block_of, Dtype, Family, KernelSpec, TileConfig, Variant, CANDIDATE_BLOCK_M,
-    CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES, CANDIDATE_HEAD_DIMS,
-    CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES, CANDIDATE_VARIANTS, CANDIDATE_WARPS,
-    FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
-    SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES, SUPPORTED_HEAD_DIMS,
+    max_smem_per_block_of, sm90_overlaps_blocks, Dtype, Family, KernelSpec, TileConfig, Variant,
+    CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
+    CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
+    CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES,
+    SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES, SM90_PRODUCER_WARPS,
+    SUPPORTED_HEAD_DIMS,
 };
 use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
@@ -75,7 +76,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
     assert!(FORWARD_KERNELS.len() >= shipping.len());
     assert_eq!(
         gated.len(),
-        802,
+        828,
         "the search space changed: update the README's counts"
     );
 }
@@ -171,15 +172,21 @@ fn the_sm90_family_has_dense_warpgroup_tiles_within_sm_90a_limits() {
         }
     });
     // 2 dtypes x head dims {32, 64, 96, 128, 160, 192, 224, 256} x block_m {64, 128, 192} x
-    // block_n {64, 128} x stages {1, 2, 3}.
-    assert_eq!(sm90.len() + rejected.len(), 2 * 8 * 3 * 2 * 3);
+    // block_n {64, 128} x stages {1, 2, 3}, and the warp-specialised tiles (a producer
+    // warpgroup): 2 dtypes x head dims {128, ..., 256} x block_m 128 x block_n {64, 128} x
+    // stages {2, 3}.
+    assert_eq!(
+        sm90.len() + rejected.len(),
+        2 * 8 * 3 * 2 * 3 + 2 * 5 * 2 * 2
+    );
     // Rejected only where sm_90a's shared memory is too small, where 12 warps (block_m 192)
     // cannot split a tile into whole passes of 16-byte copies, or for three stages below head
     // dim 128 (the loop of one block at a time has at most two slots).
     assert!(rejected.iter().all(|(candidate, limit)| {
         let tile = candidate.tile;
         let too_big = limit.contains("227 KiB") && tile.smem_bytes() > SM90_MAX_SMEM_PER_BLOCK;
-        let no_split = limit.contains("whole passes") && tile.block_m == 192;
+        let no_split =
+            limit.contains("whole passes") && tile.block_m == 192 && tile.producer_warps() == 0;
         let three_slots = limit.contains("three stages") && tile.stages == 3 && tile.head_dim < 128;
         too_big || no_split || three_slots
     }));
@@ -194,7 +201,16 @@ fn the_sm90_family_has_dense_warpgroup_tiles_within_sm_90a_limits() {
         let tile = spec.tile;
         assert_eq!(spec.variant, Variant::Dense);
         assert_eq!((tile.layout, tile.q_source), (Swizzled, SharedMemory));
-        assert_eq!(tile.warps, tile.block_m / 16);
+        // One warp per 16 rows, or a producer warpgroup more where two consumer warpgroups
+        // overlap their blocks.
+        assert_eq!(tile.consumer_warps(), tile.block_m / 16);
+        assert!(
+            tile.producer_warps() == 0
+                || (tile.producer_warps() == SM90_PRODUCER_WARPS
+                    && tile.block_m == 128
+                    && sm90_overlaps_blocks(tile.head_dim, tile.stages)),
+            "{spec}"
+        );
         for stage in 0..tile.stages {
             assert_eq!(tile.k_tile_offset(stage) % 1024, 0, "{spec}");
             assert_eq!(tile.v_tile_offset(stage) % 1024, 0, "{spec}");
@@ -454,7 +470,7 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
         2 * (2 * 2 * 3 * 2 * 3 * 2 * 2 + narrower)
             + 2 * SERVING_TILES.len()
             + 2 * MODIFIED_TILES.len()
-            + 2 * (8 * 3 * 2 * 3)
+            + 2 * (8 * 3 * 2 * 3 + 5 * 2 * 2)
             + 2 * SM90_MODIFIED_TILES.len()
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");

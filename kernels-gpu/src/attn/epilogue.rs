@@ -12,7 +12,7 @@ use crate::ptx::{
 };
 use crate::smem::SharedTile;
 
-/// Writes this warp's `BLOCK_M / WARPS` output rows (from block row `warp_row`) that exist:
+/// Writes this warp's `16 * M_TILES` output rows (from block row `warp_row`) that exist:
 /// normalises `output` by `rows.inverse_sum`, rounds it to `T`, stages it in the warp's own rows
 /// of `staging` (a tile of the block's rows that only this warp reads from now on) and stores
 /// it 16 bytes per lane: with `PADS` (a kernel that runs padded problems) only the columns up
@@ -26,8 +26,6 @@ use crate::smem::SharedTile;
 pub unsafe fn write_output<
     T: Element,
     Tile: SharedTile,
-    const BLOCK_M: usize,
-    const WARPS: usize,
     const M_TILES: usize,
     const DIM_STEPS: usize,
     const SERVING: bool,
@@ -68,7 +66,7 @@ pub unsafe fn write_output<
     bar_warp_sync();
     // The warp's rows split over its lanes as the tile copies split a tile over the block
     // ([`CopyPlan`]); each lane's row walks one pointer (no 64-bit multiply per store).
-    let plan = const { CopyPlan::of_tile(BLOCK_M / WARPS, 32, Tile::ROW_CHUNKS) };
+    let plan = const { CopyPlan::of_tile(16 * M_TILES, 32, Tile::ROW_CHUNKS) };
     let (lane_row, chunk) = (
         warp_row + lane.index / plan.group_chunks,
         lane.index % plan.group_chunks,

@@ -586,7 +586,7 @@ pub unsafe fn forward<
             );
         }
     } else {
-        write_output::<Mma::Input, Tile, BLOCK_M, WARPS, M_TILES, DIM_STEPS, SERVING, PADS>(
+        write_output::<Mma::Input, Tile, M_TILES, DIM_STEPS, SERVING, PADS>(
             &output, &rows, q_tile, &info, params, warp_row, this_lane,
         );
         write_logsumexp(&rows, &info, params, sequences, warp_row, this_lane);

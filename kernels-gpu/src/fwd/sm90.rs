@@ -27,6 +27,19 @@
 //! end O is divided by the row sums, staged through the Q tile and written with 16-byte
 //! stores; the logsumexp goes out if asked for.
 //!
+//! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
+//! two that own the 128 rows; overlapped schedule only) split the copies from the compute, as
+//! FlashAttention-3 does. The producer (24 registers per thread after `setmaxnreg`) issues the
+//! `cp.async` of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as soon as
+//! its slots are free, and each of its threads arrives on the group's `landed` `mbarrier` once
+//! its own copies have landed (`cp.async.mbarrier.arrive.noinc`); the consumers (240
+//! registers) wait on `landed`, fence the async proxy themselves, and after the block's MMAs
+//! each warp arrives on the group's `freed` barrier. No block barrier is left in the loop: the
+//! warpgroups drift apart, so that one's softmax runs under the other's MMAs. Measured on an
+//! H100 (BENCHMARKS.md log 45, `m128_n128_s2`, D=128): 1.19x faster than the tile without a
+//! producer at 2,16,4096,128 (1.28x causal), 1.09-1.11x at 4,8,512,128; the profile had shown
+//! the block barrier as the loop's largest stall (log 44).
+//!
 //! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
 //! read from or written to global memory.
 
@@ -35,7 +48,7 @@ use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
     Family, ForwardParams, ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig,
-    SM90_WARPGROUP_ROWS,
+    SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
 };
 
 use crate::attn::block_info::BlockInfo;
@@ -48,9 +61,11 @@ use crate::fragment::{Accumulator, Lane, OperandA};
 use crate::fwd::copy::copy_tile_async;
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
-    bar_sync_0, barrier_sync_0, cp_async_commit_group, cp_async_wait_group, fence_f32,
-    fence_proxy_async_shared_cta, fence_u32, shared_window_address, wgmma_commit_group,
-    wgmma_fence, wgmma_wait_group,
+    bar_sync_0, bar_sync_named, barrier_sync_0, cp_async_commit_group,
+    cp_async_mbarrier_arrive_noinc_shared, cp_async_wait_group, fence_f32,
+    fence_proxy_async_shared_cta, fence_u32, mbarrier_arrive_shared, mbarrier_init_shared,
+    mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
+    wgmma_commit_group, wgmma_fence, wgmma_wait_group,
 };
 use crate::smem::WgmmaTile;
 
@@ -58,6 +73,12 @@ use crate::smem::WgmmaTile;
 /// bytes), which `wgmma` reads the tiles' swizzle against.
 #[repr(C, align(1024))]
 struct SharedMemoryBase;
+
+/// Registers per thread of a warp-specialised block's producer warpgroup and of each of its two
+/// consumer warpgroups (`setmaxnreg`; FlashAttention-3's split): 128 x 24 + 256 x 240 = 64,512
+/// of the SM's 65,536, what the block starts with at 168 each (`.maxntid 384`).
+const PRODUCER_REGISTERS: u32 = 24;
+const CONSUMER_REGISTERS: u32 = 240;
 
 /// Pins every register of `acc` at this point among the volatile assembly (see
 /// [`fence_f32`]): before a `wgmma.fence` for the values the MMAs read, after a wait for
@@ -156,8 +177,10 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 
 /// The forward kernel body of the Hopper family for element type `T` and one tile
 /// configuration. `KEY_STEPS` and `DIM_STEPS` must equal `BLOCK_N / 16` and `HEAD_DIM / 16`
-/// (checked at compile time), and `OVERLAP` [`flash_attn_params::sm90_overlaps_blocks`]'s
-/// choice of schedule (see the module's documentation); the `main_loop!` macro derives them.
+/// (checked at compile time), `COPY_WARPS` the warps that copy
+/// ([`flash_attn_params::copy_warps`]: a producer warpgroup's, or all `WARPS`), and `OVERLAP`
+/// [`flash_attn_params::sm90_overlaps_blocks`]'s choice of schedule (see the module's
+/// documentation); the `main_loop!` macro derives them.
 /// The modified kernels (`MODIFIED`) apply `modifiers`' window, softcap and ALiBi bias, and
 /// each warpgroup computes only the key blocks its own 64 rows see (a window's block span is
 /// the rows' plus the window's); with `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel
@@ -179,6 +202,7 @@ pub unsafe fn forward<
     const BLOCK_M: usize,
     const BLOCK_N: usize,
     const WARPS: usize,
+    const COPY_WARPS: usize,
     const STAGES: usize,
     const HEAD_DIM: usize,
     const KEY_STEPS: usize,
@@ -197,6 +221,10 @@ pub unsafe fn forward<
     // the tiles are the swizzled layout's (see `WgmmaTile`).
     let tile: TileConfig = const {
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
+        assert!(
+            COPY_WARPS == WARPS || (COPY_WARPS == SM90_PRODUCER_WARPS && WARPS * 16 > BLOCK_M),
+            "COPY_WARPS != the warps that copy (TileConfig::copy_threads)"
+        );
         assert!(DIM_STEPS * 16 == HEAD_DIM, "DIM_STEPS != HEAD_DIM / 16");
         assert!(
             !OVERLAP || STAGES == 2 || STAGES == 3,
@@ -205,6 +233,10 @@ pub unsafe fn forward<
         assert!(
             OVERLAP || STAGES <= 2,
             "the loop of one block at a time has one or two slots"
+        );
+        assert!(
+            WARPS * 16 == BLOCK_M || (OVERLAP && BLOCK_M == 128),
+            "a producer warpgroup feeds two consumer warpgroups in the overlapped loop"
         );
         TileConfig::new_for(
             Family::Sm90,
@@ -217,8 +249,14 @@ pub unsafe fn forward<
             QSource::SharedMemory,
         )
     };
+    // Warp-specialised: a producer warpgroup (the last, beyond the rows' warpgroups) copies
+    // Q, K and V, and the consumers wait for each block's copies on `mbarrier`s and free its
+    // slots on others, with no block barrier in the loop.
+    let has_producer = tile.producer_warps() != 0;
     let thread = _thread_idx_x() as usize;
     let (warp, lane) = (thread / 32, thread % 32);
+    // This thread's index among those that copy (`COPY_WARPS` warps: the producer's, or all).
+    let copier = thread.wrapping_sub(32 * WARPS - 32 * COPY_WARPS);
     let warpgroup_row = SM90_WARPGROUP_ROWS * (warp / 4);
     let warp_row = 16 * warp;
     let this_lane = Lane::of(lane);
@@ -263,12 +301,12 @@ pub unsafe fn forward<
     let copy_key_tile = #[inline(always)]
     |block: u32, stage: u32| {
         let k_rows = info.key_rows(params, &params.k_strides, params.k, block * BLOCK_N as u32);
-        copy_tile_async::<_, BLOCK_N, WARPS, PADS, false>(k_tile(stage), k_rows, thread);
+        copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(k_tile(stage), k_rows, copier);
     };
     let copy_value_tile = #[inline(always)]
     |block: u32, stage: u32| {
         let v_rows = info.key_rows(params, &params.v_strides, params.v, block * BLOCK_N as u32);
-        copy_tile_async::<_, BLOCK_N, WARPS, PADS, false>(v_tile(stage), v_rows, thread);
+        copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(v_tile(stage), v_rows, copier);
     };
     // Every copy this thread issued has landed (but the latest group, where
     // `latest_in_flight`: the overlapped loop's with three slots, whose copies run two groups
@@ -293,6 +331,58 @@ pub unsafe fn forward<
         fence_proxy_async_shared_cta();
         block_barrier();
     };
+
+    // Block `b`'s K and V sit in slot `(b - first) % STAGES` (with one or two stages and no
+    // overlap, see that loop).
+    let slot = |block: u32| (block - first_block) % STAGES as u32;
+    // The warp-specialised pipeline's barriers, two per slot: `landed` completes once the
+    // producer's copies of a group (block `b`'s K and block `b - 1`'s V; the first group with
+    // Q, the last with V alone) have landed, `freed` once every consumer warp is done with
+    // them (with block `b`'s `S` and block `b - 1`'s `P V`). The `k`-th group of a slot is
+    // phase `k` of both.
+    let barriers = smem + tile.pipeline_barrier_offset() as u32;
+    let landed = |block: u32| barriers + 8 * slot(block);
+    let freed = |block: u32| barriers + 8 * (STAGES as u32 + slot(block));
+    let phase_parity = |block: u32| ((block - first_block) / STAGES as u32) & 1;
+    // A consumer's wait for block `block`'s group, which hands the copies (generic-proxy
+    // writes) to the async proxy that its `wgmma` reads them through.
+    let wait_landed = |block: u32| {
+        while !mbarrier_try_wait_parity_shared(landed(block), phase_parity(block)) {}
+        fence_proxy_async_shared_cta();
+    };
+    if has_producer {
+        if thread == 0 {
+            for slot in 0..STAGES as u32 {
+                let copying_threads = (32 * SM90_PRODUCER_WARPS) as u32;
+                mbarrier_init_shared(barriers + 8 * slot, copying_threads);
+                let consumer_warps = tile.consumer_warps() as u32;
+                mbarrier_init_shared(barriers + 8 * (STAGES as u32 + slot), consumer_warps);
+            }
+        }
+        bar_sync_0();
+        if warp >= tile.consumer_warps() {
+            setmaxnreg_dec::<PRODUCER_REGISTERS>();
+            copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
+            // Group `g` into slot `g % STAGES` once the consumers freed its last group there.
+            for group in first_block..key_blocks + 1 {
+                if group - first_block >= STAGES as u32 {
+                    let parity = phase_parity(group) ^ 1;
+                    while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
+                }
+                if group < key_blocks {
+                    copy_key_tile(group, slot(group));
+                }
+                if group > first_block {
+                    copy_value_tile(group - 1, slot(group - 1));
+                }
+                cp_async_mbarrier_arrive_noinc_shared(landed(group));
+            }
+            // No copy outlives its thread.
+            cp_async_wait_group::<0>();
+            return;
+        }
+        setmaxnreg_inc::<CONSUMER_REGISTERS>();
+    }
 
     // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
     // keys of `v`, each waited for before it returns (the overlapped loop issues its pair of
@@ -327,14 +417,16 @@ pub unsafe fn forward<
 
     // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
     // group.
-    copy_tile_async::<_, BLOCK_M, WARPS, PADS, true>(q_tile, q_rows, thread);
-    if first_block < key_blocks && STAGES > 1 {
-        copy_key_tile(first_block, 0);
-        if !OVERLAP {
-            copy_value_tile(first_block, 0);
+    if !has_producer {
+        copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
+        if first_block < key_blocks && STAGES > 1 {
+            copy_key_tile(first_block, 0);
+            if !OVERLAP {
+                copy_value_tile(first_block, 0);
+            }
         }
+        cp_async_commit_group();
     }
-    cp_async_commit_group();
 
     let mut output = Output::<1, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<1>::default();
@@ -382,7 +474,6 @@ pub unsafe fn forward<
         // `j + STAGES - 2`'s V start once every warpgroup is past block `j - 1`'s `S` and
         // block `j - 2`'s `P V`, which used those slots: with three slots each copy has two
         // blocks' time to land, with two one.
-        let slot = |block: u32| (block - first_block) % STAGES as u32;
         // One group of copies: block `key_block`'s K and the V of the block before (the
         // group after the prologue's, `first + 1`, holds the first block's V).
         let copy_group = #[inline(always)]
@@ -397,13 +488,34 @@ pub unsafe fn forward<
         };
         // With three slots the groups run two ahead: the one of block `first + 1` goes before
         // the first block's wait.
-        for key_block in first_block + 1..first_block + STAGES as u32 - 1 {
-            copy_group(key_block);
+        if !has_producer {
+            for key_block in first_block + 1..first_block + STAGES as u32 - 1 {
+                copy_group(key_block);
+            }
         }
+        // Block `block`'s group has landed (and, without a producer, the group `STAGES - 1`
+        // blocks on is issued), and after its MMAs, the warp is done with it.
         let start_block = #[inline(always)]
         |block: u32| {
-            copies_landed(STAGES == 3);
-            copy_group(block + STAGES as u32 - 1);
+            if has_producer {
+                wait_landed(block);
+            } else {
+                copies_landed(STAGES == 3);
+                copy_group(block + STAGES as u32 - 1);
+            }
+        };
+        let finish_block = |block: u32| {
+            if has_producer && lane == 0 {
+                mbarrier_arrive_shared(freed(block));
+            }
+        };
+        // The last group (the last block's V) has landed.
+        let last_landed = || {
+            if has_producer {
+                wait_landed(key_blocks);
+            } else {
+                copies_landed(false);
+            }
         };
         // The probabilities of the block before, for its `P V` (a modified kernel's
         // warpgroup computes them at its first block).
@@ -411,6 +523,7 @@ pub unsafe fn forward<
         if !MODIFIED {
             start_block(first_block);
             let mut scores = scores_of(k_tile(0));
+            finish_block(first_block);
             // The output is 0: its rescale changes nothing. The bounds are tested at run
             // time here (one block), so that the fold is inlined at three places, not four.
             let first_bounds = MaskBounds {
@@ -462,6 +575,7 @@ pub unsafe fn forward<
             // are packed only then: registers packed while `P V` runs were serialised by ptxas
             // (its C7513 note; FlashAttention-3 converts after the wait too).
             fence_operands(&mut previous);
+            finish_block(block);
             rescale.apply(&mut output);
             previous = probabilities::<T, KEY_STEPS>(&scores);
         };
@@ -472,6 +586,7 @@ pub unsafe fn forward<
             let (begin, end) = own.range();
             for block in first_block..begin {
                 start_block(block);
+                finish_block(block);
             }
             let mut next_to_start = begin;
             if begin < end {
@@ -495,13 +610,15 @@ pub unsafe fn forward<
                     // The warpgroup's last `P V`, under the next block's copies.
                     start_block(end);
                     add_values(&mut output, &previous, v_tile(slot(end - 1)));
+                    finish_block(end);
                     next_to_start = end + 1;
                 }
             }
             for block in next_to_start..key_blocks {
                 start_block(block);
+                finish_block(block);
             }
-            copies_landed(false);
+            last_landed();
             if begin < end && end == key_blocks {
                 add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
             }
@@ -513,7 +630,7 @@ pub unsafe fn forward<
                 overlapped_block(block, MaskBounds::END, true);
             }
             // The last block's `P V`.
-            copies_landed(false);
+            last_landed();
             add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
         }
     } else if !OVERLAP {
@@ -585,11 +702,19 @@ pub unsafe fn forward<
 
     // Epilogue: the output rows are staged through the Q tile, which the other warps of the
     // warpgroup read through their MMAs: every warp is past its last wait (and with no key
-    // block, every Q copy has landed) at this barrier.
-    cp_async_wait_group::<0>();
-    bar_sync_0();
+    // block, every Q copy has landed) at this barrier, the consumers' alone with a producer.
+    if has_producer {
+        if first_block >= key_blocks {
+            wait_landed(first_block);
+        }
+        // Barrier 1, of the two consumer warpgroups.
+        bar_sync_named::<1, 256>();
+    } else {
+        cp_async_wait_group::<0>();
+        bar_sync_0();
+    }
     let rows = softmax.finish(params.scale_log2);
-    write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, BLOCK_M, WARPS, 1, DIM_STEPS, false, PADS>(
+    write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, false, PADS>(
         &output, &rows, q_tile, &info, params, warp_row, this_lane,
     );
     write_logsumexp(

@@ -6,6 +6,7 @@
 
 mod cp_async;
 mod ldmatrix;
+mod mbarrier;
 mod memory;
 mod mma;
 mod special;
@@ -15,6 +16,10 @@ pub use cp_async::{
     cp_async_cg_16, cp_async_cg_16_zfill, cp_async_commit_group, cp_async_wait_group,
 };
 pub use ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
+pub use mbarrier::{
+    bar_sync_named, cp_async_mbarrier_arrive_noinc_shared, mbarrier_arrive_shared,
+    mbarrier_init_shared, mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc,
+};
 pub use memory::{
     atom_add_acq_rel_gpu_u32, bar_red_or_0, bar_sync_0, bar_warp_sync, barrier_sync_0,
     fence_acq_rel_gpu, ld_global_cg_f32, ld_global_cg_v2_f32, ld_global_nc_u32, ld_shared_b32,

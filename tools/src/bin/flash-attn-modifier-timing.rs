@@ -17,7 +17,8 @@
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
 //! is met. `--every-tile` adds, per shape, each modifier on every modified kernel of its head
 //! dim against the dense kernel of the same tile, and the window on each of them (the data for
-//! choosing a modified kernel's tile). `--profile-launches [--shape B,H,S,D] [--causal]` instead
+//! choosing a modified kernel's tile); with `--head-dim D` only those of head dim D, and not the
+//! targets' cases. `--profile-launches [--shape B,H,S,D] [--causal]` instead
 //! launches each case of one f16 problem (8,16,2048,64 not causal unless given) once, in the
 //! order plain, modified with none on, softcap, ALiBi, both (and with `--causal` the window of
 //! 1024 keys last), each through the kernel the device runs for it, and times nothing: the
@@ -293,9 +294,12 @@ fn modified_kernels<T: Element>(
 
 /// Every modifier on every modified kernel of the anchor shapes' head dims, against the dense
 /// kernel of the same tile; then the window on each modified kernel of its head dim.
-fn time_every_tile<T: Element>(gpu: &FlashAttention) -> Result<(), Error> {
+fn time_every_tile<T: Element>(gpu: &FlashAttention, only: Option<usize>) -> Result<(), Error> {
     let dtype = format!("{:?}", T::DTYPE);
-    for (batch, heads, seq_len, head_dim) in ANCHOR_SHAPES {
+    let anchors = ANCHOR_SHAPES
+        .into_iter()
+        .filter(|&(_, _, _, head_dim)| only.is_none_or(|only| only == head_dim));
+    for (batch, heads, seq_len, head_dim) in anchors {
         let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
         let buffers = Buffers::<T>::new(&shape)?;
         for causal in [false, true] {
@@ -501,12 +505,26 @@ fn main() -> Result<(), Error> {
         "{:<34} {:<38} {:>9} {:>19} ratios",
         "case", "kernel", "median us", "p10-p90 us"
     );
+    let arguments: Vec<String> = std::env::args().collect();
+    // `--every-tile --head-dim D`: only the tiles of head dim D, without the targets' run.
+    let only = arguments
+        .iter()
+        .position(|argument| argument == "--head-dim")
+        .map(|at| {
+            let value = arguments.get(at + 1).and_then(|text| text.parse().ok());
+            value.unwrap_or_else(|| panic!("--head-dim needs a head dim"))
+        });
     let mut worst = Worst::default();
-    time_dtype::<f16>(&gpu, &mut worst)?;
-    time_dtype::<bf16>(&gpu, &mut worst)?;
-    if std::env::args().any(|argument| argument == "--every-tile") {
-        time_every_tile::<f16>(&gpu)?;
-        time_every_tile::<bf16>(&gpu)?;
+    if only.is_none() {
+        time_dtype::<f16>(&gpu, &mut worst)?;
+        time_dtype::<bf16>(&gpu, &mut worst)?;
+    }
+    if arguments.iter().any(|argument| argument == "--every-tile") {
+        time_every_tile::<f16>(&gpu, only)?;
+        time_every_tile::<bf16>(&gpu, only)?;
+    }
+    if only.is_some() {
+        return Ok(());
     }
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!(
