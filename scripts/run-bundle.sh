@@ -18,7 +18,7 @@
 #          sm_80 PTX (after one process has JIT-compiled every kernel's sm_80 PTX into the cache);
 #   sm90:  the Hopper family's kernels (compute capability 9.0): their GPU tests and the four
 #          compute-sanitizer tools over them (the two-stage 128-row dense tiles, or
-#          SM90_SANITIZE, and every modified one), then the default API and the peers at the
+#          SM90_SANITIZE, every warp-specialised one and every modified one), then the default API and the peers at the
 #          anchor and head-dim shapes (and SM80_KERNELS, `B,H,S,D=entry` pairs, timed beside);
 #   tune:  the autotuner (not part of "all": its five output files plus the others would pass
 #          the 8 files a device call returns); copy $OUT/dispatch-table.tsv over
@@ -245,7 +245,8 @@ fi
 #     host/dispatch-table-sm90a.tsv says) against the peers at the anchor and head-dim shapes,
 #     and each shape's sm80 kernel beside it (SM80_KERNELS: `B,H,S,D=entry` pairs); then the
 #     four compute-sanitizer tools over the kernels SM90_SANITIZE names (an entry-name filter,
-#     default `_w8_s2_sm90a`), beside the odd-shape test of those kernels and the default
+#     default `_w8_s2_sm90a`) and the warp-specialised ones (`_w12_`), beside the odd-shape
+#     test of those kernels and the default
 #     API's tests at every head dim and on the tail and causal sweep.
 if wants sm90; then
     start=$SECONDS
@@ -283,10 +284,18 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
             ./gpu-tests --test-threads=1 --exact modifiers::every_modified_kernel_on_a_small_problem \
             > "sanitizer90mod-$tool.log" 2>&1 &
+        # The warp-specialised ones (a producer warpgroup: `_w12_`), D=128's shipping tile.
+        FLASH_ATTN_KERNEL_FILTER=_w12_ \
+            timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem \
+            > "sanitizer90ws-$tool.log" 2>&1 &
     done
     FLASH_ATTN_KERNEL_FILTER=${SM90_SANITIZE:-_w8_s2_sm90a} ./gpu-tests --test-threads=2 --exact \
         sm90::every_sm90_kernel_on_odd_shapes >> "$out/gpu-tests-sm90.log" 2>&1
     note "the odd-shape test of the sm90 kernels (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    FLASH_ATTN_KERNEL_FILTER=_w12_ ./gpu-tests --test-threads=2 --exact \
+        sm90::every_sm90_kernel_on_odd_shapes >> "$out/gpu-tests-sm90.log" 2>&1
+    note "the odd-shape test of the warp-specialised sm90 kernels (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     FLASH_ATTN_KERNEL_FILTER=_mod_sm90a ./gpu-tests --test-threads=2 --exact \
         modifiers::every_sm90_modified_kernel_with_each_modifier >> "$out/gpu-tests-sm90.log" 2>&1
     note "every sm90 modified kernel with each modifier (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
@@ -295,9 +304,10 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
     ./gpu-tests --test-threads=2 --exact forward::every_head_dim_through_the_default_api >> "$out/gpu-tests-sm90.log" 2>&1
     note "every head dim through the default API (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     wait
-    # The modified kernels' four logs come back as one (the call returns at most 8 files).
-    tail -n 40 sanitizer90mod-*.log > "$out/sanitizer90mod.log"
-    for log in "$out"/sanitizer90-*.log sanitizer90mod-*.log; do
+    # The modified and warp-specialised kernels' eight logs come back as one (the call returns
+    # at most 8 files).
+    tail -n 40 sanitizer90mod-*.log sanitizer90ws-*.log > "$out/sanitizer90mod.log"
+    for log in "$out"/sanitizer90-*.log sanitizer90mod-*.log sanitizer90ws-*.log; do
         note "sanitizer on the sm90 kernels, ${log##*/sanitizer90} ($((SECONDS - start)) s): $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
     done
 fi
