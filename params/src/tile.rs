@@ -370,8 +370,9 @@ impl TileConfig {
     }
 
     /// The gates of the sm90 family's tiles: one warpgroup of 4 warps per 64 query rows
-    /// (`warps == block_m / 16`), key blocks a multiple of 16 (wgmma's k-step over P.V), head
-    /// dims a multiple of 32 up to 256 (the kernel swizzles 64-byte rows at D=96 and 128-byte
+    /// (`warps == block_m / 16`, or [`SM90_PRODUCER_WARPS`] more for a producer warpgroup: two
+    /// consumer warpgroups in the overlapped schedule), key blocks a multiple of 16 (wgmma's
+    /// k-step over P.V), head dims a multiple of 32 up to 256 (the kernel swizzles 64-byte rows at D=96 and 128-byte
     /// ones otherwise, so D need not be a multiple of 64 as the sm80 family's swizzle needs),
     /// swizzled tiles with Q in shared memory, every tile at a 1024-byte boundary
     /// ([`SM90_TILE_ALIGN`]), and sm_90a's per-block shared memory ([`SM90_MAX_SMEM_PER_BLOCK`]).
@@ -662,13 +663,30 @@ pub const SM90_CANDIDATE_BLOCK_N: [usize; 2] = [64, 128];
 pub const SM90_CANDIDATE_STAGES: [usize; 3] = [1, 2, 3];
 
 /// Calls `visit(candidate, verdict)` for every candidate tile of `family`, in the order of the
-/// PTX entries: head dim, `block_m`, `block_n`, warps, stages, layout, Q source. `candidate`
+/// PTX entries: head dim, `block_m`, `block_n`, warps, stages, layout, Q source (the sm90
+/// family's: head dim, `block_m`, `block_n`, stages, warps). `candidate`
 /// holds the parameters, checked or not; `verdict` is [`TileConfig::check_for`]'s: `Ok` with
 /// the same configuration, or the first limit it violates.
 pub(crate) fn for_each_tile_candidate(
     family: Family,
     mut visit: impl FnMut(TileConfig, Result<TileConfig, &'static str>),
 ) {
+    // Every candidate goes through its family's gates.
+    let mut visit_checked = |candidate: TileConfig| {
+        let TileConfig {
+            block_m,
+            block_n,
+            warps,
+            stages,
+            head_dim,
+            layout,
+            q_source,
+        } = candidate;
+        let verdict = TileConfig::check_for(
+            family, block_m, block_n, warps, stages, head_dim, layout, q_source,
+        );
+        visit(candidate, verdict);
+    };
     if let Family::Sm90 = family {
         for head_dim in SM90_CANDIDATE_HEAD_DIMS {
             for block_m in SM90_CANDIDATE_BLOCK_M {
@@ -684,21 +702,15 @@ pub(crate) fn for_each_tile_candidate(
                             &[0]
                         };
                         for producer_warps in producers {
-                            let warps = block_m / 16 + producer_warps;
-                            let (layout, q_source) = (SmemLayout::Swizzled, QSource::SharedMemory);
-                            let candidate = TileConfig {
+                            visit_checked(TileConfig {
                                 block_m,
                                 block_n,
-                                warps,
+                                warps: block_m / 16 + producer_warps,
                                 stages,
                                 head_dim,
-                                layout,
-                                q_source,
-                            };
-                            let verdict = TileConfig::check_sm90(
-                                block_m, block_n, warps, stages, head_dim, layout, q_source,
-                            );
-                            visit(candidate, verdict);
+                                layout: SmemLayout::Swizzled,
+                                q_source: QSource::SharedMemory,
+                            });
                         }
                     }
                 }
@@ -722,13 +734,9 @@ pub(crate) fn for_each_tile_candidate(
                                     layout,
                                     q_source,
                                 };
-                                if !in_candidate_space(&candidate) {
-                                    continue;
+                                if in_candidate_space(&candidate) {
+                                    visit_checked(candidate);
                                 }
-                                let verdict = TileConfig::check(
-                                    block_m, block_n, warps, stages, head_dim, layout, q_source,
-                                );
-                                visit(candidate, verdict);
                             }
                         }
                     }
