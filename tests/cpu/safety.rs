@@ -16,11 +16,15 @@
 //! layout and a slopes buffer of any length), planned as the safe calls plan them ([`plan`],
 //! [`plan_on`], [`plan_alibi`], [`plan_alibi_on`]): a modified kernel of either family must
 //! also form its window's u32 and i32 mask arithmetic without wrapping and read only slopes
-//! inside their buffer.
+//! inside their buffer. The KV-cache cases (contiguous, paged, packed queries; a quarter of
+//! them decode steps) draw the same modifiers and plan ALiBi through the serving calls' own
+//! planners ([`plan_kv_cache_alibi`], [`plan_paged_kv_cache_alibi`],
+//! [`plan_varlen_kv_cache_alibi`]), with the same two checks at the longest lengths.
 
 use flash_attn::{
-    kernel_head_dim, plan, plan_alibi, plan_alibi_on, plan_kv_cache, plan_on, plan_paged_kv_cache,
-    plan_varlen_kv_cache, AlibiLayout, AttentionShape, BufferLengths, Dtype, Error, Family,
+    kernel_head_dim, plan, plan_alibi, plan_alibi_on, plan_kv_cache, plan_kv_cache_alibi, plan_on,
+    plan_paged_kv_cache, plan_paged_kv_cache_alibi, plan_varlen_kv_cache,
+    plan_varlen_kv_cache_alibi, AlibiLayout, AttentionShape, BufferLengths, Dtype, Error, Family,
     ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, SlidingWindow, TensorStrides,
     Variant, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
@@ -495,18 +499,45 @@ fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) 
     assert!(softcap_scale.is_finite() && softcap_scale >= 0.0);
     assert_eq!(softcap_scale > 0.0, case.options.softcap.is_some());
     assert!(modifiers.alibi_slope_scale.is_finite());
+    let tile = plan.kernel().spec.tile;
+    let query_blocks = plan.grid().0 as i128;
+    let lengths = (shape.seq_len_q as i128, shape.seq_len_kv as i128);
+    check_window_arithmetic(
+        modifiers,
+        lengths,
+        query_blocks,
+        (tile.block_m, tile.block_n),
+    );
+    match (case.alibi, alibi_slopes) {
+        (Some((layout, _)), Some(slopes)) => {
+            check_slope_reads(modifiers, layout, slopes, shape.batch, shape.heads_q)
+        }
+        (None, None) => assert_eq!(plan.alibi_slopes_len(), 0),
+        _ => unreachable!("validate reads slopes exactly where the case has ALiBi"),
+    }
+}
+
+/// A modified launch's window arithmetic: the offsets within the kernel's `±2^30`, and its u32
+/// and i32 mask arithmetic (`params::Mask` and `TileMask`, which the modified kernels of both
+/// families form per block and per row) without wrapping at the corner query blocks of
+/// `query_blocks`, for `seq_q` queries (the mask's: 1 for a packed decode block, whose rows
+/// are one query) and `seq_kv` keys. A serving plan is checked at its longest lengths, which
+/// bound every sequence's sums.
+fn check_window_arithmetic(
+    modifiers: &flash_attn::ModifierParams,
+    (seq_q, seq_kv): (i128, i128),
+    query_blocks: i128,
+    (block_m, block_n): (usize, usize),
+) {
     let offset_limit = 1i64 << 30;
     for offset in [modifiers.window_left, modifiers.window_right] {
         assert!((-offset_limit..=offset_limit).contains(&(offset as i64)));
     }
-
-    let tile = plan.kernel().spec.tile;
-    let (seq_q, seq_kv) = (shape.seq_len_q as i128, shape.seq_len_kv as i128);
     let (left, right) = (
         modifiers.window_left as i128,
         modifiers.window_right as i128,
     );
-    let (block_m, block_n) = (tile.block_m as i128, tile.block_n as i128);
+    let (block_m, block_n) = (block_m as i128, block_n as i128);
     let u32_fits = |value: i128| {
         assert!(
             (0..=u32::MAX as i128).contains(&value),
@@ -529,7 +560,7 @@ fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) 
         u32_fits(query + 1 + seq_kv + up);
         range(query).1
     };
-    for first_query in [0, (plan.grid().0 as i128 - 1) * block_m] {
+    for first_query in [0, (query_blocks - 1).min((seq_q - 1) / block_m) * block_m] {
         let last_query = (first_query + block_m).min(seq_q) - 1;
         let (first_key, end_key) = (key_start(first_query), key_end(last_query));
         key_start(last_query);
@@ -554,20 +585,26 @@ fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) 
             }
         }
     }
-    match (case.alibi, alibi_slopes) {
-        (Some((layout, _)), Some(slopes)) => {
-            let batch_stride = match layout {
-                AlibiLayout::PerHead => 0,
-                AlibiLayout::PerBatchAndHead => shape.heads_q as u128,
-            };
-            assert_eq!(modifiers.alibi_batch_stride as u128, batch_stride);
-            // The last (batch, head) of the grid reads the highest slope.
-            let last = (shape.batch as u128 - 1) * batch_stride + shape.heads_q as u128 - 1;
-            assert!(last < slopes as u128, "an ALiBi slope read past its buffer");
-        }
-        (None, None) => assert_eq!(plan.alibi_slopes_len(), 0),
-        _ => unreachable!("validate reads slopes exactly where the case has ALiBi"),
-    }
+}
+
+/// The ALiBi slopes a modified launch reads, one per (batch entry or sequence, query head) of
+/// `batch` and `heads_q` (a packed decode block's rows each read their own head's), inside the
+/// `slopes` the buffer holds, in `layout`.
+fn check_slope_reads(
+    modifiers: &flash_attn::ModifierParams,
+    layout: AlibiLayout,
+    slopes: usize,
+    batch: usize,
+    heads_q: usize,
+) {
+    let batch_stride = match layout {
+        AlibiLayout::PerHead => 0,
+        AlibiLayout::PerBatchAndHead => heads_q as u128,
+    };
+    assert_eq!(modifiers.alibi_batch_stride as u128, batch_stride);
+    // The last (batch, head) of the grid reads the highest slope.
+    let last = (batch as u128 - 1) * batch_stride + heads_q as u128 - 1;
+    assert!(last < slopes as u128, "an ALiBi slope read past its buffer");
 }
 
 /// Distinct output rows share no element: every pair when the output has at most 4096 rows,
@@ -863,11 +900,15 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         prop::option::weighted(0.3, dimension()),
         // An explicit split count: mostly 1 to MAX_SPLITS, at times 0 or past it (an error).
         prop::option::weighted(0.2, 0..=flash_attn::MAX_SPLITS + 8),
+        // Decode (one query per sequence), the serving calls' commonest case and the one that
+        // packs grouped query heads into a tile.
+        prop::bool::weighted(0.25),
     )
-        .prop_map(|(mut case, paged, extra_tokens, num_splits)| {
+        .prop_map(|(mut case, paged, extra_tokens, num_splits, decode)| {
             case.options.num_splits = num_splits;
-            // The serving calls' ALiBi forms are planned by their own planners, not here.
-            case.alibi = None;
+            if decode {
+                case.shape.seq_len_q = 1;
+            }
             if let Some((page_size, _)) = paged {
                 // The capacity in whole pages, so that most paged cases are valid; K and V in
                 // the pages' own layout.
@@ -885,11 +926,18 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         })
 }
 
+/// An accepted KV-cache launch: its plan, buffers, paged cache and (with ALiBi) slopes.
+type AcceptedCache = (
+    LaunchPlan,
+    BufferLengths,
+    Option<PagedKvCache>,
+    Option<usize>,
+);
+
 /// Plans a KV-cache case as `forward_kv_cache`, `forward_paged_kv_cache` or (packed queries)
-/// `forward_varlen_kv_cache` and `forward_varlen_paged_kv_cache` would.
-fn validate_cache(
-    cache: &CacheCase,
-) -> Result<(LaunchPlan, BufferLengths, Option<PagedKvCache>), Error> {
+/// `forward_varlen_kv_cache` and `forward_varlen_paged_kv_cache` would, or their ALiBi forms
+/// where the case has ALiBi (then with the slopes buffer's length).
+fn validate_cache(cache: &CacheCase) -> Result<AcceptedCache, Error> {
     let case = &cache.case;
     let paged = cache.paged.map(|(page_size, num_pages)| PagedKvCache {
         num_pages,
@@ -897,20 +945,37 @@ fn validate_cache(
         pages_per_sequence: case.shape.seq_len_kv / page_size.max(1),
     });
     let (dtype, shape, options, sm_count) = (case.dtype, &case.shape, &case.options, case.sm_count);
-    let plan = match (cache.tokens_q, &paged) {
-        (Some(tokens_q), paged) => {
+    let layout = case.alibi.map(|(layout, _)| layout);
+    let plan = match (cache.tokens_q, &paged, layout) {
+        (Some(tokens_q), paged, layout) => {
             let extents = VarlenCacheExtents {
                 longest: *shape,
                 tokens_q,
             };
-            plan_varlen_kv_cache(dtype, &extents, paged.as_ref(), options, sm_count)?
+            let paged = paged.as_ref();
+            match layout {
+                None => plan_varlen_kv_cache(dtype, &extents, paged, options, sm_count)?,
+                Some(layout) => {
+                    plan_varlen_kv_cache_alibi(dtype, &extents, paged, options, layout, sm_count)?
+                }
+            }
         }
-        (None, None) => plan_kv_cache(dtype, shape, options, sm_count)?,
-        (None, Some(paged)) => plan_paged_kv_cache(dtype, shape, paged, options, sm_count)?,
+        (None, None, None) => plan_kv_cache(dtype, shape, options, sm_count)?,
+        (None, None, Some(layout)) => plan_kv_cache_alibi(dtype, shape, options, layout, sm_count)?,
+        (None, Some(paged), None) => plan_paged_kv_cache(dtype, shape, paged, options, sm_count)?,
+        (None, Some(paged), Some(layout)) => {
+            plan_paged_kv_cache_alibi(dtype, shape, paged, options, layout, sm_count)?
+        }
     };
     let buffers = buffers(case, &plan);
     plan.check_buffers(&buffers)?;
-    Ok((plan, buffers, paged))
+    let slopes = case
+        .alibi
+        .map(|(_, length)| length.of(plan.alibi_slopes_len()));
+    if let Some(slopes) = slopes {
+        plan.check_alibi_slopes_len(slopes)?;
+    }
+    Ok((plan, buffers, paged, slopes))
 }
 
 /// The keys `start..end` that query `query` of `seq_q` sees among `seq_kv` under the window
@@ -972,12 +1037,8 @@ fn window_span_keys(
 /// as given and inside their buffers, the logsumexps inside theirs, every key row the block may
 /// read inside K and V (every page's, for a paged cache), and the split-KV ranges and workspace
 /// consistent.
-fn check_accepted_cache(
-    cache: &CacheCase,
-    plan: &LaunchPlan,
-    buffers: &BufferLengths,
-    paged: Option<PagedKvCache>,
-) {
+fn check_accepted_cache(cache: &CacheCase, (plan, buffers, paged, slopes): &AcceptedCache) {
+    let (plan, buffers, paged) = (plan, buffers, *paged);
     let shape = &cache.case.shape;
     let params = plan.params();
     let sequences = plan.sequences().expect("a serving plan");
@@ -1049,6 +1110,34 @@ fn check_accepted_cache(
             plan.counters() as u64,
             shape.batch as u64 * heads as u64 * query_blocks as u64
         );
+    }
+    // A modified launch: its window arithmetic at the longest lengths, which bound every
+    // sequence's (the one query of a packed decode block), and its slope reads. A softcap or
+    // ALiBi always runs one.
+    match plan.modifiers() {
+        Some(modifiers) => {
+            let one_query = modifiers.rows_share_one_query != 0;
+            let queries = if one_query { 1 } else { rows as i128 };
+            let blocks = (tile.block_m, tile.block_n);
+            check_window_arithmetic(
+                modifiers,
+                (queries, keys as i128),
+                query_blocks as i128,
+                blocks,
+            );
+            match (cache.case.alibi, *slopes) {
+                (Some((layout, _)), Some(slopes)) => {
+                    check_slope_reads(modifiers, layout, slopes, shape.batch, shape.heads_q)
+                }
+                (None, None) => assert_eq!(plan.alibi_slopes_len(), 0),
+                _ => unreachable!("validate_cache reads slopes exactly where the case has ALiBi"),
+            }
+        }
+        None => assert!(
+            cache.case.options.softcap.is_none() && cache.case.alibi.is_none(),
+            "a modifier ran on the {:?} kernel",
+            plan.kernel().spec.variant
+        ),
     }
     let lse_elements = match tokens_q {
         Some(tokens) => shape.heads_q as u128 * tokens as u128,
@@ -1125,42 +1214,50 @@ proptest! {
         cache in cache_case()
     ) {
         match validate_cache(&cache) {
-            Ok((plan, buffers, paged)) => check_accepted_cache(&cache, &plan, &buffers, paged),
+            Ok(accepted) => check_accepted_cache(&cache, &accepted),
             Err(error) => prop_assert!(is_specific(&error), "{error:?}"),
         }
     }
 }
 
+/// Whether a KV-cache plan packs the query heads of a K/V head into one tile's rows (decode
+/// with grouped heads).
+fn seen_packed(plan: &LaunchPlan, cache: &CacheCase) -> bool {
+    plan.params().heads_q as usize != cache.case.shape.heads_q
+}
+
 /// The KV-cache property is only as strong as its accepted cases: contiguous and paged ones,
-/// split and not, packed and not.
+/// split and not, packed and not, with ALiBi and without.
 #[test]
 fn the_kv_cache_generator_reaches_every_kind_of_plan() {
     let mut runner = TestRunner::deterministic();
     // contiguous, paged, split, packed heads, varlen, varlen split, explicit split count,
-    // modified (a window or a softcap), a window split
-    let mut seen = [0usize; 9];
+    // modified (a window, a softcap or ALiBi), a window split, ALiBi, ALiBi with packed heads
+    let mut seen = [0usize; 11];
     let mut rejected = 0;
     for _ in 0..4000 {
         let cache = cache_case().new_tree(&mut runner).unwrap().current();
         match validate_cache(&cache) {
-            Ok((plan, _, paged)) => {
+            Ok((plan, _, paged, slopes)) => {
                 let split = plan.splits() > 1;
                 seen[paged.is_some() as usize] += 1;
                 seen[2] += split as usize;
-                seen[3] += (plan.params().heads_q as usize != cache.case.shape.heads_q) as usize;
+                seen[3] += seen_packed(&plan, &cache) as usize;
                 seen[4] += cache.tokens_q.is_some() as usize;
                 seen[5] += (cache.tokens_q.is_some() && split) as usize;
                 seen[6] += cache.case.options.num_splits.is_some_and(|n| n > 1) as usize;
                 let modified = plan.modifiers().is_some();
                 seen[7] += modified as usize;
                 seen[8] += (modified && split && cache.case.options.window.is_some()) as usize;
+                seen[9] += slopes.is_some() as usize;
+                seen[10] += (slopes.is_some() && seen_packed(&plan, &cache)) as usize;
             }
             Err(_) => rejected += 1,
         }
     }
     eprintln!(
         "contiguous, paged, split, packed heads, varlen, varlen split, explicit split count, \
-         modified, window split: {seen:?}; {rejected} rejected"
+         modified, window split, ALiBi, ALiBi packed: {seen:?}; {rejected} rejected"
     );
     assert!(
         seen.iter().all(|&count| count >= 20) && rejected >= 200,
