@@ -430,9 +430,8 @@ pub fn modified_kernel(
 /// [`modified_kernel`] on a device of `compute_capability`, what the default API runs for a
 /// problem with a score modifier: the modified kernel of the family and tile of the dense
 /// problem's kernel on that device ([`dispatch_kernel_on`]: on compute capability 9.0 the
-/// sm90 family's where the sm_90a table has a row; of that family a 64-row tile, where one is
-/// built, when the dense tile's blocks number fewer than the device's `sm_count`
-/// multiprocessors), else the first of that family's at the problem's kernel head dim, else
+/// sm90 family's where the sm_90a table has a row), else the first of that family's at the
+/// problem's kernel head dim, else
 /// [`modified_kernel`]'s rule over the kernels that run on the device.
 ///
 /// ```
@@ -482,19 +481,8 @@ pub(crate) fn modified_kernel_for(
     };
     let candidates = || FORWARD_KERNELS.iter().filter(modified);
     let of_dense_family = || candidates().filter(|kernel| kernel.spec.family == dense.spec.family);
-    // A grid of the dense tile's blocks that leaves multiprocessors idle runs the sm90
-    // family's 64-row tile where it has one, twice the blocks: at 4,8,512,128 on an H100 (128
-    // blocks of 128 rows) it took 0.92-0.98x the 128-row modified kernel's time with a softcap
-    // or ALiBi (BENCHMARKS.md log 43).
-    let blocks = shape
-        .seq_len_q
-        .div_ceil(dense.spec.tile.block_m)
-        .saturating_mul(shape.heads_q)
-        .saturating_mul(shape.batch);
-    let leaves_multiprocessors_idle = dense.spec.family == Family::Sm90 && blocks < sm_count;
     of_dense_family()
-        .find(|kernel| leaves_multiprocessors_idle && kernel.spec.tile.block_m == 64)
-        .or_else(|| of_dense_family().find(|kernel| kernel.spec.tile == dense.spec.tile))
+        .find(|kernel| kernel.spec.tile == dense.spec.tile)
         .or_else(|| of_dense_family().next())
         .or_else(|| candidates().find(|kernel| kernel.spec.family == Family::Sm80))
         .ok_or(Error::UnsupportedHeadDim {

@@ -369,29 +369,29 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// (`host/dispatch-table-sm90a.tsv`), so that a modified problem runs the plain problem's tile
 /// on a device of compute capability 9.0 and only the modifiers' cost separates the two (the
 /// issue's target); at D=224 and D=256 their one-stage forms, the table's two-stage tiles having
-/// spilled as modified kernels (255 registers, a 112- and a 184-byte stack, sm_90a); and at
-/// D=128 the 64-row tile of one warpgroup, for grids of the table's 128-row tile that leave
-/// multiprocessors idle (`flash_attn::modified_kernel_on`): at 4,8,512,128 on an H100 it took
-/// 0.92-0.98x the 128-row modified kernel's time with a softcap or ALiBi (BENCHMARKS.md log 43).
-/// The 64-key form of the D=128 tile, whose blocks cover a 1024-key window's span with 6% fewer
-/// scores than 128-key ones, measured no faster at the window (392-393 us against 392, f16,
-/// 2,16,8192,128) and is not listed. The host runs the dispatch table's tile where a modified
-/// kernel of it exists, else the head dim's first here.
-pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
+/// spilled as modified kernels (255 registers, a 112- and a 184-byte stack, sm_90a). At D=128
+/// the table's tile is warp-specialised (a producer warpgroup, BENCHMARKS.md log 45); its
+/// modified kernel ran softcap, ALiBi and the window 1.10-1.27x faster than the one of the
+/// 8-warp tile it replaced, and 0.91-1.00x the time of the 64-row tile that small grids ran
+/// before (log 43), so neither is listed any more. The 64-key form of the D=128 tile, whose
+/// blocks cover a 1024-key window's span with 6% fewer scores than 128-key ones, measured no
+/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). The host runs the
+/// dispatch table's tile where a modified kernel of it exists, else the head dim's first here.
+pub const SM90_MODIFIED_TILES: [TileConfig; 6] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
-        rows_tile(128, block_n, stages, head_dim)
+        with_warps(block_n, 128 / 16, stages, head_dim)
     }
-    const fn rows_tile(
-        block_m: usize,
+    const fn with_warps(
         block_n: usize,
+        warps: usize,
         stages: usize,
         head_dim: usize,
     ) -> TileConfig {
         TileConfig::new_for(
             Family::Sm90,
-            block_m,
+            128,
             block_n,
-            block_m / 16,
+            warps,
             stages,
             head_dim,
             SmemLayout::Swizzled,
@@ -400,24 +400,12 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     }
     [
         tile(64, 2, 96),
-        rows_tile(64, 64, 2, 128),
-        tile(128, 2, 128),
+        // Warp-specialised: a producer warpgroup beside the two of the rows.
+        with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
         tile(64, 2, 160),
         tile(64, 2, 192),
         tile(64, 1, 224),
         tile(64, 1, 256),
-        // Warp-specialised (a producer warpgroup): a candidate, measured against the tile
-        // above it of the same head dim.
-        TileConfig::new_for(
-            Family::Sm90,
-            128,
-            128,
-            128 / 16 + SM90_PRODUCER_WARPS,
-            2,
-            128,
-            SmemLayout::Swizzled,
-            QSource::SharedMemory,
-        ),
     ]
 };
 
@@ -509,7 +497,7 @@ impl KernelSpec {
     /// ```
     /// use flash_attn_params::{Dtype, Family, KernelSpec, TileConfig, Variant, SM90_MODIFIED_TILES};
     ///
-    /// let tile = SM90_MODIFIED_TILES[2];
+    /// let tile = SM90_MODIFIED_TILES[1];
     /// let spec = |family, variant| KernelSpec { family, dtype: Dtype::F16, variant, tile };
     /// assert_eq!(tile.block_m, 128);
     /// assert_eq!(spec(Family::Sm90, Variant::Modified).key_block_rows(), 64);
