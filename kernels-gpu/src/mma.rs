@@ -48,10 +48,10 @@ impl WarpMma16x8x16 for MmaSync<Bf16> {
 /// online softmax and the epilogue serve both atoms.
 pub trait WarpgroupMma<const N_STEPS: usize> {
     /// `acc (+)= A B`, A (`m64k16`) and B (`k16nN`) in shared memory, both K-major (see
-    /// [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss)); without `ACCUMULATE`, `acc = A B`.
+    /// `ptx::WgmmaShape::ss`); without `ACCUMULATE`, `acc = A B`.
     ///
     /// # Safety
-    /// As for [`WgmmaShape::ss`](crate::ptx::WgmmaShape::ss).
+    /// As for `ptx::WgmmaShape::ss`.
     unsafe fn ss<const ACCUMULATE: bool>(
         acc: &mut Accumulator<1, N_STEPS>,
         a: SmemDescriptor,
@@ -59,10 +59,10 @@ pub trait WarpgroupMma<const N_STEPS: usize> {
     );
 
     /// `acc (+)= A B`, A (`m64k16`) this warp's 16 rows in registers, B (`k16nN`) in shared
-    /// memory, N-major (see [`WgmmaShape::rs`](crate::ptx::WgmmaShape::rs)).
+    /// memory, N-major (see `ptx::WgmmaShape::rs`).
     ///
     /// # Safety
-    /// As for [`WgmmaShape::rs`](crate::ptx::WgmmaShape::rs).
+    /// As for `ptx::WgmmaShape::rs`.
     unsafe fn rs<const ACCUMULATE: bool>(
         acc: &mut Accumulator<1, N_STEPS>,
         a: &OperandA,

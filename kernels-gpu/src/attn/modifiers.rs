@@ -41,7 +41,7 @@ pub unsafe fn alibi_slope(modifiers: &ModifierParams, batch: u32, head: usize) -
 
 /// Applies a modified kernel's score modifiers to a warp's block of scores, before its mask:
 /// the softcap where one is set, then (where `has_alibi`) the ALiBi bias of each row's slope
-/// (`slopes`; see [`add_alibi`] for `rule`, `warp_row`, `lane` and `one_query`). Both switches
+/// (`slopes`; see `add_alibi` for `rule`, `warp_row`, `lane` and `one_query`). Both switches
 /// are warp-uniform, tested once per key block.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]

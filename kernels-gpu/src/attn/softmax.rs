@@ -129,8 +129,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// multiplies per row pair and block. The row sums stay per lane (no shuffles) until
     /// [`Self::finish`].
     ///
-    /// [`Self::fold`] is the same fold through its two halves ([`Self::raise_maxima`],
-    /// [`Self::exponentiate`]); this body keeps its own statements because written through them
+    /// [`Self::fold`] is the same fold through its two halves (`raise_maxima`,
+    /// `exponentiate`); this body keeps its own statements because written through them
     /// it changed the PTX of every sm80 entry (the gate's digests), whose timings and register
     /// allocations were tuned against this form and have not been re-measured.
     ///
