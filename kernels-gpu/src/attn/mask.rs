@@ -106,32 +106,49 @@ impl RowsKeyBlocks {
     }
 }
 
-/// Masks `scores`, the warp's block of scores (rows from `warp_row` of the block, keys from 0),
-/// with `rule`, the visibility rule in block coordinates (row `r` and key `k` of the block),
-/// testing the limits that `bounds` names; with `one_query` every row is row 0 (a packed decode
-/// step's rows: one query position).
+/// Where a warp's block of scores lies in its key block: `rule`, the block's visibility rule
+/// in block coordinates (row `r` and key `k` of the block), the warp's first row `warp_row`
+/// and this lane; with `one_query` every row is row 0 (a packed decode step's rows: one query
+/// position). The mask and the ALiBi bias read a score's row and key from it.
+#[derive(Clone, Copy)]
+pub struct ScoresPlace {
+    /// The key block's visibility rule in block coordinates.
+    pub rule: TileMask,
+    /// The warp's first row in the block.
+    pub warp_row: usize,
+    /// This lane's place in the warp's fragments.
+    pub lane: Lane,
+    /// Every row is the one query of a packed decode step.
+    pub one_query: bool,
+}
+
+impl ScoresPlace {
+    /// The block row of this lane's row `half_m` of m-tile `m`.
+    #[inline(always)]
+    pub fn row(self, m: usize, half_m: usize) -> i32 {
+        if self.one_query {
+            0
+        } else {
+            (self.warp_row + self.lane.row(m, half_m)) as i32
+        }
+    }
+}
+
+/// Masks `scores`, the warp's block of scores at `place`, testing the limits that `bounds`
+/// names.
 ///
 /// `bounds` is warp-uniform: each combination is its own unrolled body behind one branch per
 /// block (none where `bounds` is a constant at the call site).
 #[inline(always)]
 pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
-    rule: TileMask,
+    place: ScoresPlace,
     bounds: MaskBounds,
-    warp_row: usize,
-    lane: Lane,
-    one_query: bool,
 ) {
     match (bounds.start, bounds.end) {
-        (true, true) => {
-            mask_limits::<true, true, M_TILES, KEY_STEPS>(scores, rule, warp_row, lane, one_query)
-        }
-        (true, false) => {
-            mask_limits::<true, false, M_TILES, KEY_STEPS>(scores, rule, warp_row, lane, one_query)
-        }
-        (false, true) => {
-            mask_limits::<false, true, M_TILES, KEY_STEPS>(scores, rule, warp_row, lane, one_query)
-        }
+        (true, true) => mask_limits::<true, true, M_TILES, KEY_STEPS>(scores, place),
+        (true, false) => mask_limits::<true, false, M_TILES, KEY_STEPS>(scores, place),
+        (false, true) => mask_limits::<false, true, M_TILES, KEY_STEPS>(scores, place),
         (false, false) => {}
     }
 }
@@ -148,18 +165,12 @@ pub fn mask_scores<const M_TILES: usize, const KEY_STEPS: usize>(
 #[inline(always)]
 fn mask_limits<const START: bool, const END: bool, const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
-    rule: TileMask,
-    warp_row: usize,
-    lane: Lane,
-    one_query: bool,
+    place: ScoresPlace,
 ) {
+    let ScoresPlace { rule, lane, .. } = place;
     for m in 0..M_TILES {
         for half_m in 0..2 {
-            let row = if one_query {
-                0
-            } else {
-                (warp_row + lane.row(m, half_m)) as i32
-            };
+            let row = place.row(m, half_m);
             let first_column = lane.first_column() as i32;
             let key_limit = rule.key_end(row) - first_column;
             let start_limit = rule

@@ -8,8 +8,9 @@
 //!
 //! [`ModifierParams`]: flash_attn_params::ModifierParams
 
-use flash_attn_params::{Mask, ModifierParams, TileMask};
+use flash_attn_params::{Mask, ModifierParams};
 
+use crate::attn::mask::ScoresPlace;
 use crate::attn::softmax::Scores;
 use crate::fragment::{Lane, LaneRows};
 use crate::ptx::tanh_approx_f32;
@@ -39,27 +40,23 @@ pub unsafe fn alibi_slope(modifiers: &ModifierParams, batch: u32, head: usize) -
     *slopes.add(batch_base + head) * modifiers.alibi_slope_scale
 }
 
-/// Applies a modified kernel's score modifiers to a warp's block of scores, before its mask:
-/// the softcap where one is set, then (where `has_alibi`) the ALiBi bias of each row's slope
-/// (`slopes`; see `add_alibi` for `rule`, `warp_row`, `lane` and `one_query`). Both switches
-/// are warp-uniform, tested once per key block.
-#[allow(clippy::too_many_arguments)]
+/// Applies a modified kernel's score modifiers to a warp's block of scores at `place`, before
+/// its mask: the softcap where one is set, then (where `has_alibi`) the ALiBi bias of each
+/// row's slope (`slopes`, see `add_alibi`). Both switches are warp-uniform, tested once per
+/// key block.
 #[inline(always)]
 pub fn apply_modifiers<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     modifiers: &ModifierParams,
     has_alibi: bool,
-    rule: TileMask,
     slopes: &LaneRows<M_TILES>,
-    warp_row: usize,
-    lane: Lane,
-    one_query: bool,
+    place: ScoresPlace,
 ) {
     if modifiers.softcap_input_scale != 0.0 {
         apply_softcap(scores, modifiers.softcap_input_scale);
     }
     if has_alibi {
-        add_alibi(scores, rule, slopes, warp_row, lane, one_query);
+        add_alibi(scores, slopes, place);
     }
 }
 
@@ -87,31 +84,24 @@ fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 }
 
 /// Adds the ALiBi bias `-slope * |distance|` to every score, `distance` being the score's
-/// distance from its row's diagonal key (`rule`: the block's visibility rule in its
-/// coordinates, [`TileMask::diagonal_column`]) and `slope` its row's slope in the scores' units
-/// (`slopes[m][half_m]`, `slope * alibi_slope_scale`: the head's, or in a packed decode block
-/// each row's own head's); with `one_query` every row is row 0 (as in
-/// [`crate::attn::mask::mask_scores`]). Per row one conversion of this lane's first distance to
-/// f32; per score a subtraction of a compile-time constant and one fused multiply-add.
+/// distance from its row's diagonal key (the block's visibility rule at `place`,
+/// [`flash_attn_params::TileMask::diagonal_column`]) and `slope` its row's slope in the scores'
+/// units (`slopes[m][half_m]`, `slope * alibi_slope_scale`: the head's, or in a packed decode
+/// block each row's own head's). Per row one conversion of this lane's first distance to f32;
+/// per score a subtraction of a compile-time constant and one fused multiply-add.
 ///
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
 /// of 2^-24 in the bias).
 #[inline(always)]
 fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
-    rule: TileMask,
     slopes: &LaneRows<M_TILES>,
-    warp_row: usize,
-    lane: Lane,
-    one_query: bool,
+    place: ScoresPlace,
 ) {
+    let ScoresPlace { rule, lane, .. } = place;
     for m in 0..M_TILES {
         for half_m in 0..2 {
-            let row = if one_query {
-                0
-            } else {
-                (warp_row + lane.row(m, half_m)) as i32
-            };
+            let row = place.row(m, half_m);
             let first_distance = (rule.diagonal_column(row) - lane.first_column() as i32) as f32;
             let slope = slopes[m][half_m];
             for n in 0..KEY_STEPS {

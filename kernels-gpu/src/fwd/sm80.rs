@@ -34,7 +34,7 @@ use flash_attn_params::{
 
 use crate::attn::block_info::{BlockInfo, PagedRows};
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
-use crate::attn::mask::{mask_scores, MaskBounds};
+use crate::attn::mask::{mask_scores, MaskBounds, ScoresPlace};
 use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
@@ -469,28 +469,18 @@ pub unsafe fn forward<
             }
 
             let block_mask = mask.in_tile(first_position, block * BLOCK_N as u32);
+            let place = ScoresPlace {
+                rule: block_mask,
+                warp_row,
+                lane: this_lane,
+                one_query,
+            };
             // Warp-uniform switches (one problem's modifiers), tested once per key block; the
             // modifiers come before the mask, which must leave masked keys at -inf.
             if MODIFIED {
-                apply_modifiers(
-                    &mut scores,
-                    modifiers,
-                    has_alibi,
-                    block_mask,
-                    &alibi_slopes,
-                    warp_row,
-                    this_lane,
-                    one_query,
-                );
+                apply_modifiers(&mut scores, modifiers, has_alibi, &alibi_slopes, place);
             }
-            mask_scores(
-                &mut scores,
-                block_mask,
-                bounds,
-                warp_row,
-                this_lane,
-                one_query,
-            );
+            mask_scores(&mut scores, place, bounds);
 
             softmax.update(&mut scores, &mut output, params.scale_log2);
         }

@@ -53,7 +53,7 @@ use flash_attn_params::{
 
 use crate::attn::block_info::BlockInfo;
 use crate::attn::epilogue::{write_logsumexp, write_output};
-use crate::attn::mask::{mask_scores, MaskBounds, RowsKeyBlocks};
+use crate::attn::mask::{mask_scores, MaskBounds, RowsKeyBlocks, ScoresPlace};
 use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
@@ -435,20 +435,18 @@ pub unsafe fn forward<
     let mut fold_block = #[inline(always)]
     |scores: &mut Scores<1, KEY_STEPS>, block: u32, bounds: MaskBounds| {
         let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+        let place = ScoresPlace {
+            rule: block_mask,
+            warp_row,
+            lane: this_lane,
+            one_query: false,
+        };
         // The modifiers come before the mask, which must leave masked keys at -inf.
         if MODIFIED {
-            apply_modifiers(
-                scores,
-                modifiers,
-                head_slope != 0.0,
-                block_mask,
-                &[[head_slope; 2]],
-                warp_row,
-                this_lane,
-                false,
-            );
+            let slopes = [[head_slope; 2]];
+            apply_modifiers(scores, modifiers, head_slope != 0.0, &slopes, place);
         }
-        mask_scores(scores, block_mask, bounds, warp_row, this_lane, false);
+        mask_scores(scores, place, bounds);
         softmax.fold(scores, params.scale_log2)
     };
     // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
