@@ -35,10 +35,15 @@
 //! its own copies have landed (`cp.async.mbarrier.arrive.noinc`); the consumers (240
 //! registers) wait on `landed`, fence the async proxy themselves, and after the block's MMAs
 //! each warp arrives on the group's `freed` barrier. No block barrier is left in the loop: the
-//! warpgroups drift apart, so that one's softmax runs under the other's MMAs. Measured on an
-//! H100 (BENCHMARKS.md log 45, `m128_n128_s2`, D=128): 1.19x faster than the tile without a
-//! producer at 2,16,4096,128 (1.28x causal), 1.09-1.11x at 4,8,512,128; the profile had shown
-//! the block barrier as the loop's largest stall (log 44).
+//! warpgroups drift apart, so that one's softmax runs under the other's MMAs; and they take
+//! turns to issue their MMAs (FlashAttention-3's ping-pong, two named barriers), which makes
+//! that overlap the rule rather than the chance of the schedule. Measured on an
+//! H100 (`m128_n128_s2`, D=128): the producer made it 1.19x faster than the tile without one
+//! at 2,16,4096,128 (1.28x causal) and 1.09-1.11x at 4,8,512,128 (BENCHMARKS.md log 45; the
+//! profile had shown the block barrier as the loop's largest stall, log 44); the ping-pong
+//! 1.06-1.08x more at 2,16,4096,128 non-causal and 1.14-1.17x at 4,8,512,128 (log 46), while
+//! the modified kernels, whose warpgroups take turns for blocks outside their rows too, kept
+//! their times at 2,16,4096,128.
 //!
 //! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
 //! read from or written to global memory.
@@ -61,7 +66,7 @@ use crate::fragment::{Accumulator, Lane, OperandA};
 use crate::fwd::copy::copy_tile_async;
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
-    bar_sync_0, bar_sync_named, barrier_sync_0, cp_async_commit_group,
+    bar_arrive_named, bar_sync_0, bar_sync_named, barrier_sync_0, cp_async_commit_group,
     cp_async_mbarrier_arrive_noinc_shared, cp_async_wait_group, fence_f32,
     fence_proxy_async_shared_cta, fence_u32, mbarrier_arrive_shared, mbarrier_init_shared,
     mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
@@ -493,24 +498,66 @@ pub unsafe fn forward<
         }
         // Block `block`'s group has landed (and, without a producer, the group `STAGES - 1`
         // blocks on is issued), and after its MMAs, the warp is done with it.
+        // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer: the two consumer
+        // warpgroups take turns to issue their MMAs, one group each in group order, so that one
+        // warpgroup's softmax runs while the other's MMAs do. Consumer `w` waits for its turn
+        // on barrier `2 + w` and hands it on at the other's; each counts 256 threads (the
+        // waiter's 128 `bar.sync`, the other's 128 `bar.arrive`). Every warpgroup takes one
+        // turn per group (a modified kernel's too for the groups outside its rows), the first
+        // consumer first, so the counts match.
+        let first_consumer = warpgroup_row == 0;
+        let wait_turn = #[inline(always)]
+        || {
+            if has_producer {
+                if first_consumer {
+                    bar_sync_named::<2, 256>();
+                } else {
+                    bar_sync_named::<3, 256>();
+                }
+            }
+        };
+        let pass_turn = #[inline(always)]
+        || {
+            if has_producer {
+                if first_consumer {
+                    bar_arrive_named::<3, 256>();
+                } else {
+                    bar_arrive_named::<2, 256>();
+                }
+            }
+        };
+        if has_producer && !first_consumer {
+            bar_arrive_named::<2, 256>();
+        }
         let start_block = #[inline(always)]
         |block: u32| {
             if has_producer {
                 wait_landed(block);
+                wait_turn();
             } else {
                 copies_landed(STAGES == 3);
                 copy_group(block + STAGES as u32 - 1);
             }
         };
-        let finish_block = |block: u32| {
+        let finish_block = #[inline(always)]
+        |block: u32| {
             if has_producer && lane == 0 {
                 mbarrier_arrive_shared(freed(block));
             }
         };
-        // The last group (the last block's V) has landed.
-        let last_landed = || {
+        // A group outside this warpgroup's rows: its turn passed on at once.
+        let skip_block = #[inline(always)]
+        |block: u32| {
+            start_block(block);
+            pass_turn();
+            finish_block(block);
+        };
+        // The last group (the last block's V) has landed (and it is this warpgroup's turn).
+        let last_landed = #[inline(always)]
+        || {
             if has_producer {
                 wait_landed(key_blocks);
+                wait_turn();
             } else {
                 copies_landed(false);
             }
@@ -521,6 +568,7 @@ pub unsafe fn forward<
         if !MODIFIED {
             start_block(first_block);
             let mut scores = scores_of(k_tile(0));
+            pass_turn();
             finish_block(first_block);
             // The output is 0: its rescale changes nothing. The bounds are tested at run
             // time here (one block), so that the fold is inlined at three places, not four.
@@ -559,6 +607,7 @@ pub unsafe fn forward<
                 );
                 wgmma_commit_group();
             }
+            pass_turn();
             // Groups complete in order: with one pending, `S` is done.
             if adds_previous {
                 wgmma_wait_group::<1>();
@@ -583,8 +632,7 @@ pub unsafe fn forward<
             // (warpgroup-uniform bounds, no branch around a `wgmma`).
             let (begin, end) = own.range();
             for block in first_block..begin {
-                start_block(block);
-                finish_block(block);
+                skip_block(block);
             }
             let mut next_to_start = begin;
             if begin < end {
@@ -608,18 +656,19 @@ pub unsafe fn forward<
                     // The warpgroup's last `P V`, under the next block's copies.
                     start_block(end);
                     add_values(&mut output, &previous, v_tile(slot(end - 1)));
+                    pass_turn();
                     finish_block(end);
                     next_to_start = end + 1;
                 }
             }
             for block in next_to_start..key_blocks {
-                start_block(block);
-                finish_block(block);
+                skip_block(block);
             }
             last_landed();
             if begin < end && end == key_blocks {
                 add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
             }
+            pass_turn();
         } else {
             for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
                 overlapped_block(block, MaskBounds::NONE, true);
@@ -630,6 +679,12 @@ pub unsafe fn forward<
             // The last block's `P V`.
             last_landed();
             add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
+            pass_turn();
+        }
+        // The second consumer handed on one turn more than the first took (its first, which
+        // let the first go first): taken here, so that no barrier is left half-met.
+        if has_producer && first_consumer {
+            wait_turn();
         }
     } else if !OVERLAP {
         // One block at a time per warpgroup, block `j + 1`'s K and V copied (with two stages)

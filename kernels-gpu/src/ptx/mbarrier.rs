@@ -87,6 +87,17 @@ pub unsafe fn bar_sync_named<const ID: u32, const THREADS: u32>() {
     asm!("bar.sync {0}, {1};", const ID, const THREADS, options(nostack));
 }
 
+/// `bar.arrive ID, THREADS`: this warp's arrival at barrier `ID` of `THREADS` threads, without
+/// waiting for it (the others wait with [`bar_sync_named`]); orders nothing.
+///
+/// # Safety
+/// As for [`bar_sync_named`]: the arrivals and waits of each of the barrier's phases number
+/// `THREADS` threads.
+#[inline(always)]
+pub unsafe fn bar_arrive_named<const ID: u32, const THREADS: u32>() {
+    asm!("bar.arrive {0}, {1};", const ID, const THREADS, options(nostack));
+}
+
 /// `setmaxnreg.inc.sync.aligned.u32 REGISTERS`: raises this warpgroup's registers per thread to
 /// `REGISTERS`, taking them from those other warpgroups released.
 ///
