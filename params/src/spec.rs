@@ -369,7 +369,10 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// (`host/dispatch-table-sm90a.tsv`), so that a modified problem runs the plain problem's tile
 /// on a device of compute capability 9.0 and only the modifiers' cost separates the two (the
 /// issue's target); at D=224 and D=256 their one-stage forms, the table's two-stage tiles having
-/// spilled as modified kernels (255 registers, a 112- and a 184-byte stack, sm_90a). At D=128
+/// spilled as modified kernels (255 registers, a 112- and a 184-byte stack, sm_90a). At D=160,
+/// 192 and 224 the table has run the warp-specialised tiles since BENCHMARKS.md log 46 (1.08-1.34x
+/// faster than the 8-warp ones here); their modified kernels are not in the space yet, so the
+/// modified problems of those head dims run the 8-warp tiles listed here. At D=128
 /// the table's tile is warp-specialised (a producer warpgroup, BENCHMARKS.md log 45); its
 /// modified kernel ran softcap, ALiBi and the window 1.10-1.27x faster than the one of the
 /// 8-warp tile it replaced, and 0.91-1.00x the time of the 64-row tile that small grids ran
