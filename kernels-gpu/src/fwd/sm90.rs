@@ -41,7 +41,7 @@
 //! H100 (`m128_n128_s2`, D=128): the producer made it 1.19x faster than the tile without one
 //! at 2,16,4096,128 (1.28x causal) and 1.09-1.11x at 4,8,512,128 (BENCHMARKS.md log 45; the
 //! profile had shown the block barrier as the loop's largest stall, log 44); the ping-pong
-//! 1.06-1.08x more at 2,16,4096,128 non-causal and 1.14-1.17x at 4,8,512,128 (log 46), while
+//! 1.06-1.07x more at 2,16,4096,128 non-causal and 1.15-1.18x at 4,8,512,128 (log 46), while
 //! the modified kernels, whose warpgroups take turns for blocks outside their rows too, kept
 //! their times at 2,16,4096,128.
 //!
@@ -496,8 +496,6 @@ pub unsafe fn forward<
                 copy_group(key_block);
             }
         }
-        // Block `block`'s group has landed (and, without a producer, the group `STAGES - 1`
-        // blocks on is issued), and after its MMAs, the warp is done with it.
         // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer: the two consumer
         // warpgroups take turns to issue their MMAs, one group each in group order, so that one
         // warpgroup's softmax runs while the other's MMAs do. Consumer `w` waits for its turn
@@ -529,6 +527,9 @@ pub unsafe fn forward<
         if has_producer && !first_consumer {
             bar_arrive_named::<2, 256>();
         }
+        // Block `block`'s group has landed (and, without a producer, the group `STAGES - 1`
+        // blocks on is issued; with one, it is this warpgroup's turn), and after its MMAs, the
+        // warp is done with it.
         let start_block = #[inline(always)]
         |block: u32| {
             if has_producer {
