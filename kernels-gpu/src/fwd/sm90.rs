@@ -70,7 +70,7 @@ use crate::ptx::{
     cp_async_mbarrier_arrive_noinc_shared, cp_async_wait_group, fence_f32,
     fence_proxy_async_shared_cta, fence_u32, mbarrier_arrive_shared, mbarrier_init_shared,
     mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
-    wgmma_commit_group, wgmma_fence, wgmma_wait_group,
+    shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
 };
 use crate::smem::WgmmaTile;
 
@@ -259,7 +259,13 @@ pub unsafe fn forward<
     // slots on others, with no block barrier in the loop.
     let has_producer = tile.producer_warps() != 0;
     let thread = _thread_idx_x() as usize;
-    let (warp, lane) = (thread / 32, thread % 32);
+    // The warp index through a broadcast from lane 0, which ptxas takes as warp-uniform: the
+    // modified kernels' key loops run over each warpgroup's own blocks, and with bounds it
+    // could not prove uniform it computed every `wgmma` descriptor per thread and moved it to
+    // uniform registers before each `wgmma` (+10.5 M warp instructions, 7%, at 2,16,4096,128;
+    // BENCHMARKS.md log 46).
+    let warp = shfl_sync_idx_lane0_u32((thread / 32) as u32) as usize;
+    let lane = thread % 32;
     // This thread's index among those that copy (`COPY_WARPS` warps: the producer's, or all).
     let copier = thread.wrapping_sub(32 * WARPS - 32 * COPY_WARPS);
     let warpgroup_row = SM90_WARPGROUP_ROWS * (warp / 4);

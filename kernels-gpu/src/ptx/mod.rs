@@ -30,7 +30,8 @@ pub use memory::{
 pub use mma::{mma_m16n8k16_bf16_f32, mma_m16n8k16_f16_f32};
 pub use special::{
     cvt_rn_bf16x2_f32, cvt_rn_f16x2_f32, ex2_approx_ftz_f32, lg2_approx_ftz_f32, max_f32,
-    opaque_to_optimizer, shfl_sync_bfly_f32, tanh_approx_f32, vote_sync_any,
+    opaque_to_optimizer, shfl_sync_bfly_f32, shfl_sync_idx_lane0_u32, tanh_approx_f32,
+    vote_sync_any,
 };
 pub use wgmma::{
     fence_f32, fence_proxy_async_shared_cta, fence_u32, wgmma_commit_group, wgmma_fence,

@@ -52,6 +52,25 @@ pub unsafe fn shfl_sync_bfly_f32(value: f32, lane_mask: u32) -> f32 {
     result
 }
 
+/// `shfl.sync.idx.b32` from lane 0 over the full warp: lane 0's `value` in every lane. For a
+/// value the warp already shares (a warp index from the thread index), it tells ptxas that
+/// the value is warp-uniform, so that what derives from it can live on the uniform datapath
+/// (CUTLASS's `canonical_warp_idx_sync` does the same).
+///
+/// # Safety
+/// Every lane of the warp executes it together.
+#[inline(always)]
+pub unsafe fn shfl_sync_idx_lane0_u32(value: u32) -> u32 {
+    let result: u32;
+    asm!(
+        "shfl.sync.idx.b32 {0}, {1}, 0, 0x1f, 0xffffffff;",
+        out(reg32) result,
+        in(reg32) value,
+        options(nostack, pure, nomem),
+    );
+    result
+}
+
 /// `max.f32`. As inline assembly, LLVM cannot reassociate it: it re-linearises a tree of
 /// `maxnum` into one dependent chain.
 ///
