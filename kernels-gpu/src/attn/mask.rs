@@ -32,6 +32,42 @@ impl MaskBounds {
     };
 }
 
+/// The order the modified kernels visit their key blocks `first..end` in: from the last to the
+/// first, as FlashAttention-2 does. ALiBi's bias is largest at the diagonal; visited from the
+/// first block on, the rows' maxima grew at nearly every block by more than the lazy rescale's
+/// threshold, and the output was rescaled at every block (about one instruction per score
+/// more: BENCHMARKS.md log 46). Visits are numbered `first..end` like the blocks (the ring
+/// slots, barriers and copy groups count visits); visit `v` computes key block
+/// `first + end - 1 - v`.
+#[derive(Clone, Copy)]
+pub struct LastToFirst {
+    /// `first + end`.
+    mirror: u32,
+}
+
+impl LastToFirst {
+    /// The order of the key blocks `first..end`.
+    #[inline(always)]
+    pub fn new((first, end): (u32, u32)) -> Self {
+        Self {
+            mirror: first + end,
+        }
+    }
+
+    /// The key block of visit `visit` (one of `first..end`).
+    #[inline(always)]
+    pub fn key_block(self, visit: u32) -> u32 {
+        self.mirror - 1 - visit
+    }
+
+    /// The visits of key blocks `begin..end` (within `first..end`; each a boundary between
+    /// blocks, mirrored).
+    #[inline(always)]
+    pub fn visits(self, (begin, end): (u32, u32)) -> (u32, u32) {
+        (self.mirror - end, self.mirror - begin)
+    }
+}
+
 /// The key blocks of `BLOCK_N` keys that a run of query rows sees, within the block's own
 /// (`first..end` of [`crate::attn::block_info::BlockInfo::key_blocks`]), and which limits of
 /// the mask each needs tested: for the modified sm90 loop's warpgroups, each computing only the

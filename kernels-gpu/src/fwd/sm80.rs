@@ -34,7 +34,7 @@ use flash_attn_params::{
 
 use crate::attn::block_info::{BlockInfo, PagedRows};
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
-use crate::attn::mask::{mask_scores, MaskBounds, ScoresPlace};
+use crate::attn::mask::{mask_scores, LastToFirst, MaskBounds, ScoresPlace};
 use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
@@ -287,6 +287,17 @@ pub unsafe fn forward<
     };
     let (first_block, key_blocks) =
         info.key_blocks::<BLOCK_N>(sequences, first_needed, mask.key_end(last_position));
+    // The modified kernels visit the key blocks from the last to the first ([`LastToFirst`]:
+    // ALiBi's bias); the loops below count visits, and the copies and the mask take each
+    // visit's key block.
+    let order = LastToFirst::new((first_block, key_blocks));
+    let key_block_of = |visit: u32| {
+        if MODIFIED {
+            order.key_block(visit)
+        } else {
+            visit
+        }
+    };
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -294,11 +305,11 @@ pub unsafe fn forward<
     let stage_bytes = (tile.k_tile_offset(1) - tile.k_tile_offset(0)) as u32;
     let k_tile = |stage: u32| Tile::at(smem + stage * stage_bytes, tile.k_tile_offset(0));
     let v_tile = |stage: u32| Tile::at(smem + stage * stage_bytes, tile.v_tile_offset(0));
-    // The K and the V tile of key block `block` into ring slot `stage`, separately (the
-    // prefetch issues them at different points) or together.
+    // The K and the V tile of visit `visit`'s key block into ring slot `stage`, separately
+    // (the prefetch issues them at different points) or together.
     let copy_key_tile = #[inline(always)]
-    |block: u32, stage: u32| {
-        let first_key = block * BLOCK_N as u32;
+    |visit: u32, stage: u32| {
+        let first_key = key_block_of(visit) * BLOCK_N as u32;
         if PAGED {
             let k_rows =
                 info.paged_key_rows(params, sequences, &params.k_strides, params.k, first_key);
@@ -309,8 +320,8 @@ pub unsafe fn forward<
         }
     };
     let copy_value_tile = #[inline(always)]
-    |block: u32, stage: u32| {
-        let first_key = block * BLOCK_N as u32;
+    |visit: u32, stage: u32| {
+        let first_key = key_block_of(visit) * BLOCK_N as u32;
         if PAGED {
             let v_rows =
                 info.paged_key_rows(params, sequences, &params.v_strides, params.v, first_key);
@@ -468,7 +479,7 @@ pub unsafe fn forward<
                 prefetch_part!(block, d);
             }
 
-            let block_mask = mask.in_tile(first_position, block * BLOCK_N as u32);
+            let block_mask = mask.in_tile(first_position, key_block_of(block) * BLOCK_N as u32);
             let place = ScoresPlace {
                 rule: block_mask,
                 warp_row,
@@ -538,18 +549,21 @@ pub unsafe fn forward<
             .max(first_block)
             .min(key_blocks);
         let unmasked_end = unmasked_blocks.max(unmasked_start).min(key_blocks);
-        for block in first_block..unmasked_start {
-            let bounds = MaskBounds {
-                start: true,
-                end: block >= unmasked_blocks,
-            };
-            key_block(block, bounds);
+        // Visited from the last block to the first ([`LastToFirst`]): the end's, the
+        // unmasked ones, then those that need the start test.
+        let (untested_from, tested_from) = order.visits((unmasked_start, unmasked_end));
+        for block in first_block..untested_from {
+            key_block(block, MaskBounds::END);
         }
-        for block in unmasked_start..unmasked_end {
+        for block in untested_from..tested_from {
             key_block(block, MaskBounds::NONE);
         }
-        for block in unmasked_end..key_blocks {
-            key_block(block, MaskBounds::END);
+        for block in tested_from..key_blocks {
+            let bounds = MaskBounds {
+                start: true,
+                end: key_block_of(block) >= unmasked_blocks,
+            };
+            key_block(block, bounds);
         }
     } else {
         for block in first_block..unmasked_blocks {

@@ -58,7 +58,7 @@ use flash_attn_params::{
 
 use crate::attn::block_info::BlockInfo;
 use crate::attn::epilogue::{write_logsumexp, write_output};
-use crate::attn::mask::{mask_scores, MaskBounds, RowsKeyBlocks, ScoresPlace};
+use crate::attn::mask::{mask_scores, LastToFirst, MaskBounds, RowsKeyBlocks, ScoresPlace};
 use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
@@ -188,7 +188,8 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// documentation); the `main_loop!` macro derives them.
 /// The modified kernels (`MODIFIED`) apply `modifiers`' window, softcap and ALiBi bias, and
 /// each warpgroup computes only the key blocks its own 64 rows see (a window's block span is
-/// the rows' plus the window's); with `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel
+/// the rows' plus the window's), visiting them from the last to the first
+/// ([`LastToFirst`]); with `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel
 /// runs problems of a smaller head dim than its own.
 ///
 /// # Safety
@@ -297,6 +298,17 @@ pub unsafe fn forward<
         first_needed,
         mask.key_end(last_query),
     );
+    // The modified kernels visit the key blocks from the last to the first ([`LastToFirst`]:
+    // ALiBi's bias); the loops below count visits, and the copies and the mask take each
+    // visit's key block.
+    let order = LastToFirst::new((first_block, key_blocks));
+    let key_block_of = |visit: u32| {
+        if MODIFIED {
+            order.key_block(visit)
+        } else {
+            visit
+        }
+    };
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
@@ -308,15 +320,17 @@ pub unsafe fn forward<
     let v_tile = |stage: u32| {
         WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
     };
-    // The K, or the V, tile of key block `block` into ring slot `stage`.
+    // The K, or the V, tile of visit `visit`'s key block into ring slot `stage`.
     let copy_key_tile = #[inline(always)]
-    |block: u32, stage: u32| {
-        let k_rows = info.key_rows(params, &params.k_strides, params.k, block * BLOCK_N as u32);
+    |visit: u32, stage: u32| {
+        let first_key = key_block_of(visit) * BLOCK_N as u32;
+        let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
         copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(k_tile(stage), k_rows, copier);
     };
     let copy_value_tile = #[inline(always)]
-    |block: u32, stage: u32| {
-        let v_rows = info.key_rows(params, &params.v_strides, params.v, block * BLOCK_N as u32);
+    |visit: u32, stage: u32| {
+        let first_key = key_block_of(visit) * BLOCK_N as u32;
+        let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
         copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(v_tile(stage), v_rows, copier);
     };
     // Every copy this thread issued has landed (but the latest group, where
@@ -343,8 +357,9 @@ pub unsafe fn forward<
         block_barrier();
     };
 
-    // Block `b`'s K and V sit in slot `(b - first) % STAGES` (with one or two stages and no
-    // overlap, see that loop).
+    // Visit `b`'s K and V sit in slot `(b - first) % STAGES` (with one or two stages and no
+    // overlap, see that loop). Blocks are counted in visits from here on: the same as key
+    // blocks but in the modified kernels (`key_block_of`).
     let slot = |block: u32| (block - first_block) % STAGES as u32;
     // The warp-specialised pipeline's barriers, two per slot: `landed` completes once the
     // producer's copies of a group (block `b`'s K and block `b - 1`'s V; the first group with
@@ -441,11 +456,11 @@ pub unsafe fn forward<
 
     let mut output = Output::<1, DIM_STEPS>::zero();
     let mut softmax = OnlineSoftmax::<1>::default();
-    // Modifies (the modified kernels) and masks block `block`'s scores (at the limits `bounds`
+    // Modifies (the modified kernels) and masks visit `visit`'s scores (at the limits `bounds`
     // names) and folds them into the running softmax, returning the output's rescale.
     let mut fold_block = #[inline(always)]
-    |scores: &mut Scores<1, KEY_STEPS>, block: u32, bounds: MaskBounds| {
-        let block_mask = mask.in_tile(first_query, block * BLOCK_N as u32);
+    |scores: &mut Scores<1, KEY_STEPS>, visit: u32, bounds: MaskBounds| {
+        let block_mask = mask.in_tile(first_query, key_block_of(visit) * BLOCK_N as u32);
         let place = ScoresPlace {
             rule: block_mask,
             warp_row,
@@ -634,29 +649,29 @@ pub unsafe fn forward<
             previous = probabilities::<T, KEY_STEPS>(&scores);
         };
         if MODIFIED {
-            // Every thread starts every block of the block's range (the copies and the
+            // Every thread starts every visit of the block's range (the copies and the
             // barrier); the warpgroup computes its own, `begin..end`, in loops of their own
             // (warpgroup-uniform bounds, no branch around a `wgmma`).
-            let (begin, end) = own.range();
+            let (begin, end) = order.visits(own.range());
+            let (untested_from, tested_from) = order.visits(own.unmasked());
             for block in first_block..begin {
                 skip_block(block);
             }
             let mut next_to_start = begin;
             if begin < end {
-                overlapped_block(begin, own.bounds(begin), false);
-                // The mask's limits tested at run time, then none, then the end (constants:
-                // the unmasked blocks carry no mask code).
-                let (unmasked_start, unmasked_end) = own.unmasked();
-                let (unmasked_start, unmasked_end) =
-                    (unmasked_start.max(begin + 1), unmasked_end.max(begin + 1));
-                for block in begin + 1..unmasked_start {
-                    overlapped_block(block, own.bounds(block), true);
+                overlapped_block(begin, own.bounds(key_block_of(begin)), false);
+                // The end's limit tested, then none, then the limits tested at run time (the
+                // rest constants: the unmasked blocks carry no mask code).
+                let (untested_from, tested_from) =
+                    (untested_from.max(begin + 1), tested_from.max(begin + 1));
+                for block in begin + 1..untested_from {
+                    overlapped_block(block, MaskBounds::END, true);
                 }
-                for block in unmasked_start..unmasked_end {
+                for block in untested_from..tested_from {
                     overlapped_block(block, MaskBounds::NONE, true);
                 }
-                for block in unmasked_end..end {
-                    overlapped_block(block, MaskBounds::END, true);
+                for block in tested_from..end {
+                    overlapped_block(block, own.bounds(key_block_of(block)), true);
                 }
                 next_to_start = end;
                 if end < key_blocks {
@@ -731,21 +746,21 @@ pub unsafe fn forward<
             }
         };
         if MODIFIED {
-            // As in the overlapped loop: every block started by every thread, the
+            // As in the overlapped loop: every visit started by every thread, the
             // warpgroup's own computed in runs of constant mask limits.
-            let (begin, end) = own.range();
-            let (unmasked_start, unmasked_end) = own.unmasked();
+            let (begin, end) = order.visits(own.range());
+            let (untested_from, tested_from) = order.visits(own.unmasked());
             for block in first_block..begin {
                 key_block(block, MaskBounds::NONE, false);
             }
-            for block in begin..unmasked_start {
-                key_block(block, own.bounds(block), true);
+            for block in begin..untested_from {
+                key_block(block, MaskBounds::END, true);
             }
-            for block in unmasked_start..unmasked_end {
+            for block in untested_from..tested_from {
                 key_block(block, MaskBounds::NONE, true);
             }
-            for block in unmasked_end..end {
-                key_block(block, MaskBounds::END, true);
+            for block in tested_from..end {
+                key_block(block, own.bounds(key_block_of(block)), true);
             }
             for block in end..key_blocks {
                 key_block(block, MaskBounds::NONE, false);
