@@ -431,8 +431,8 @@ pub fn modified_kernel(
 /// problem with a score modifier: the modified kernel of the family and tile of the dense
 /// problem's kernel on that device ([`dispatch_kernel_on`]: on compute capability 9.0 the
 /// sm90 family's where the sm_90a table has a row), else the first of that family's at the
-/// problem's kernel head dim, else
-/// [`modified_kernel`]'s rule over the kernels that run on the device.
+/// problem's kernel head dim, else (the sm90 family having none there)
+/// [`modified_kernel`]'s choice, of the sm80 family.
 ///
 /// ```
 /// use flash_attn::{modified_kernel, modified_kernel_on, AttentionShape, Dtype, Family};
@@ -484,11 +484,16 @@ pub(crate) fn modified_kernel_for(
     of_dense_family()
         .find(|kernel| kernel.spec.tile == dense.spec.tile)
         .or_else(|| of_dense_family().next())
-        .or_else(|| candidates().find(|kernel| kernel.spec.family == Family::Sm80))
-        .ok_or(Error::UnsupportedHeadDim {
-            head_dim: shape.head_dim,
-            variant: Variant::Modified,
-            largest: 0,
+        .map(Ok)
+        .unwrap_or_else(|| match dense.spec.family {
+            // A head dim the sm90 family has no modified kernel of (D=64: `SM90_MODIFIED_TILES`
+            // says why): the sm80 family's choice, its own table's tile.
+            Family::Sm90 => modified_kernel_for(dtype, shape, causal, sm_count, None),
+            Family::Sm80 => Err(Error::UnsupportedHeadDim {
+                head_dim: shape.head_dim,
+                variant: Variant::Modified,
+                largest: 0,
+            }),
         })
 }
 

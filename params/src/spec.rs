@@ -378,8 +378,14 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// 8-warp tile it replaced, and 0.91-1.00x the time of the 64-row tile that small grids ran
 /// before (log 43), so neither is listed any more. The 64-key form of the D=128 tile, whose
 /// blocks cover a 1024-key window's span with 6% fewer scores than 128-key ones, measured no
-/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). The host runs the
-/// dispatch table's tile where a modified kernel of it exists, else the head dim's first here.
+/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). No D=64 tile:
+/// the table runs D=64 on the sm90 family since log 48, but its modified kernels measured
+/// 7-17% slower than the sm80 family's at S=512 on large grids (the warp-specialised
+/// `m128_n128`; 1.09-1.14x faster at 4,8,512,64 and 8,16,2048,64; the 8-warp `m128_n64`, the
+/// table's tile at S=512, 1.4-1.6x slower than its own dense kernel), so D=64's modified problems
+/// keep the sm80 family's kernels until a choice per problem size can say which. The host runs
+/// the dispatch table's tile where a modified kernel of it exists, else the head dim's first
+/// here, else (a head dim with none here) the sm80 family's choice.
 pub const SM90_MODIFIED_TILES: [TileConfig; 6] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
         with_warps(block_n, 128 / 16, stages, head_dim)

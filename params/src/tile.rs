@@ -417,7 +417,7 @@ impl TileConfig {
         {
             return Err(
                 "sm90: a producer warpgroup only with two consumer warpgroups (block_m 128) in \
-                 the overlapped schedule (head_dim >= 128, two or three stages)",
+                 the overlapped schedule (head_dim 64 or from 128 on, two or three stages)",
             );
         }
         if block_n == 0 || !block_n.is_multiple_of(16) || block_n > 256 {
@@ -430,7 +430,9 @@ impl TileConfig {
             return Err("sm90: stages must be 1, 2 or 3 (K/V slots)");
         }
         if stages == 3 && !sm90_overlaps_blocks(head_dim, stages) {
-            return Err("sm90: three stages only in the overlapped schedule (head_dim >= 128)");
+            return Err(
+                "sm90: three stages only in the overlapped schedule (head_dim 64 or from 128 on)",
+            );
         }
         if let Some(limit) = config.copy_split_violation() {
             return Err(limit);
@@ -638,18 +640,21 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
 /// blocks in flight, the K/V slots holding the K of one and the V of the other, and with
 /// three slots the copies one block further ahead), or runs one block at a time (the next
 /// block's K and V copied under it with two stages). The one rule of the choice, by head dim
-/// as FlashAttention-3's `tile_size_fwd_sm90` makes it: with two or three stages and head dims
-/// from 128 on (three stages only there: [`TileConfig::check_sm90`]). Measured on an H200 (BENCHMARKS.md log 42; the same
-/// tile with and without the overlap, `m128_n64`, `m128_n128` at D=32, 64 and 128): the overlap
-/// ran 7% faster at 2,16,4096,128 non-causal (1% slower causal, inside the noise), 11-12% at
-/// D=256, 9-11% at D=160 and 2-6% at D=192 (those two against the first call's timings), but
-/// 16-20% slower at D=96, 35% at D=32 (against the first call) and 11% faster to 5% slower at
-/// D=64. Three slots against two, same tiles (H100, BENCHMARKS.md log 44, as the loop is
+/// as FlashAttention-3's `tile_size_fwd_sm90` makes it: with two or three stages at D=64 and
+/// from D=128 on (three stages only there: [`TileConfig::check_sm90`]). Measured on an H200
+/// (BENCHMARKS.md log 42; the same tile with and without the overlap, `m128_n64`, `m128_n128`
+/// at D=32, 64 and 128): the overlap ran 7% faster at 2,16,4096,128 non-causal (1% slower
+/// causal, inside the noise), 11-12% at D=256, 9-11% at D=160 and 2-6% at D=192 (those two
+/// against the first call's timings), but 16-20% slower at D=96, 35% at D=32 (against the
+/// first call) and 11% faster to 5% slower at D=64. At D=64 again on an H100 with the loop
+/// as it is now (log 48): the overlapped `m128_n64_w8_s2` 1.06-1.28x faster than the sm80
+/// family's kernels at the D=64 anchors, its warp-specialised `m128_n128_w12_s2` 1.22-1.31x at
+/// 8,16,2048,64, 2,16,4096,64 and 4,8,512,64; D=32 and D=96 were not measured again. Three slots against two, same tiles (H100, BENCHMARKS.md log 44, as the loop is
 /// now): 2-7% faster at D=224, 0-1.5% at D=128 (2,16,4096,128 and 4,8,512,128), 2-4% slower
 /// at D=192, D=160 the same; a candidate of the search space, not shipped. Only this schedule
 /// has warp-specialised tiles ([`TileConfig::producer_warps`]).
 pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
-    stages >= 2 && head_dim >= 128
+    stages >= 2 && (head_dim == 64 || head_dim >= 128)
 }
 
 /// The candidate head dims of the sm90 family's tiles: every kernel head dim of the sm80 family

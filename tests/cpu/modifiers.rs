@@ -11,6 +11,7 @@ use flash_attn::{
     plan_kv_cache, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout, AlibiSlopes,
     AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
     SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS, MODIFIED_TILES,
+    SM90_MODIFIED_TILES,
 };
 use half::f16;
 
@@ -1257,8 +1258,9 @@ proptest::proptest! {
 
 /// On compute capability 9.0 a modified problem runs the sm90 family's modified kernel of the
 /// dense problem's tile wherever the sm_90a table runs the dense problem on the sm90 family (the
-/// issue's modifier bars compare the two), and the sm80 rule elsewhere; on 8.9 it is the
-/// device-unaware pick.
+/// issue's modifier bars compare the two) and the family has modified kernels at the head dim,
+/// and the sm80 rule elsewhere (D=64: `SM90_MODIFIED_TILES` has no tile there); on 8.9 it is
+/// the device-unaware pick.
 #[test]
 fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device() {
     let mut on_sm90 = 0;
@@ -1278,8 +1280,11 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
                         modified.entry, dense.entry
                     );
                     assert_eq!(modified.spec.variant, Variant::Modified, "{context}");
+                    let sm90_modified_at_head_dim = SM90_MODIFIED_TILES
+                        .iter()
+                        .any(|tile| tile.head_dim == modified.spec.tile.head_dim);
                     match dense.spec.family {
-                        Family::Sm90 => {
+                        Family::Sm90 if sm90_modified_at_head_dim => {
                             // The dense kernel's tile where it has a modified twin (not at
                             // D=224 and D=256, whose two-stage twins spilled).
                             let twin = FORWARD_KERNELS.iter().any(|kernel| {
@@ -1293,7 +1298,7 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
                             assert_ne!(modified.spec.tile.block_m, 64, "{context}");
                             on_sm90 += 1;
                         }
-                        Family::Sm80 => assert_eq!(
+                        Family::Sm90 | Family::Sm80 => assert_eq!(
                             modified,
                             modified_kernel(dtype, &shape, causal, H100_SM_COUNT).unwrap(),
                             "{context}"
