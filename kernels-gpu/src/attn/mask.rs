@@ -54,10 +54,16 @@ impl LastToFirst {
         }
     }
 
-    /// The key block of visit `visit` (one of `first..end`).
+    /// The key block of visit `visit` (one of `first..end`) of a loop that visits its blocks
+    /// in this order where `LAST_TO_FIRST` (the modified kernels' loops), and the block itself
+    /// otherwise (the first to the last).
     #[inline(always)]
-    pub fn key_block(self, visit: u32) -> u32 {
-        self.mirror - 1 - visit
+    pub fn key_block<const LAST_TO_FIRST: bool>(self, visit: u32) -> u32 {
+        if LAST_TO_FIRST {
+            self.mirror - 1 - visit
+        } else {
+            visit
+        }
     }
 
     /// The visits of key blocks `begin..end` (within `first..end`; each a boundary between

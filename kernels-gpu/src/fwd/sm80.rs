@@ -291,13 +291,7 @@ pub unsafe fn forward<
     // ALiBi's bias); the loops below count visits, and the copies and the mask take each
     // visit's key block.
     let order = LastToFirst::new((first_block, key_blocks));
-    let key_block_of = |visit: u32| {
-        if MODIFIED {
-            order.key_block(visit)
-        } else {
-            visit
-        }
-    };
+    let key_block_of = |visit: u32| order.key_block::<MODIFIED>(visit);
     let q_rows = info.query_rows(params);
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
