@@ -649,10 +649,12 @@ pub const fn in_candidate_space(tile: &TileConfig) -> bool {
 /// first call) and 11% faster to 5% slower at D=64. At D=64 again on an H100 with the loop
 /// as it is now (log 48): the overlapped `m128_n64_w8_s2` 1.06-1.22x faster than the sm80
 /// table's kernels at S=512 and 1024, the warp-specialised `m128_n128_w12_s2` 1.19-1.31x at
-/// 8,16,2048,64, 2,16,4096,64 and 4,8,512,64; D=32 and D=96 were not measured again. Three slots against two, same tiles (H100, BENCHMARKS.md log 44, as the loop is
-/// now): 2-7% faster at D=224, 0-1.5% at D=128 (2,16,4096,128 and 4,8,512,128), 2-4% slower
-/// at D=192, D=160 the same; a candidate of the search space, not shipped. Only this schedule
-/// has warp-specialised tiles ([`TileConfig::producer_warps`]).
+/// 8,16,2048,64, 2,16,4096,64 and 4,8,512,64; at D=96 the overlapped 8-warp tile was slower
+/// again and at D=32 at most 3-5% faster (log 48, not adopted). Three slots against two, same
+/// tiles (H100, BENCHMARKS.md log 44, as the loop is now): 2-7% faster at D=224, 0-1.5% at
+/// D=128 (2,16,4096,128 and 4,8,512,128), 2-4% slower at D=192, D=160 the same; a candidate of
+/// the search space, not shipped. Only this schedule has warp-specialised tiles
+/// ([`TileConfig::producer_warps`]).
 pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
     stages >= 2 && (head_dim == 64 || head_dim >= 128)
 }
