@@ -174,6 +174,18 @@ impl ScoresPlace {
             (self.warp_row + self.lane.row(m, half_m)) as i32
         }
     }
+
+    /// The block rows of the warp's first and last rows, for a warp of `M_TILES` m16 tiles:
+    /// every row's in between.
+    #[inline(always)]
+    pub fn warp_rows<const M_TILES: usize>(self) -> (i32, i32) {
+        if self.one_query {
+            (0, 0)
+        } else {
+            let first = self.warp_row as i32;
+            (first, first + 16 * M_TILES as i32 - 1)
+        }
+    }
 }
 
 /// Masks `scores`, the warp's block of scores at `place`, testing the limits that `bounds`

@@ -43,7 +43,8 @@ pub unsafe fn alibi_slope(modifiers: &ModifierParams, batch: u32, head: usize) -
 /// Applies a modified kernel's score modifiers to a warp's block of scores at `place`, before
 /// its mask: the softcap where one is set, then (where `has_alibi`) the ALiBi bias of each
 /// row's slope (`slopes`, see `add_alibi`). Both switches are warp-uniform, tested once per
-/// key block.
+/// key block. Returns the offsets that the softmax adds to the stored scores (ALiBi's part
+/// that is constant along each of this lane's rows; 0 without ALiBi).
 #[inline(always)]
 pub fn apply_modifiers<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
@@ -51,12 +52,14 @@ pub fn apply_modifiers<const M_TILES: usize, const KEY_STEPS: usize>(
     has_alibi: bool,
     slopes: &LaneRows<M_TILES>,
     place: ScoresPlace,
-) {
+) -> LaneRows<M_TILES> {
     if modifiers.softcap_input_scale != 0.0 {
         apply_softcap(scores, modifiers.softcap_input_scale);
     }
     if has_alibi {
-        add_alibi(scores, slopes, place);
+        add_alibi(scores, slopes, place)
+    } else {
+        [[0.0; 2]; M_TILES]
     }
 }
 
@@ -87,8 +90,17 @@ fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 /// distance from its row's diagonal key (the block's visibility rule at `place`,
 /// [`flash_attn_params::TileMask::diagonal_column`]) and `slope` its row's slope in the scores'
 /// units (`slopes[m][half_m]`, `slope * alibi_slope_scale`: the head's, or in a packed decode
-/// block each row's own head's). Per row one conversion of this lane's first distance to f32;
-/// per score a subtraction of a compile-time constant and one fused multiply-add.
+/// block each row's own head's), less the returned per-row offsets, which the softmax adds back
+/// ([`crate::attn::softmax::RowOffsets`]).
+///
+/// Where every key of the block lies on one side of every row's diagonal of the warp (the
+/// causal kernels' blocks but the diagonal's; a non-causal row's blocks but one or two), the
+/// distance is `sign * (first_distance - c)`, `c` the score's column past this lane's first (a
+/// compile-time constant) and `first_distance` the row's distance at that first column, so the
+/// bias is `sign * slope * c` per score, one fused multiply-add, and `-sign * slope *
+/// first_distance` per row, the offset. Elsewhere, per score a subtraction of `c` and one fused
+/// multiply-add on the distance's absolute value, and offsets 0. The side is warp-uniform: one
+/// branch per block.
 ///
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
 /// of 2^-24 in the bias).
@@ -97,22 +109,68 @@ fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     slopes: &LaneRows<M_TILES>,
     place: ScoresPlace,
-) {
+) -> LaneRows<M_TILES> {
     let ScoresPlace { rule, lane, .. } = place;
-    for m in 0..M_TILES {
-        for half_m in 0..2 {
-            let row = place.row(m, half_m);
-            let first_distance = (rule.diagonal_column(row) - lane.first_column() as i32) as f32;
-            let slope = slopes[m][half_m];
-            for n in 0..KEY_STEPS {
-                for half_n in 0..2 {
-                    for column in 0..2 {
-                        let column_past_first = Lane::column_past_first(n, half_n, column) as f32;
-                        let distance = first_distance - column_past_first;
-                        let score = scores.element(m, half_m, n, half_n, column);
-                        *score = core::intrinsics::fmaf32(distance.abs(), -slope, *score);
-                    }
-                }
+    let (first_row, last_row) = place.warp_rows::<M_TILES>();
+    let last_column = 16 * KEY_STEPS as i32 - 1;
+    // +1: every distance at least 0 (the keys at or before every row's diagonal); -1: at most 0.
+    let side = if rule.diagonal_column(first_row) >= last_column {
+        Some(1.0)
+    } else if rule.diagonal_column(last_row) <= 0 {
+        Some(-1.0)
+    } else {
+        None
+    };
+    let mut offsets = [[0.0; 2]; M_TILES];
+    // The first distance of each of this lane's rows.
+    let first_distances: LaneRows<M_TILES> = core::array::from_fn(|m| {
+        core::array::from_fn(|half_m| {
+            (rule.diagonal_column(place.row(m, half_m)) - lane.first_column() as i32) as f32
+        })
+    });
+    // Two bodies behind the one branch, not a choice per row or score.
+    if let Some(sign) = side {
+        for m in 0..M_TILES {
+            for half_m in 0..2 {
+                let signed_slope = sign * slopes[m][half_m];
+                offsets[m][half_m] = -signed_slope * first_distances[m][half_m];
+                for_each_row_score(scores, m, half_m, |column_past_first, score| {
+                    core::intrinsics::fmaf32(column_past_first, signed_slope, score)
+                });
+            }
+        }
+    } else {
+        for m in 0..M_TILES {
+            for half_m in 0..2 {
+                let (first_distance, slope) = (first_distances[m][half_m], slopes[m][half_m]);
+                for_each_row_score(scores, m, half_m, |column_past_first, score| {
+                    core::intrinsics::fmaf32(
+                        (first_distance - column_past_first).abs(),
+                        -slope,
+                        score,
+                    )
+                });
+            }
+        }
+    }
+    offsets
+}
+
+/// Replaces each score of row `(m, half_m)` with `update(c, score)`, `c` the score's column
+/// past this lane's first, as f32 (a compile-time constant).
+#[inline(always)]
+fn for_each_row_score<const M_TILES: usize, const KEY_STEPS: usize>(
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
+    m: usize,
+    half_m: usize,
+    update: impl Fn(f32, f32) -> f32,
+) {
+    for n in 0..KEY_STEPS {
+        for half_n in 0..2 {
+            for column in 0..2 {
+                let column_past_first = Lane::column_past_first(n, half_n, column) as f32;
+                let score = scores.element(m, half_m, n, half_n, column);
+                *score = update(column_past_first, *score);
             }
         }
     }

@@ -36,6 +36,41 @@ fn finite_or_zero(value: f32) -> f32 {
     }
 }
 
+/// Per row of this lane, what to add to a key block's scores as they are stored to get the
+/// scores the softmax is of: the part of a modifier that is constant along a lane's row of the
+/// block, which [`crate::attn::modifiers::apply_modifiers`] leaves out of its per-score work
+/// (ALiBi's, on a block wholly on one side of the rows' diagonals). `None`: the stored scores
+/// are the scores (a constant at the dense kernels' call sites, where it compiles to nothing).
+pub type RowOffsets<const M_TILES: usize> = Option<LaneRows<M_TILES>>;
+
+/// `value` plus row `(m, half)`'s offset, if any.
+#[inline(always)]
+fn with_offset<const M_TILES: usize>(
+    value: f32,
+    offsets: &RowOffsets<M_TILES>,
+    m: usize,
+    half: usize,
+) -> f32 {
+    match offsets {
+        Some(offsets) => value + offsets[m][half],
+        None => value,
+    }
+}
+
+/// `value` less row `(m, half)`'s offset, if any.
+#[inline(always)]
+fn less_offset<const M_TILES: usize>(
+    value: f32,
+    offsets: &RowOffsets<M_TILES>,
+    m: usize,
+    half: usize,
+) -> f32 {
+    match offsets {
+        Some(offsets) => value - offsets[m][half],
+        None => value,
+    }
+}
+
 /// The maximum of this lane's `4 * KEY_STEPS` scores of row `group + 8 * half` of one m16 tile,
 /// as a balanced tree: depth `2 + log2(KEY_STEPS)` instead of a chain of `4 * KEY_STEPS`
 /// dependent `max` (16 for BLOCK_N = 64), which only two or four rows per lane could interleave.
@@ -119,7 +154,10 @@ impl<const M_TILES: usize> Default for OnlineSoftmax<M_TILES> {
 impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// Folds one key block into the running softmax: replaces `scores` with unnormalised
     /// probabilities `2^(s * scale_log2 - max * scale_log2)` against the running row maxima,
-    /// and when those move, rescales `output` and the row sums by `2^(old - new)`.
+    /// and when those move, rescales `output` and the row sums by `2^(old - new)`. Each score
+    /// `s` is the stored one plus its row's offset where `offsets` has one: the offset goes
+    /// into the row's block maximum (before the quad's lanes compare theirs) and into the
+    /// maximum subtracted from the stored scores, one addition per row instead of per score.
     ///
     /// The running maximum only moves when some row of the warp has grown by more than
     /// [`RESCALE_THRESHOLD_LOG2`] (FlashAttention-4's lazy rescaling): below that, a stale
@@ -140,6 +178,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     pub unsafe fn update<const KEY_STEPS: usize, const DIM_STEPS: usize>(
         &mut self,
         scores: &mut Scores<M_TILES, KEY_STEPS>,
+        offsets: RowOffsets<M_TILES>,
         output: &mut Output<M_TILES, DIM_STEPS>,
         scale_log2: f32,
     ) {
@@ -148,7 +187,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max = lane_row_max(&scores.tiles[m], half);
+                let block_max = with_offset(lane_row_max(&scores.tiles[m], half), &offsets, m, half);
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
@@ -190,8 +229,11 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         for m in 0..M_TILES {
             for half in 0..2 {
                 // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
-                // that its probabilities are ex2(-inf) = 0 rather than NaN.
-                let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
+                // that its probabilities are ex2(-inf) = 0 rather than NaN. The stored scores
+                // are the scores less the row's offset: so is the maximum they are taken from.
+                let max_scaled =
+                    less_offset(finite_or_zero(self.row_max[m][half]), &offsets, m, half)
+                        * scale_log2;
                 for n in 0..KEY_STEPS {
                     for half_n in 0..2 {
                         for column in 0..2 {
@@ -229,17 +271,18 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     pub unsafe fn fold<const KEY_STEPS: usize>(
         &mut self,
         scores: &mut Scores<M_TILES, KEY_STEPS>,
+        offsets: RowOffsets<M_TILES>,
         scale_log2: f32,
     ) -> OutputRescale<M_TILES> {
         let mut rescale = OutputRescale {
             factors: [[1.0; 2]; M_TILES],
             needed: false,
         };
-        self.raise_maxima(scores, scale_log2, |m, half, factor| {
+        self.raise_maxima(scores, &offsets, scale_log2, |m, half, factor| {
             rescale.factors[m][half] = factor;
             rescale.needed = true;
         });
-        self.exponentiate(scores, scale_log2);
+        self.exponentiate(scores, &offsets, scale_log2);
         rescale
     }
 
@@ -251,6 +294,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     unsafe fn raise_maxima<const KEY_STEPS: usize>(
         &mut self,
         scores: &Scores<M_TILES, KEY_STEPS>,
+        offsets: &RowOffsets<M_TILES>,
         scale_log2: f32,
         mut rescale_output: impl FnMut(usize, usize, f32),
     ) {
@@ -259,7 +303,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max = lane_row_max_unrolled(&scores.tiles[m], half);
+                let block_max =
+                    with_offset(lane_row_max_unrolled(&scores.tiles[m], half), offsets, m, half);
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
@@ -300,13 +345,17 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     unsafe fn exponentiate<const KEY_STEPS: usize>(
         &mut self,
         scores: &mut Scores<M_TILES, KEY_STEPS>,
+        offsets: &RowOffsets<M_TILES>,
         scale_log2: f32,
     ) {
         for m in 0..M_TILES {
             for half in 0..2 {
                 // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
-                // that its probabilities are ex2(-inf) = 0 rather than NaN.
-                let max_scaled = finite_or_zero(self.row_max[m][half]) * scale_log2;
+                // that its probabilities are ex2(-inf) = 0 rather than NaN. The stored scores
+                // are the scores less the row's offset: so is the maximum they are taken from.
+                let max_scaled =
+                    less_offset(finite_or_zero(self.row_max[m][half]), offsets, m, half)
+                        * scale_log2;
                 for n in 0..KEY_STEPS {
                     for half_n in 0..2 {
                         for column in 0..2 {

@@ -482,12 +482,20 @@ pub unsafe fn forward<
             };
             // Warp-uniform switches (one problem's modifiers), tested once per key block; the
             // modifiers come before the mask, which must leave masked keys at -inf.
-            if MODIFIED {
-                apply_modifiers(&mut scores, modifiers, has_alibi, &alibi_slopes, place);
-            }
+            let offsets = if MODIFIED {
+                Some(apply_modifiers(
+                    &mut scores,
+                    modifiers,
+                    has_alibi,
+                    &alibi_slopes,
+                    place,
+                ))
+            } else {
+                None
+            };
             mask_scores(&mut scores, place, bounds);
 
-            softmax.update(&mut scores, &mut output, params.scale_log2);
+            softmax.update(&mut scores, offsets, &mut output, params.scale_log2);
         }
         if STAGES == 1 {
             // V has landed and every warp is done with K: the next block's K goes in. Every

@@ -462,12 +462,20 @@ pub unsafe fn forward<
             one_query: false,
         };
         // The modifiers come before the mask, which must leave masked keys at -inf.
-        if MODIFIED {
+        let offsets = if MODIFIED {
             let slopes = [[head_slope; 2]];
-            apply_modifiers(scores, modifiers, head_slope != 0.0, &slopes, place);
-        }
+            Some(apply_modifiers(
+                scores,
+                modifiers,
+                head_slope != 0.0,
+                &slopes,
+                place,
+            ))
+        } else {
+            None
+        };
         mask_scores(scores, place, bounds);
-        softmax.fold(scores, params.scale_log2)
+        softmax.fold(scores, offsets, params.scale_log2)
     };
     // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
     // every query of the block, sees (none past the end). The rest need the end test: the
