@@ -187,7 +187,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max = with_offset(lane_row_max(&scores.tiles[m], half), &offsets, m, half);
+                let block_max =
+                    with_offset(lane_row_max(&scores.tiles[m], half), &offsets, m, half);
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
@@ -303,8 +304,12 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max =
-                    with_offset(lane_row_max_unrolled(&scores.tiles[m], half), offsets, m, half);
+                let block_max = with_offset(
+                    lane_row_max_unrolled(&scores.tiles[m], half),
+                    offsets,
+                    m,
+                    half,
+                );
                 new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
                 // True for the first key of a row (the old maximum is -inf), false while a
                 // row sees only masked keys (both -inf).
