@@ -378,15 +378,15 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// 8-warp tile it replaced, and 0.91-1.00x the time of the 64-row tile that small grids ran
 /// before (log 43), so neither is listed any more. The 64-key form of the D=128 tile, whose
 /// blocks cover a 1024-key window's span with 6% fewer scores than 128-key ones, measured no
-/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). No D=64 tile:
-/// the table runs D=64 on the sm90 family since log 48, but its modified kernels measured
-/// 7-17% slower than the sm80 family's at S=512 on large grids (the warp-specialised
-/// `m128_n128`; 1.09-1.14x faster at 4,8,512,64 and 8,16,2048,64; the 8-warp `m128_n64`, the
-/// table's tile at S=512, 1.4-1.6x slower than its own dense kernel), so D=64's modified problems
-/// keep the sm80 family's kernels until a choice per problem size can say which. The host runs
-/// the dispatch table's tile where a modified kernel of it exists, else the head dim's first
-/// here, else (a head dim with none here) the sm80 family's choice.
-pub const SM90_MODIFIED_TILES: [TileConfig; 6] = {
+/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). At D=64 the
+/// table's warp-specialised `m128_n128` (from 2048 keys on, and on small grids), whose modified
+/// kernel ran 1.09-1.14x faster than the sm80 family's at 4,8,512,64 and 8,16,2048,64 (log 48)
+/// but 7-17% slower at S=512 on large grids, where the table runs the 8-warp `m128_n64` (whose
+/// modified kernel was 1.4-1.6x slower than its own dense one): so this tile does not stand in
+/// for the table's other D=64 tile ([`sm90_modified_stands_in`]). The host runs the dispatch
+/// table's tile where a modified kernel of it exists, else the head dim's first here where it
+/// stands in, else the sm80 family's choice.
+pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
         with_warps(block_n, 128 / 16, stages, head_dim)
     }
@@ -408,8 +408,9 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 6] = {
         )
     }
     [
-        tile(64, 2, 96),
         // Warp-specialised: a producer warpgroup beside the two of the rows.
+        with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 64),
+        tile(64, 2, 96),
         with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
         tile(64, 2, 160),
         tile(64, 2, 192),
@@ -417,6 +418,15 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 6] = {
         tile(64, 1, 256),
     ]
 };
+
+/// Whether the sm90 family's modified kernel of a head dim ([`SM90_MODIFIED_TILES`]) runs the
+/// modified problems whose dense kernel is another tile of that head dim, on a device of
+/// compute capability 9.0: at every head dim but 64, where the sm80 family's modified kernels
+/// ran faster than it at the problems of the table's other tile (see [`SM90_MODIFIED_TILES`]),
+/// so those keep the sm80 family's.
+pub const fn sm90_modified_stands_in(head_dim: usize) -> bool {
+    head_dim != 64
+}
 
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
 /// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but
