@@ -8,10 +8,10 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     dispatch_kernel_on, kernel_by_name, modified_kernel, modified_kernel_on, plan, plan_alibi,
-    plan_kv_cache, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout, AlibiSlopes,
-    AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
-    SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS, MODIFIED_TILES,
-    sm90_modified_stands_in, SM90_MODIFIED_TILES,
+    plan_kv_cache, plan_paged_kv_cache, plan_varlen, sm90_modified_stands_in, supports,
+    AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask,
+    PagedKvCache, SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS,
+    MODIFIED_TILES, SM90_MODIFIED_TILES,
 };
 use half::f16;
 
