@@ -354,12 +354,11 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
         })
         .collect();
     for arch in built_ptx_targets() {
-        // Each built entry of the target's family and its block size (its launch bounds, see
-        // `with_launch_bounds`).
-        let expected: HashMap<String, usize> = modules
+        // Each built entry of the target's family and its launch bounds.
+        let expected: HashMap<String, LaunchBounds> = modules
             .iter()
             .filter(|module| module.spec.family == arch.family)
-            .map(|module| (module.entry.clone(), module.spec.tile.threads()))
+            .map(|module| (module.entry.clone(), LaunchBounds::of(&module.spec)))
             .collect();
         let arch_dir = modules_dir.join(arch.name);
         std::fs::create_dir_all(&arch_dir)
@@ -373,9 +372,7 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
                     path.display()
                 )
             });
-            for (entry, module) in
-                entry_modules(&ptx, |entry| expected.get(entry).copied().unwrap_or(0))
-            {
+            for (entry, module) in entry_modules(&ptx, |entry| expected.get(entry).copied()) {
                 let module_path = module_path(&modules_dir, arch.name, entry);
                 std::fs::write(&module_path, module).unwrap_or_else(|error| {
                     panic!("cannot write {}: {error}", module_path.display())
@@ -681,9 +678,9 @@ fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
 /// a whole-space bundle cover the shipping build's modules byte for byte, and the PTX digests
 /// of the ptxas gate hold for both.
 ///
-/// Each entry also gets its launch bounds ([`with_launch_bounds`]), `threads(entry)` threads
-/// per block (0 for an entry that is not a built spec, which the caller then rejects).
-fn entry_modules(ptx: &str, threads: impl Fn(&str) -> usize) -> Vec<(&str, String)> {
+/// Each entry also gets its launch bounds ([`with_launch_bounds`]), `bounds(entry)` (none for
+/// an entry that is not a built spec, which the caller then rejects).
+fn entry_modules(ptx: &str, bounds: impl Fn(&str) -> Option<LaunchBounds>) -> Vec<(&str, String)> {
     const ENTRY: &str = ".visible .entry ";
     let Some(first) = ptx.find(ENTRY) else {
         return Vec::new();
@@ -704,29 +701,52 @@ fn entry_modules(ptx: &str, threads: impl Fn(&str) -> usize) -> Vec<(&str, Strin
         // An entry's body ends at the first closing brace at the start of a line.
         let end = start + ptx[start..].find("\n}\n").expect("an entry has a body") + 3;
         let name = &ptx[name_start..name_end];
-        let body = with_launch_bounds(&labels_as_function_zero(&ptx[start..end]), threads(name));
+        let body = with_launch_bounds(&labels_as_function_zero(&ptx[start..end]), bounds(name));
         modules.push((name, format!("{preamble}{body}")));
         rest = end;
     }
     modules
 }
 
-/// `body`, one entry's PTX, with the launch bounds `.maxntid threads, 1, 1` (the block size the
-/// host launches it with, which is then also the most it accepts) and `.minnctapersm 1` after
-/// its parameter list; unchanged for `threads` 0.
+/// An entry's launch bounds: its block size (the host launches it with that, which is then also
+/// the most it accepts) and the blocks per SM ptxas is to fit
+/// ([`KernelSpec::min_blocks_per_sm`]).
+#[derive(Clone, Copy)]
+struct LaunchBounds {
+    threads: usize,
+    min_blocks_per_sm: usize,
+}
+
+impl LaunchBounds {
+    fn of(spec: &KernelSpec) -> Self {
+        LaunchBounds {
+            threads: spec.tile.threads(),
+            min_blocks_per_sm: spec.min_blocks_per_sm(),
+        }
+    }
+}
+
+/// `body`, one entry's PTX, with its launch bounds (`.maxntid threads, 1, 1` and
+/// `.minnctapersm`) after its parameter list; unchanged without bounds.
 ///
-/// Why: without a bound ptxas squeezes a kernel's registers towards the next occupancy step,
-/// and it does so by scheduling the `ldmatrix` loads later: `d64_m64_n64_w4_s3` went to 129
-/// registers with its K fragments loaded one or three ahead of their MMAs, 4-6% slower at
-/// D=64 under causal masking than the 162-register schedule ptxas gives it with the bounds,
-/// which loads eight ahead (log 39). How many blocks share an SM is left to the shared memory,
-/// as before.
-fn with_launch_bounds(body: &str, threads: usize) -> String {
+/// Why bounds at all: without one ptxas squeezes a kernel's registers towards the next
+/// occupancy step, and it does so by scheduling the `ldmatrix` loads later: `d64_m64_n64_w4_s3`
+/// went to 129 registers with its K fragments loaded one or three ahead of their MMAs, 4-6%
+/// slower at D=64 under causal masking than the 162-register schedule ptxas gives it with the
+/// bounds, which loads eight ahead (log 39). So most entries ask for one block per SM and leave
+/// how many share an SM to their registers and shared memory.
+fn with_launch_bounds(body: &str, bounds: Option<LaunchBounds>) -> String {
     const PARAMETERS_END: &str = "\n)\n";
-    match body.find(PARAMETERS_END) {
-        Some(at) if threads > 0 => {
+    match (body.find(PARAMETERS_END), bounds) {
+        (
+            Some(at),
+            Some(LaunchBounds {
+                threads,
+                min_blocks_per_sm,
+            }),
+        ) => {
             let (head, tail) = body.split_at(at + PARAMETERS_END.len());
-            format!("{head}.maxntid {threads}, 1, 1\n.minnctapersm 1\n{tail}")
+            format!("{head}.maxntid {threads}, 1, 1\n.minnctapersm {min_blocks_per_sm}\n{tail}")
         }
         _ => body.to_owned(),
     }

@@ -378,15 +378,17 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// 8-warp tile it replaced, and 0.91-1.00x the time of the 64-row tile that small grids ran
 /// before (log 43), so neither is listed any more. The 64-key form of the D=128 tile, whose
 /// blocks cover a 1024-key window's span with 6% fewer scores than 128-key ones, measured no
-/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). At D=64 the
-/// table's warp-specialised `m128_n128` (from 2048 keys on, and on small grids), whose modified
-/// kernel ran 1.09-1.14x faster than the sm80 family's at 4,8,512,64 and 8,16,2048,64 (log 48)
-/// but 7-17% slower at S=512 on large grids, where the table runs the 8-warp `m128_n64` (whose
-/// modified kernel was 1.4-1.6x slower than its own dense one): so this tile does not stand in
-/// for the table's other D=64 tile ([`sm90_modified_stands_in`]). The host runs the dispatch
+/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). At D=64 both
+/// of the table's tiles: the warp-specialised `m128_n128` (from 2048 keys on, and on small
+/// grids), whose modified kernel ran 1.09-1.14x faster than the sm80 family's at 4,8,512,64 and
+/// 8,16,2048,64 but 7-17% slower at S=512 on large grids (log 48), so it does not stand in for
+/// the table's other tile ([`sm90_modified_stands_in`]); and that other, the 8-warp `m128_n64`
+/// of S=512 and 1024 on large grids, whose modified kernel ran 1.4-1.6x slower than its dense
+/// one at one block per SM (log 48) and runs two since its launch bounds ask for them
+/// ([`KernelSpec::min_blocks_per_sm`], log 50). The host runs the dispatch
 /// table's tile where a modified kernel of it exists, else the head dim's first here where it
 /// stands in, else the sm80 family's choice.
-pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
+pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
         with_warps(block_n, 128 / 16, stages, head_dim)
     }
@@ -410,6 +412,7 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 7] = {
     [
         // Warp-specialised: a producer warpgroup beside the two of the rows.
         with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 64),
+        tile(64, 2, 64),
         tile(64, 2, 96),
         with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
         tile(64, 2, 160),
@@ -526,6 +529,38 @@ impl KernelSpec {
         match (self.family, self.variant) {
             (Family::Sm90, Variant::Modified) => SM90_WARPGROUP_ROWS,
             _ => self.tile.block_m,
+        }
+    }
+
+    /// The blocks per SM that the entry's launch bounds ask ptxas to fit (`.minnctapersm`):
+    /// two for the sm90 family's 8-warp modified kernels up to head dim 96, one for every other
+    /// entry (BENCHMARKS.md log 39 says why not more).
+    ///
+    /// Why two there: a modified kernel runs problems in its dense twin's place, and those twins
+    /// fit two blocks per SM (121-123 registers), where the modified kernels, left at one, took
+    /// 131 (D=64) and 156 (D=96) registers and so ran one block per SM; bounded to two, ptxas
+    /// fits them in 125 and 120 registers without a spill (BENCHMARKS.md log 50).
+    /// `tests/cpu/ptxas.rs` checks on the ptxas gate that every sm90 modified kernel fits as
+    /// many blocks per SM as its dense twin.
+    ///
+    /// ```
+    /// use flash_attn_params::{Dtype, Family, KernelSpec, Variant, SM90_MODIFIED_TILES};
+    ///
+    /// let spec = |tile, variant| KernelSpec { family: Family::Sm90, dtype: Dtype::F16, variant, tile };
+    /// let eight_warps_d96 = SM90_MODIFIED_TILES[2];
+    /// assert_eq!((eight_warps_d96.warps, eight_warps_d96.head_dim), (8, 96));
+    /// assert_eq!(spec(eight_warps_d96, Variant::Modified).min_blocks_per_sm(), 2);
+    /// assert_eq!(spec(eight_warps_d96, Variant::Dense).min_blocks_per_sm(), 1);
+    /// ```
+    pub const fn min_blocks_per_sm(&self) -> usize {
+        let eight_warp_modified = matches!(
+            (self.family, self.variant),
+            (Family::Sm90, Variant::Modified)
+        ) && self.tile.producer_warps() == 0;
+        if eight_warp_modified && self.tile.head_dim <= 96 {
+            2
+        } else {
+            1
         }
     }
 }

@@ -11,7 +11,7 @@ use flash_attn::QSource::Registers;
 use flash_attn::SmemLayout::Swizzled;
 use flash_attn::{
     architecture_named, default_api_kernels, Dtype, Family, KernelSpec, QSource, SmemLayout,
-    TileConfig, Variant, ARCHITECTURES, FORWARD_KERNELS,
+    TileConfig, Variant, ARCHITECTURES, FORWARD_KERNELS, SM90_MODIFIED_TILES,
 };
 use flash_attn_build::gate::{
     blocks_per_sm, format_gate_file, gate_failures, parse_gate_file, record_failures, GateColumn,
@@ -134,6 +134,45 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture_of_
                 kernel.entry
             );
             assert!(blocks_per_sm(&kernel.spec.tile, used.registers, arch).0 >= 1);
+        }
+    }
+}
+
+/// A modified kernel runs a problem in its dense twin's place (the dense kernel of its tile),
+/// so it must not lose the blocks per SM its twin keeps resident: the 8-warp sm90 modified
+/// kernels at D=64 and D=96 took one block per SM to their twins' two (131 and 156 registers
+/// against 123 and 121) until their launch bounds asked for two
+/// (`KernelSpec::min_blocks_per_sm`, BENCHMARKS.md log 50). Checked on the committed gate,
+/// which records the whole search space.
+#[test]
+fn every_sm90_modified_kernel_fits_as_many_blocks_per_sm_as_its_dense_twin() {
+    let (_, gate) = committed_gate();
+    let blocks = |spec: KernelSpec| -> Vec<usize> {
+        let entry = spec.to_string();
+        let record = gate
+            .iter()
+            .find(|record| record.entry == entry)
+            .unwrap_or_else(|| panic!("{entry} has no record in host/ptxas-gate.tsv"));
+        record
+            .columns
+            .iter()
+            .map(|column| blocks_per_sm(&spec.tile, column.resources.registers, column.arch).0)
+            .collect()
+    };
+    for tile in SM90_MODIFIED_TILES {
+        for dtype in [Dtype::F16, Dtype::Bf16] {
+            let spec = |variant| KernelSpec {
+                family: Family::Sm90,
+                dtype,
+                variant,
+                tile,
+            };
+            let (modified, dense) = (spec(Variant::Modified), spec(Variant::Dense));
+            assert_eq!(
+                blocks(modified),
+                blocks(dense),
+                "{modified} against {dense} (blocks per SM per architecture)"
+            );
         }
     }
 }
