@@ -18,6 +18,7 @@
 //! is met. `--every-tile` adds, per shape, each modifier on every modified kernel of its head
 //! dim against the dense kernel of the same tile, and the window on each of them (the data for
 //! choosing a modified kernel's tile); with `--head-dim D` only those of head dim D, and not the
+//! targets' cases; with `--shape B,H,S,D` at that shape instead of the anchors, and not the
 //! targets' cases. `--profile-launches [--shape B,H,S,D] [--causal]` instead
 //! launches each case of one f16 problem (8,16,2048,64 not causal unless given) once, in the
 //! order plain, modified with none on, softcap, ALiBi, both (and with `--causal` the window of
@@ -294,12 +295,20 @@ fn modified_kernels<T: Element>(
 
 /// Every modifier on every modified kernel of the anchor shapes' head dims, against the dense
 /// kernel of the same tile; then the window on each modified kernel of its head dim.
-fn time_every_tile<T: Element>(gpu: &FlashAttention, only: Option<usize>) -> Result<(), Error> {
+fn time_every_tile<T: Element>(
+    gpu: &FlashAttention,
+    only: Option<usize>,
+    shape: Option<(usize, usize, usize, usize)>,
+) -> Result<(), Error> {
     let dtype = format!("{:?}", T::DTYPE);
-    let anchors = ANCHOR_SHAPES
-        .into_iter()
-        .filter(|&(_, _, _, head_dim)| only.is_none_or(|only| only == head_dim));
-    for (batch, heads, seq_len, head_dim) in anchors {
+    let shapes: Vec<_> = match shape {
+        Some(shape) => vec![shape],
+        None => ANCHOR_SHAPES
+            .into_iter()
+            .filter(|&(_, _, _, head_dim)| only.is_none_or(|only| only == head_dim))
+            .collect(),
+    };
+    for (batch, heads, seq_len, head_dim) in shapes {
         let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
         let buffers = Buffers::<T>::new(&shape)?;
         for causal in [false, true] {
@@ -514,16 +523,25 @@ fn main() -> Result<(), Error> {
             let value = arguments.get(at + 1).and_then(|text| text.parse().ok());
             value.unwrap_or_else(|| panic!("--head-dim needs a head dim"))
         });
+    // `--every-tile --shape B,H,S,D`: that shape instead of the anchors, without the targets'.
+    let shape = arguments
+        .iter()
+        .position(|argument| argument == "--shape")
+        .map(|at| {
+            let text = arguments.get(at + 1).map_or("", String::as_str);
+            parse_shape(text).unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}"))
+        });
+    let targets = only.is_none() && shape.is_none();
     let mut worst = Worst::default();
-    if only.is_none() {
+    if targets {
         time_dtype::<f16>(&gpu, &mut worst)?;
         time_dtype::<bf16>(&gpu, &mut worst)?;
     }
     if arguments.iter().any(|argument| argument == "--every-tile") {
-        time_every_tile::<f16>(&gpu, only)?;
-        time_every_tile::<bf16>(&gpu, only)?;
+        time_every_tile::<f16>(&gpu, only, shape)?;
+        time_every_tile::<bf16>(&gpu, only, shape)?;
     }
-    if only.is_some() {
+    if !targets {
         return Ok(());
     }
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
