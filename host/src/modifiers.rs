@@ -41,8 +41,7 @@ use std::sync::Mutex;
 
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use flash_attn_params::{
-    padded_head_dim, sm90_modified_stands_in, Dtype, Family, ForwardParams, Mask, ModifierParams,
-    Variant,
+    padded_head_dim, Dtype, Family, ForwardParams, Mask, ModifierParams, Variant,
 };
 
 use crate::dispatch::{dispatch_kernel, dispatch_kernel_on};
@@ -432,9 +431,7 @@ pub fn modified_kernel(
 /// problem with a score modifier: the modified kernel of the family and tile of the dense
 /// problem's kernel on that device ([`dispatch_kernel_on`]: on compute capability 9.0 the
 /// sm90 family's where the sm_90a table has a row), else the first of that family's at the
-/// problem's kernel head dim where it stands in for the others
-/// ([`flash_attn_params::sm90_modified_stands_in`]), else [`modified_kernel`]'s choice, of the
-/// sm80 family.
+/// problem's kernel head dim, else [`modified_kernel`]'s choice, of the sm80 family.
 ///
 /// ```
 /// use flash_attn::{modified_kernel, modified_kernel_on, AttentionShape, Dtype, Family};
@@ -483,20 +480,15 @@ pub(crate) fn modified_kernel_for(
     };
     let candidates = || FORWARD_KERNELS.iter().filter(modified);
     let of_dense_family = || candidates().filter(|kernel| kernel.spec.family == dense.spec.family);
-    // The head dim's first modified kernel runs the problems of the family's other tiles: the
-    // sm80 family's always (its dispatch table's tiles and its modified tiles were tuned
-    // apart), the sm90 family's where it stands in for them.
-    let stands_in = |kernel: &&ForwardKernel| match kernel.spec.family {
-        Family::Sm80 => true,
-        Family::Sm90 => sm90_modified_stands_in(head_dim),
-    };
+    // The dense tile's modified twin, else the head dim's first modified kernel of the family
+    // (the sm80 family's dispatch table and modified tiles were tuned apart; the sm90 family's
+    // table tiles have twins at D=64, 96 and 128: `SM90_MODIFIED_TILES` says why not beyond).
     of_dense_family()
         .find(|kernel| kernel.spec.tile == dense.spec.tile)
-        .or_else(|| of_dense_family().next().filter(stands_in))
+        .or_else(|| of_dense_family().next())
         .map(Ok)
         .unwrap_or_else(|| match dense.spec.family {
-            // No sm90 modified kernel of the dense tile, and none that stands in for it (D=64:
-            // `SM90_MODIFIED_TILES` says why): the sm80 family's choice, its own table's tile.
+            // No sm90 modified kernel at the head dim: the sm80 family's choice.
             Family::Sm90 => modified_kernel_for(dtype, shape, causal, sm_count, None),
             Family::Sm80 => Err(Error::UnsupportedHeadDim {
                 head_dim: shape.head_dim,

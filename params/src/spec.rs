@@ -381,13 +381,13 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). At D=64 both
 /// of the table's tiles: the warp-specialised `m128_n128` (from 2048 keys on, and on small
 /// grids), whose modified kernel ran 1.09-1.14x faster than the sm80 family's at 4,8,512,64 and
-/// 8,16,2048,64 but 7-17% slower at S=512 on large grids (log 48), so it does not stand in for
-/// the table's other tile ([`sm90_modified_stands_in`]); and that other, the 8-warp `m128_n64`
-/// of S=512 and 1024 on large grids, whose modified kernel ran 1.4-1.6x slower than its dense
-/// one at one block per SM (log 48) and runs two since its launch bounds ask for them
-/// ([`KernelSpec::min_blocks_per_sm`], log 50). The host runs the dispatch
-/// table's tile where a modified kernel of it exists, else the head dim's first here where it
-/// stands in, else the sm80 family's choice.
+/// 8,16,2048,64 but 7-17% slower at S=512 on large grids (log 48); and the 8-warp `m128_n64` of
+/// S=512 and 1024 on large grids, whose modified kernel ran 1.4-1.6x slower than its dense one
+/// at one block per SM (log 48) and, at the two its launch bounds now ask for
+/// ([`KernelSpec::min_blocks_per_sm`]), 1.02-1.15x faster than the sm80 family's modified
+/// kernels at 16,16,512,64 (log 50). The host runs the dispatch table's tile where a modified
+/// kernel of it exists (at D=64, 96 and 128), else the head dim's first here, else the sm80
+/// family's choice.
 pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
         with_warps(block_n, 128 / 16, stages, head_dim)
@@ -421,15 +421,6 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
         tile(64, 1, 256),
     ]
 };
-
-/// Whether the sm90 family's modified kernel of a head dim ([`SM90_MODIFIED_TILES`]) runs the
-/// modified problems whose dense kernel is another tile of that head dim, on a device of
-/// compute capability 9.0: at every head dim but 64, where the sm80 family's modified kernels
-/// ran faster than it at the problems of the table's other tile (see [`SM90_MODIFIED_TILES`]),
-/// so those keep the sm80 family's.
-pub const fn sm90_modified_stands_in(head_dim: usize) -> bool {
-    head_dim != 64
-}
 
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
 /// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but

@@ -8,10 +8,10 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     dispatch_kernel_on, kernel_by_name, modified_kernel, modified_kernel_on, plan, plan_alibi,
-    plan_kv_cache, plan_paged_kv_cache, plan_varlen, sm90_modified_stands_in, supports,
-    AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask,
-    PagedKvCache, SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS,
-    MODIFIED_TILES, SM90_MODIFIED_TILES,
+    plan_kv_cache, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout, AlibiSlopes,
+    AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
+    SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS, MODIFIED_TILES,
+    SM90_MODIFIED_TILES,
 };
 use half::f16;
 
@@ -1259,9 +1259,8 @@ proptest::proptest! {
 /// On compute capability 9.0 a modified problem runs the sm90 family's modified kernel of the
 /// dense problem's tile wherever the sm_90a table runs the dense problem on the sm90 family (the
 /// issue's modifier bars compare the two) and the family has that modified kernel, else the
-/// head dim's where it stands in for the table's other tiles, and the sm80 rule elsewhere (D=64
-/// at the table's 8-warp tile: `SM90_MODIFIED_TILES` says why); on 8.9 it is the device-unaware
-/// pick.
+/// family's first at the head dim, and the sm80 rule where the sm90 family has none at the head
+/// dim; on 8.9 it is the device-unaware pick.
 #[test]
 fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device() {
     let mut on_sm90 = 0;
@@ -1285,16 +1284,20 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
                         .iter()
                         .any(|tile| tile.head_dim == modified.spec.tile.head_dim);
                     // The dense kernel's tile where it has a modified twin (not at D=224 and
-                    // D=256, whose two-stage twins spilled, nor at D=64's 8-warp tile).
+                    // D=256, whose two-stage twins spilled).
                     let twin = FORWARD_KERNELS.iter().any(|kernel| {
                         kernel.spec.variant == Variant::Modified
                             && kernel.spec.family == Family::Sm90
                             && kernel.spec.dtype == dtype
                             && kernel.spec.tile == dense.spec.tile
                     });
-                    let stands_in = sm90_modified_stands_in(modified.spec.tile.head_dim);
+                    // Every tile of the sm_90a table at D=64 to 128 has its twin.
+                    assert!(
+                        twin || dense.spec.family == Family::Sm80 || head_dim > 128,
+                        "{context}"
+                    );
                     match dense.spec.family {
-                        Family::Sm90 if sm90_modified_at_head_dim && (twin || stands_in) => {
+                        Family::Sm90 if sm90_modified_at_head_dim => {
                             assert_eq!(modified.spec.family, Family::Sm90, "{context}");
                             assert_eq!(twin, modified.spec.tile == dense.spec.tile, "{context}");
                             assert_ne!(modified.spec.tile.block_m, 64, "{context}");
