@@ -266,10 +266,14 @@ pub fn dispatch_entry<'t>(
     entry(grid).or_else(|| entry(grid.other()))
 }
 
-/// The kernel the default API runs for `shape` on a device of `sm_count` multiprocessors: that
-/// of the compiled table's [`dispatch_entry`], or where the table has none, the fallback
-/// kernel of the element type and head dim ([`default_kernel`]), or its error (a head dim
-/// that is not a multiple of 8 from 8 to 256).
+/// The dense kernel of the dispatch table for `shape` on a device of `sm_count`
+/// multiprocessors: that of the compiled table's [`dispatch_entry`], or where the table has
+/// none, the fallback kernel of the element type and head dim ([`default_kernel`]), or its
+/// error (a head dim that is not a multiple of 8 from 8 to 256). It is the kernel the default
+/// API runs for a plain problem of a head dim with kernels of its own; a head dim without runs
+/// padded on a modified kernel of the head dim it pads to ([`crate::modified_kernel`], which
+/// picks that kernel's tile by this one), and here gets the dense kernel of that head dim,
+/// which runs its own head dim only. [`crate::plan`] says which kernel runs any problem.
 ///
 /// Allocates nothing: a scan of the table, whose entries hold their kernels.
 ///
@@ -279,9 +283,13 @@ pub fn dispatch_entry<'t>(
 /// let kernel = dispatch_kernel(Dtype::Bf16, &AttentionShape::new(4, 8, 512, 128), true, 132)?;
 /// assert_eq!((kernel.spec.dtype, kernel.spec.variant), (Dtype::Bf16, Variant::Dense));
 /// assert_eq!(kernel.spec.tile.head_dim, 128);
-/// // Head dim 80 runs padded on the kernels of head dim 96; 100 is not a multiple of 8.
-/// let padded = dispatch_kernel(Dtype::F16, &AttentionShape::new(1, 1, 64, 80), false, 132)?;
-/// assert_eq!(padded.spec.tile.head_dim, 96);
+/// // Head dim 80 pads to 96: the table's dense D=96 kernel, whose tile the modified kernel that
+/// // runs it follows; 100 is not a multiple of 8.
+/// let shape = AttentionShape::new(1, 1, 64, 80);
+/// let padded = dispatch_kernel(Dtype::F16, &shape, false, 132)?;
+/// assert_eq!((padded.spec.tile.head_dim, padded.spec.variant), (96, Variant::Dense));
+/// let runs = flash_attn::plan(Dtype::F16, &shape, &Default::default(), 132)?.kernel();
+/// assert_eq!((runs.spec.tile.head_dim, runs.spec.variant), (96, Variant::Modified));
 /// assert_eq!(
 ///     dispatch_kernel(Dtype::F16, &AttentionShape::new(1, 1, 64, 100), false, 132),
 ///     Err(Error::InvalidHeadDim { head_dim: 100 })

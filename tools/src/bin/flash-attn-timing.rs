@@ -9,8 +9,8 @@
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    dispatch_kernel_on, kernel_by_name, AttentionShape, Dtype, Element, Error, FlashAttention,
-    ForwardKernel, ForwardOptions, Variant, FORWARD_KERNELS,
+    kernel_by_name, plan_on, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
+    ForwardOptions, Variant, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{
     parse_shape, time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES,
@@ -55,21 +55,28 @@ fn measure<T: Element>(
     })
 }
 
-/// The kernel the default API runs for a dense problem on this device (the sm_90a table first
-/// on compute capability 9.0).
+/// The kernel the default API runs for a plain problem on this device: its plan's (the sm_90a
+/// table first on compute capability 9.0; a head dim without kernels of its own on the modified
+/// kernel of the head dim it pads to, which the dispatch table's dense kernel of that head dim
+/// cannot run).
 fn default_kernel(
     gpu: &FlashAttention,
     dtype: Dtype,
     shape: &AttentionShape,
     causal: bool,
 ) -> Result<&'static ForwardKernel, Error> {
-    dispatch_kernel_on(
+    let options = ForwardOptions {
+        causal,
+        ..Default::default()
+    };
+    let plan = plan_on(
         dtype,
         shape,
-        causal,
+        &options,
         gpu.sm_count(),
         gpu.compute_capability(),
-    )
+    )?;
+    Ok(plan.kernel())
 }
 
 fn main() -> Result<(), Error> {
