@@ -394,9 +394,11 @@ fn computed_pairs(seq_len: usize, width: usize, block_m: usize, block_n: usize) 
 
 /// `--window-sweep`: windows of 256 to 8191 keys at the window shape, f16, on each modified
 /// kernel of its head dim, against the same tile's dense causal time scaled by the visible
-/// fraction; beside each ratio, the tile's geometric floor (the fraction of computed pairs
-/// that the window leaves visible, against causal's), and the ratio over that floor: what the
-/// window costs beyond the pairs it computes.
+/// fraction (where the build has no dense kernel of that tile, the default API's dense causal
+/// kernel's: the reference); beside each ratio, the geometric floor (the fraction of
+/// computed pairs that the window leaves visible, against the reference kernel's causal
+/// fraction), and the ratio over that floor: what the window costs beyond the pairs it
+/// computes.
 fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
     let (batch, heads, seq_len, head_dim) = WINDOW_SHAPE;
     let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
@@ -407,18 +409,25 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
         ..ForwardOptions::default()
     };
     let causal_pairs = visible_pairs(seq_len, seq_len);
+    let table_kernel = plan_on(
+        Dtype::F16,
+        &shape,
+        &causal,
+        gpu.sm_count(),
+        gpu.compute_capability(),
+    )?
+    .kernel();
     for modified in modified_kernels::<f16>(gpu, head_dim) {
-        let Some(dense) = dense_of(modified) else {
-            continue;
-        };
+        let dense = dense_of(modified).unwrap_or(table_kernel);
         let named = ForwardOptions {
             kernel: Some(dense),
             ..causal
         };
         let (causal_times, _) = time(gpu, &buffers, shape, &named, None)?;
         print_case(&format!("{label} causal"), dense, &causal_times, "");
-        let tile = modified.spec.tile;
-        let causal_computed = computed_pairs(seq_len, seq_len, tile.block_m, tile.block_n);
+        let reference = dense.spec.tile;
+        let causal_computed =
+            computed_pairs(seq_len, seq_len, reference.block_m, reference.block_n);
         for width in [256, 512, 1024, 2048, 4096, seq_len - 1] {
             let options = ForwardOptions {
                 window: Some(SlidingWindow {
@@ -432,8 +441,12 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
             let visible = visible_pairs(seq_len, width);
             let fraction = visible as f64 / causal_pairs as f64;
             let ratio = times.median() / (causal_times.median() * fraction);
-            let computed =
-                computed_pairs(seq_len, width, modified.spec.key_block_rows(), tile.block_n);
+            let computed = computed_pairs(
+                seq_len,
+                width,
+                modified.spec.key_block_rows(),
+                modified.spec.tile.block_n,
+            );
             let floor =
                 (computed as f64 / visible as f64) / (causal_computed as f64 / causal_pairs as f64);
             print_case(
