@@ -464,20 +464,25 @@ fn window_sweep(gpu: &FlashAttention) -> Result<(), Error> {
     Ok(())
 }
 
+/// The `--shape B,H,S,D` argument, if given; panics with `usage` where it is not four sizes.
+fn shape_argument(arguments: &[String], usage: &str) -> Option<(usize, usize, usize, usize)> {
+    let at = arguments
+        .iter()
+        .position(|argument| argument == "--shape")?;
+    let text = arguments.get(at + 1).map_or("", String::as_str);
+    let shape = parse_shape(text)
+        .unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}; {usage}"));
+    Some(shape)
+}
+
 /// `--profile-launches`: each case of the problem `--shape` and `--causal` name, launched once.
 fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
     const USAGE: &str =
         "usage: flash-attn-modifier-timing --profile-launches [--shape B,H,S,D] [--causal]";
     let arguments: Vec<String> = std::env::args().collect();
-    let shape = match arguments.iter().position(|argument| argument == "--shape") {
-        Some(at) => {
-            let text = arguments.get(at + 1).unwrap_or_else(|| panic!("{USAGE}"));
-            let (batch, heads, seq_len, head_dim) = parse_shape(text)
-                .unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}; {USAGE}"));
-            AttentionShape::new(batch, heads, seq_len, head_dim)
-        }
-        None => AttentionShape::new(8, 16, 2048, 64),
-    };
+    let (batch, heads, seq_len, head_dim) =
+        shape_argument(&arguments, USAGE).unwrap_or((8, 16, 2048, 64));
+    let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
     let causal = arguments.iter().any(|argument| argument == "--causal");
     let buffers = Buffers::<f16>::new(&shape)?;
     let plain = ForwardOptions {
@@ -537,13 +542,10 @@ fn main() -> Result<(), Error> {
             value.unwrap_or_else(|| panic!("--head-dim needs a head dim"))
         });
     // `--every-tile --shape B,H,S,D`: that shape instead of the anchors, without the targets'.
-    let shape = arguments
-        .iter()
-        .position(|argument| argument == "--shape")
-        .map(|at| {
-            let text = arguments.get(at + 1).map_or("", String::as_str);
-            parse_shape(text).unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}"))
-        });
+    let shape = shape_argument(
+        &arguments,
+        "usage: flash-attn-modifier-timing --every-tile [--head-dim D | --shape B,H,S,D]",
+    );
     let targets = only.is_none() && shape.is_none();
     let mut worst = Worst::default();
     if targets {
