@@ -1283,15 +1283,14 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
                     let sm90_modified_at_head_dim = SM90_MODIFIED_TILES
                         .iter()
                         .any(|tile| tile.head_dim == modified.spec.tile.head_dim);
-                    // The dense kernel's tile where it has a modified twin (not at D=224 and
-                    // D=256, whose two-stage twins spilled).
+                    // The dense kernel's tile where it has a modified twin (at D=64, 96 and
+                    // 128; `SM90_MODIFIED_TILES` says why not beyond).
                     let twin = FORWARD_KERNELS.iter().any(|kernel| {
                         kernel.spec.variant == Variant::Modified
                             && kernel.spec.family == Family::Sm90
                             && kernel.spec.dtype == dtype
                             && kernel.spec.tile == dense.spec.tile
                     });
-                    // Every tile of the sm_90a table at D=64 to 128 has its twin.
                     assert!(
                         twin || dense.spec.family == Family::Sm80 || head_dim > 128,
                         "{context}"
