@@ -548,7 +548,15 @@ impl KernelSpec {
             (self.family, self.variant),
             (Family::Sm90, Variant::Modified)
         ) && self.tile.producer_warps() == 0;
-        if eight_warp_modified && self.tile.head_dim <= 96 {
+        // Experiment: the sm80 family's D=32 modified kernels (141-144 registers, three blocks
+        // of 4 warps per SM) at their dense twins' four (121-128 registers).
+        let sm80_d32_modified = matches!(
+            (self.family, self.variant),
+            (Family::Sm80, Variant::Modified | Variant::PagedModified)
+        ) && self.tile.head_dim == 32;
+        if sm80_d32_modified {
+            4
+        } else if eight_warp_modified && self.tile.head_dim <= 96 {
             2
         } else {
             1
