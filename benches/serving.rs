@@ -17,7 +17,8 @@ use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{Element, Error, FlashAttention, ForwardOptions, Layout, VarlenShape};
 use flash_attn_tools::timing::{
-    decode_shape, shuffled_pages, varlen_prefill_offsets, DECODE_SHAPES, PAGE_SIZES,
+    decode_shape, shuffled_pages, varlen_prefill_offsets, DECODE_HEAD_DIM, DECODE_SHAPES,
+    PAGE_SIZES,
 };
 use half::{bf16, f16};
 
@@ -51,7 +52,7 @@ fn bench_decode<T: Element>(group: &mut Group<'_>, gpu: &FlashAttention) {
         ..ForwardOptions::default()
     };
     for (batch, length) in DECODE_SHAPES {
-        let shape = decode_shape(batch, length);
+        let shape = decode_shape(batch, length, DECODE_HEAD_DIM);
         let kv = shape.kv_elements().unwrap();
         let input = |elements, seed| {
             DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed)).unwrap()

@@ -524,15 +524,21 @@ impl KernelSpec {
     }
 
     /// The blocks per SM that the entry's launch bounds ask ptxas to fit (`.minnctapersm`):
-    /// two for the sm90 family's 8-warp modified kernels up to head dim 96, one for every other
+    /// four for the sm80 family's D=32 modified, serving, serving-modified and paged-modified
+    /// kernels, two for the sm90 family's 8-warp modified kernels up to head dim 96, one for every other
     /// entry (BENCHMARKS.md log 39 says why not more).
     ///
-    /// Why two there: a modified kernel runs problems in its dense twin's place, and those twins
-    /// fit two blocks per SM (121-123 registers), where the modified kernels, left at one, took
-    /// 131 (D=64) and 156 (D=96) registers and so ran one block per SM; bounded to two, ptxas
-    /// fits them in 125 and 120 registers without a spill (BENCHMARKS.md log 50).
-    /// `tests/cpu/ptxas.rs` checks on the ptxas gate that every sm90 modified kernel fits as
-    /// many blocks per SM as its dense twin.
+    /// Why: a modified kernel runs problems in its dense twin's place, and the twins fit more
+    /// blocks per SM than the modified kernels did at one. The sm90 twins fit two (121-123
+    /// registers), where the modified kernels took 131 (D=64) and 156 (D=96) registers and so
+    /// ran one; bounded to two, ptxas fits them in 125 and 120 without a spill (BENCHMARKS.md
+    /// log 50). The sm80 D=32 dense kernel fits four (121-126), where the other variants took
+    /// 141-157 registers and ran three; bounded to four they take 126-128 without a spill. The
+    /// modified kernel then ran 1.10-1.13x faster with every modifier off, 1.08-1.11x with
+    /// softcap or ALiBi, and the plain problems of head dims 8 to 24 (which run padded on it)
+    /// 1.02-1.10x faster (log 51). The paged kernel (130 registers, three blocks) spills 8 bytes
+    /// when bounded to four, so it is left at one. `tests/cpu/ptxas.rs` checks on the ptxas gate that these
+    /// kernels fit as many blocks per SM as their dense twins.
     ///
     /// ```
     /// use flash_attn_params::{Dtype, Family, KernelSpec, Variant, SM90_MODIFIED_TILES};
@@ -544,22 +550,20 @@ impl KernelSpec {
     /// assert_eq!(spec(eight_warps_d96, Variant::Dense).min_blocks_per_sm(), 1);
     /// ```
     pub const fn min_blocks_per_sm(&self) -> usize {
-        let eight_warp_modified = matches!(
-            (self.family, self.variant),
+        match (self.family, self.variant) {
+            (
+                Family::Sm80,
+                Variant::Modified
+                | Variant::Serving
+                | Variant::ServingModified
+                | Variant::PagedModified,
+            ) if self.tile.head_dim == 32 => 4,
             (Family::Sm90, Variant::Modified)
-        ) && self.tile.producer_warps() == 0;
-        // Experiment: the sm80 family's D=32 modified kernels (141-144 registers, three blocks
-        // of 4 warps per SM) at their dense twins' four (121-128 registers).
-        let sm80_d32_modified = matches!(
-            (self.family, self.variant),
-            (Family::Sm80, Variant::Modified | Variant::PagedModified)
-        ) && self.tile.head_dim == 32;
-        if sm80_d32_modified {
-            4
-        } else if eight_warp_modified && self.tile.head_dim <= 96 {
-            2
-        } else {
-            1
+                if self.tile.producer_warps() == 0 && self.tile.head_dim <= 96 =>
+            {
+                2
+            }
+            _ => 1,
         }
     }
 }

@@ -10,15 +10,19 @@ use serde::{Deserialize, Serialize};
 /// query heads over 8 K/V heads), timed by the serving benchmark and `flash-attn-decode-timing`.
 pub const DECODE_SHAPES: [(usize, usize); 3] = [(8, 8192), (1, 32768), (64, 2048)];
 
-/// The decode problem at one of [`DECODE_SHAPES`].
-pub fn decode_shape(batch: usize, cache_length: usize) -> AttentionShape {
+/// The head dim of the serving issue's shapes ([`DECODE_SHAPES`]).
+pub const DECODE_HEAD_DIM: usize = 128;
+
+/// The decode problem at one of [`DECODE_SHAPES`], of head dim `head_dim`
+/// ([`DECODE_HEAD_DIM`] for the issue's).
+pub fn decode_shape(batch: usize, cache_length: usize, head_dim: usize) -> AttentionShape {
     AttentionShape {
         batch,
         heads_q: 32,
         heads_kv: 8,
         seq_len_q: 1,
         seq_len_kv: cache_length,
-        head_dim: 128,
+        head_dim,
     }
 }
 

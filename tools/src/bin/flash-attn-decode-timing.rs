@@ -1,17 +1,17 @@
 //! Times decode against a KV cache (`forward_kv_cache`) with CUDA events around back-to-back
-//! launches, at the serving issue's shapes (fp16 and bf16, D=128, one query row, 32 query heads
-//! over 8 K/V heads, full contiguous caches): median and spread, and the K+V read rate; the same
-//! problems in paged caches (`forward_paged_kv_cache`, pages of 16, 64 and 256 keys in a
-//! shuffled block table) against the contiguous time; fp16 decode with a softcap, a sliding
-//! window of 4,096 keys, both, ALiBi (BLOOM's slopes, through `forward_kv_cache_alibi`, whose
-//! time includes the slopes' upload) and ALiBi with the window (the modified serving kernels)
-//! against the plain time. Then a
+//! launches, at the serving issue's shapes (fp16 and bf16, D=128 or the head dim of
+//! `--head-dim`, one query row, 32 query heads over 8 K/V heads, full contiguous caches):
+//! median and spread, and the K+V read rate; the same problems in paged caches
+//! (`forward_paged_kv_cache`, pages of 16, 64 and 256 keys in a shuffled block table) against
+//! the contiguous time; fp16 decode with a softcap, a sliding window of 4,096 keys, both, ALiBi
+//! (BLOOM's slopes, through `forward_kv_cache_alibi`, whose time includes the slopes' upload)
+//! and ALiBi with the window (the modified serving kernels) against the plain time. Then a
 //! variable-length prefill (`forward_varlen`): 16 sequences of lengths spread between 128 and
-//! 4096 (fixed seed), fp16, D=128, 32 query heads over 8, causal and not, against the dense
-//! kernel (`forward`) on a batch of 16 sequences of the mean length.
+//! 4096 (fixed seed), fp16, the same head dim, 32 query heads over 8, causal and not, against
+//! the dense kernel (`forward`) on a batch of 16 sequences of the mean length.
 //!
-//! `flash-attn-decode-timing [--splits N,N,...] [--varlen-json PATH]`: one line per case:
-//! median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and TFLOP/s counting
+//! `flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]`: one line
+//! per case: median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and TFLOP/s counting
 //! real work only (each sequence's `4 · H · Sq · Sk · D`, halved for causal). With `--splits`,
 //! each fp16 decode shape again at each of those split counts (`ForwardOptions::num_splits`),
 //! contiguous and in pages of 16: the data behind the split heuristic. With `--varlen-json`,
@@ -26,8 +26,8 @@ use flash_attn::{
     VarlenShape,
 };
 use flash_attn_tools::timing::{
-    decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_SHAPES,
-    PAGE_SIZES,
+    decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
+    DECODE_SHAPES, PAGE_SIZES,
 };
 use half::{bf16, f16};
 use serde_json::{json, Value};
@@ -60,13 +60,14 @@ impl<T: Element> DecodeBuffers<T> {
 /// `num_splits` `None` (empty on that call), which a split sweep's lines compare with.
 fn time<T: Element>(
     gpu: &FlashAttention,
+    head_dim: usize,
     name: &str,
     num_splits: Option<usize>,
     page_sizes: &[usize],
     against: &mut Vec<f64>,
 ) -> Result<(), Error> {
     for (shape_index, (batch, length)) in DECODE_SHAPES.into_iter().enumerate() {
-        let shape = decode_shape(batch, length);
+        let shape = decode_shape(batch, length, head_dim);
         let options = ForwardOptions {
             layout: Layout::Bshd,
             num_splits,
@@ -142,7 +143,7 @@ fn time<T: Element>(
 /// (Mistral's), both, ALiBi (BLOOM's slopes; its query heads are not packed into one block's
 /// rows) and ALiBi with the window, against `plain`, the plain kernels' contiguous medians. A
 /// window's time should scale with the keys it leaves (`min(1, 4096 / L)` of them).
-fn time_modified_decode(gpu: &FlashAttention, plain: &[f64]) -> Result<(), Error> {
+fn time_modified_decode(gpu: &FlashAttention, head_dim: usize, plain: &[f64]) -> Result<(), Error> {
     let window = Some(SlidingWindow {
         left: Some(4095),
         right: Some(0),
@@ -156,7 +157,7 @@ fn time_modified_decode(gpu: &FlashAttention, plain: &[f64]) -> Result<(), Error
         ("alibi + window 4096", window, None, true),
     ];
     for (shape_index, (batch, length)) in DECODE_SHAPES.into_iter().enumerate() {
-        let shape = decode_shape(batch, length);
+        let shape = decode_shape(batch, length, head_dim);
         let DecodeBuffers {
             q,
             k,
@@ -220,11 +221,13 @@ fn main() -> Result<(), Error> {
         gpu.device_name(),
         gpu.sm_count()
     );
+    let head_dim = args.head_dim;
+    println!("head dim {head_dim}");
     let mut f16_medians = Vec::new();
-    time::<f16>(&gpu, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
-    time::<bf16>(&gpu, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
-    time_modified_decode(&gpu, &f16_medians)?;
-    let varlen = time_varlen_prefill(&gpu)?;
+    time::<f16>(&gpu, head_dim, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
+    time::<bf16>(&gpu, head_dim, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
+    time_modified_decode(&gpu, head_dim, &f16_medians)?;
+    let varlen = time_varlen_prefill(&gpu, head_dim)?;
     if let Some(path) = &args.varlen_json {
         let text = serde_json::to_string_pretty(&varlen).expect("plain data serialises");
         std::fs::write(path, text + "\n").expect("writing the varlen JSON");
@@ -232,14 +235,15 @@ fn main() -> Result<(), Error> {
     }
     for splits in args.splits {
         let name = format!("f16 num_splits={splits}");
-        time::<f16>(&gpu, &name, Some(splits), &[16], &mut f16_medians)?;
+        time::<f16>(&gpu, head_dim, &name, Some(splits), &[16], &mut f16_medians)?;
     }
     Ok(())
 }
 
-/// The command line: the split counts of `--splits N,N,...` (none without it) and the path of
-/// `--varlen-json`.
+/// The command line: the head dim of `--head-dim` ([`DECODE_HEAD_DIM`] without it), the split
+/// counts of `--splits N,N,...` (none without it) and the path of `--varlen-json`.
 struct Arguments {
+    head_dim: usize,
     splits: Vec<usize>,
     varlen_json: Option<String>,
 }
@@ -247,10 +251,13 @@ struct Arguments {
 /// Parses the command line; exits with a usage line on anything it does not know.
 fn arguments() -> Arguments {
     let usage = || -> ! {
-        eprintln!("usage: flash-attn-decode-timing [--splits N,N,...] [--varlen-json PATH]");
+        eprintln!(
+            "usage: flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]"
+        );
         std::process::exit(2)
     };
     let mut parsed = Arguments {
+        head_dim: DECODE_HEAD_DIM,
         splits: Vec::new(),
         varlen_json: None,
     };
@@ -258,6 +265,7 @@ fn arguments() -> Arguments {
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_else(|| usage());
         match flag.as_str() {
+            "--head-dim" => parsed.head_dim = value.parse().unwrap_or_else(|_| usage()),
             "--splits" => {
                 parsed.splits = value
                     .split(',')
@@ -278,10 +286,10 @@ fn arguments() -> Arguments {
 const PREFILL_TIMING: (usize, usize, usize) = (3, 10, 5);
 
 /// Times `forward_varlen` on the ragged prefill (queries and keys of the same length per
-/// sequence) and `forward` on the dense batch of the mean length, fp16, D=128, GQA 32/8; returns
+/// sequence) and `forward` on the dense batch of the mean length, fp16, GQA 32/8, at head dim `head_dim`; returns
 /// the batch and the timings as the JSON of `--varlen-json`.
-fn time_varlen_prefill(gpu: &FlashAttention) -> Result<Value, Error> {
-    let (heads_q, heads_kv, head_dim) = (32, 8, 128);
+fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
+    let (heads_q, heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
     let cu_seqlens = varlen_prefill_offsets();
     let sequences = cu_seqlens.len() - 1;
@@ -380,7 +388,7 @@ fn report(
     let median = times.median();
     let tflops = flops / (median * 1e-6) / 1e12;
     println!(
-        "f16 D=128 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
+        "f16 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
          {kernel}, host {:.1} us/launch",
         times.quantile(0.1),
         times.quantile(0.9),
