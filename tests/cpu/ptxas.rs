@@ -11,7 +11,7 @@ use flash_attn::QSource::Registers;
 use flash_attn::SmemLayout::Swizzled;
 use flash_attn::{
     architecture_named, default_api_kernels, Dtype, Family, KernelSpec, QSource, SmemLayout,
-    TileConfig, Variant, ARCHITECTURES, FORWARD_KERNELS, SM90_MODIFIED_TILES,
+    TileConfig, Variant, ARCHITECTURES, FORWARD_KERNELS,
 };
 use flash_attn_build::gate::{
     blocks_per_sm, format_gate_file, gate_failures, parse_gate_file, record_failures, GateColumn,
