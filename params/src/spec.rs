@@ -525,8 +525,8 @@ impl KernelSpec {
 
     /// The blocks per SM that the entry's launch bounds ask ptxas to fit (`.minnctapersm`):
     /// four for the sm80 family's D=32 modified, serving, serving-modified and paged-modified
-    /// kernels, two for the sm90 family's 8-warp modified kernels up to head dim 96, one for every other
-    /// entry (BENCHMARKS.md log 39 says why not more).
+    /// kernels, two for the sm90 family's 8-warp modified kernels up to head dim 96, one for
+    /// every other entry (BENCHMARKS.md log 39 says why not more).
     ///
     /// Why: a modified kernel runs problems in its dense twin's place, and the twins fit more
     /// blocks per SM than the modified kernels did at one. The sm90 twins fit two (121-123
@@ -537,8 +537,10 @@ impl KernelSpec {
     /// modified kernel then ran 1.10-1.13x faster with every modifier off, 1.08-1.11x with
     /// softcap or ALiBi, and the plain problems of head dims 8 to 24 (which run padded on it)
     /// 1.02-1.10x faster (log 51). The paged kernel (130 registers, three blocks) spills 8 bytes
-    /// when bounded to four, so it is left at one. `tests/cpu/ptxas.rs` checks on the ptxas gate that these
-    /// kernels fit as many blocks per SM as their dense twins.
+    /// when bounded to four, so it is left at one; so are the paged kernels of D=64 and D=96,
+    /// which fit three blocks but ran paged decode up to 1.08x slower there (log 51).
+    /// `tests/cpu/ptxas.rs` checks on the ptxas gate that these kernels fit as many blocks per
+    /// SM as their dense twins.
     ///
     /// ```
     /// use flash_attn_params::{Dtype, Family, KernelSpec, Variant, SM90_MODIFIED_TILES};

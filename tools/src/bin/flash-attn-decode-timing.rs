@@ -11,12 +11,13 @@
 //! the dense kernel (`forward`) on a batch of 16 sequences of the mean length.
 //!
 //! `flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]`: one line
-//! per case: median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and TFLOP/s counting
-//! real work only (each sequence's `4 · H · Sq · Sk · D`, halved for causal). With `--splits`,
-//! each fp16 decode shape again at each of those split counts (`ForwardOptions::num_splits`),
-//! contiguous and in pages of 16: the data behind the split heuristic. With `--varlen-json`,
-//! the prefill batch (its offsets and lengths) and its timings also go to PATH as JSON, for
-//! `scripts/varlen_peers.py`, which times PyTorch's varlen peers on the same batch.
+//! per case: median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and
+//! TFLOP/s counting real work only (each sequence's `4 · H · Sq · Sk · D`, halved for causal).
+//! With `--splits`, each fp16 decode shape again at each of those split counts
+//! (`ForwardOptions::num_splits`), contiguous and in pages of 16: the data behind the split
+//! heuristic. With `--varlen-json`, the prefill batch (its offsets and lengths) and its timings
+//! also go to PATH as JSON, for `scripts/varlen_peers.py`, which times PyTorch's varlen peers
+//! on the same batch.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -286,8 +287,8 @@ fn arguments() -> Arguments {
 const PREFILL_TIMING: (usize, usize, usize) = (3, 10, 5);
 
 /// Times `forward_varlen` on the ragged prefill (queries and keys of the same length per
-/// sequence) and `forward` on the dense batch of the mean length, fp16, GQA 32/8, at head dim `head_dim`; returns
-/// the batch and the timings as the JSON of `--varlen-json`.
+/// sequence) and `forward` on the dense batch of the mean length, fp16, GQA 32/8, at head dim
+/// `head_dim`; returns the batch and the timings as the JSON of `--varlen-json`.
 fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
     let (heads_q, heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
