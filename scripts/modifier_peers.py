@@ -22,24 +22,19 @@ then at 2,16,8192,128 causal: the causal plain run against a window of 1,024 key
 diagonal and 1,023 before it, a block mask), scaled by the visible fraction of the causal
 score matrix.
 
-Timing as `peer_compare.py`: a CUDA graph of `graph_calls` back-to-back calls, events around
-each of `repeats` replays; median and p10-p90 per call in microseconds.
+Timing as `peer_compare.py` (its graph timing and `summarize`): a CUDA graph of `graph_calls`
+back-to-back calls, events around each of `repeats` replays; median and p10-p90 per call in
+microseconds, and TFLOP/s at the median.
 """
 
 import argparse
 
-from peer_compare import capture_graph, percentile, time_graph
+from peer_compare import attention_flops, capture_graph, summarize, time_graph
 
 DEFAULT_SHAPES = ((4, 8, 512, 128), (8, 16, 2048, 64), (2, 16, 4096, 128))
 WINDOW_SHAPE = (2, 16, 8192, 128)
 WINDOW = 1024
 SOFTCAP = 30.0
-
-
-def stats(samples):
-    ordered = sorted(samples)
-    return {"median": percentile(ordered, 50), "p10": percentile(ordered, 10),
-            "p90": percentile(ordered, 90)}
 
 
 def visible_fraction(seq_len, window):
@@ -66,21 +61,21 @@ def main():
     flex = torch.compile(flex_attention, dynamic=False)
     print(f"FlexAttention on {torch.cuda.get_device_name()}, torch {torch.__version__}")
 
-    def run(q, k, v, score_mod, block_mask):
+    def run(q, k, v, score_mod, block_mask, flops):
         def call():
             return flex(q, k, v, score_mod=score_mod, block_mask=block_mask)
         out = call()
         if not torch.isfinite(out).all():
             raise RuntimeError("non-finite output")
         graph = capture_graph(call, args.graph_calls)
-        return stats(time_graph(graph, args.graph_calls, args.repeats))
+        return summarize(time_graph(graph, args.graph_calls, args.repeats), flops)
 
     def report(label, result, plain, scale=1.0):
         ratio = "" if plain is None else \
-            f", x{result['median'] / (plain['median'] * scale):.3f} vs plain" + \
+            f", x{result['median_us'] / (plain['median_us'] * scale):.3f} vs plain" + \
             (f" x visible {scale:.4f}" if scale != 1.0 else "")
-        print(f"{label}: {result['median']:.2f} us (p10-p90 {result['p10']:.2f}-"
-              f"{result['p90']:.2f}){ratio}", flush=True)
+        print(f"{label}: {result['median_us']:.2f} us (p10-p90 {result['p10_us']:.2f}-"
+              f"{result['p90_us']:.2f}), {result['tflops']:.1f} TFLOP/s{ratio}", flush=True)
 
     shapes = DEFAULT_SHAPES if args.shapes is None else \
         [tuple(int(x) for x in s.split(",")) for s in args.shapes]
@@ -102,10 +97,11 @@ def main():
                 block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx,
                                                None, None, seq_len, seq_len)
             name = f"F16 {batch},{heads},{seq_len},{head_dim} causal={str(causal).lower()}"
-            plain = run(q, k, v, None, block_mask)
+            flops = attention_flops(batch, heads, seq_len, head_dim, causal)
+            plain = run(q, k, v, None, block_mask, flops)
             report(f"{name} plain", plain, None)
             for label, score_mod in (("softcap", softcap), ("alibi", alibi)):
-                report(f"{name} {label}", run(q, k, v, score_mod, block_mask), plain)
+                report(f"{name} {label}", run(q, k, v, score_mod, block_mask, flops), plain)
         del q, k, v
         torch.cuda.empty_cache()
 
@@ -118,10 +114,13 @@ def main():
         lambda b, h, q_idx, kv_idx: (q_idx >= kv_idx) & (q_idx - kv_idx < WINDOW),
         None, None, seq_len, seq_len)
     name = f"F16 {batch},{heads},{seq_len},{head_dim}"
-    causal = run(q, k, v, None, causal_mask)
+    causal_flops = attention_flops(batch, heads, seq_len, head_dim, True)
+    visible = visible_fraction(seq_len, WINDOW)
+    causal = run(q, k, v, None, causal_mask, causal_flops)
     report(f"{name} causal", causal, None)
-    report(f"{name} window {WINDOW}", run(q, k, v, None, window_mask), causal,
-           visible_fraction(seq_len, WINDOW))
+    # The window's FLOPs: the visible pairs' (its TFLOP/s counts real work only).
+    window = run(q, k, v, None, window_mask, causal_flops * visible)
+    report(f"{name} window {WINDOW}", window, causal, visible)
 
 
 if __name__ == "__main__":
