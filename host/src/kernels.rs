@@ -471,16 +471,16 @@ impl LoadedKernels {
                 compute_capability: self.compute_capability,
             });
         };
-        if kernel.spec.tile.smem_bytes() > self.max_smem_per_block {
+        if kernel.spec.smem_bytes() > self.max_smem_per_block {
             return Err(Error::SharedMemoryUnavailable {
                 kernel: kernel.entry,
-                needed: kernel.spec.tile.smem_bytes(),
+                needed: kernel.spec.smem_bytes(),
                 available: self.max_smem_per_block,
             });
         }
         let (module, source) = self.load_module(kernel, ptx_target)?;
         let function = module.get_function(kernel.entry)?;
-        allow_dynamic_shared_memory(&function, kernel.spec.tile.smem_bytes())?;
+        allow_dynamic_shared_memory(&function, kernel.spec.smem_bytes())?;
         let function = function.to_raw();
         // Cannot be taken: the lock is held and the slot was empty.
         let _ = slot.set(LoadedEntry {

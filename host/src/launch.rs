@@ -3,14 +3,14 @@
 use std::ffi::c_void;
 
 use cust::sys::{cuLaunchKernel, CUfunction, CUstream};
-use flash_attn_params::TileConfig;
+use flash_attn_params::KernelSpec;
 
 use crate::{driver, Error};
 
 /// Enqueues one forward kernel on `stream` without waiting for it.
 ///
 /// # Safety
-/// - `function` is the entry compiled for `tile`, from a module loaded in the context current
+/// - `function` is the entry compiled for `spec`, from a module loaded in the context current
 ///   on this thread, and `stream` belongs to that context.
 /// - `params` is the kernel's argument type (`ForwardParams` for a dense kernel,
 ///   `ServingParams` for a serving one) and satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
@@ -20,7 +20,7 @@ use crate::{driver, Error};
 pub(crate) unsafe fn launch_forward(
     stream: CUstream,
     function: CUfunction,
-    tile: &TileConfig,
+    spec: &KernelSpec,
     grid: (u32, u32, u32),
     mut params: impl Copy,
 ) -> Result<(), Error> {
@@ -32,10 +32,10 @@ pub(crate) unsafe fn launch_forward(
         grid.0,
         grid.1,
         grid.2,
-        tile.threads() as u32,
+        spec.tile.threads() as u32,
         1,
         1,
-        tile.smem_bytes() as u32,
+        spec.smem_bytes() as u32,
         stream,
         arguments.as_mut_ptr(),
         std::ptr::null_mut(),

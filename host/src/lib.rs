@@ -992,10 +992,10 @@ impl FlashAttention {
         };
         CurrentContext::set_current(&self.kernels.context)?;
         let function = self.kernels.function(plan.kernel)?;
-        let tile = &plan.kernel.spec.tile;
+        let spec = &plan.kernel.spec;
         match (serving, plan.modifiers) {
             (Some(params), None) => {
-                launch::launch_forward(stream, function, tile, plan.grid, params)
+                launch::launch_forward(stream, function, spec, plan.grid, params)
             }
             (Some(ServingParams { forward, sequences }), Some(modifiers)) => {
                 let params = ModifiedServingParams {
@@ -1003,16 +1003,16 @@ impl FlashAttention {
                     sequences,
                     modifiers,
                 };
-                launch::launch_forward(stream, function, tile, plan.grid, params)
+                launch::launch_forward(stream, function, spec, plan.grid, params)
             }
             (None, Some(modifiers)) => {
                 let params = ModifiedParams {
                     forward: plan.params,
                     modifiers,
                 };
-                launch::launch_forward(stream, function, tile, plan.grid, params)
+                launch::launch_forward(stream, function, spec, plan.grid, params)
             }
-            (None, None) => launch::launch_forward(stream, function, tile, plan.grid, plan.params),
+            (None, None) => launch::launch_forward(stream, function, spec, plan.grid, plan.params),
         }
     }
 

@@ -312,6 +312,20 @@ impl ScoreRule {
         self.given_right.is_some_and(|right| right <= 0)
     }
 
+    /// Whether the query tiles of `seq_len_q` rows see about as many keys each: no bound (each
+    /// sees every key), or a band of at most half the rows (a window's span; the tiles before
+    /// it ramp up). Not causal masking, under which the last tile sees every key and the first
+    /// one block, nor one side alone, nor a band as wide as causal masking (dealt out in
+    /// turns, a window of 8191 keys at 8192 ran 1.09x the causal time: BENCHMARKS.md log 52).
+    /// How a persistent kernel's grid is chosen ([`flash_attn_params::TileConfig::walk_grid`]).
+    pub(crate) fn tiles_alike(&self, seq_len_q: usize) -> bool {
+        match (self.left, self.right) {
+            (None, None) => true,
+            (Some(left), Some(right)) => 2 * (left + right) <= seq_len_q as i128,
+            _ => false,
+        }
+    }
+
     /// The kernel for the problem when the options name none: the dispatch table's for a
     /// dense problem ([`dispatch_kernel`], or [`dispatch_kernel_on`] on a device of known
     /// compute capability), [`modified_kernel`] (or [`modified_kernel_on`]) for a modified

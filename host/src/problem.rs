@@ -316,7 +316,9 @@ impl LaunchPlan {
         &self.params
     }
 
-    /// The launch grid: (query tiles times splits, query heads, batch).
+    /// The launch grid: (query tiles times splits, query heads, batch), or for a persistent
+    /// kernel ([`flash_attn_params::KernelSpec::is_persistent`]) (blocks, 1, 1)
+    /// ([`TileConfig::walk_grid`]).
     pub fn grid(&self) -> (u32, u32, u32) {
         self.grid
     }
@@ -472,11 +474,24 @@ pub(crate) fn plan_dense(
     let (params, modifiers) = rule.params(shape, options, kernel.spec.variant, checked.params)?;
     // Both sequence lengths are at most 2^30 and batch and heads at most 2^16 here: exact.
     let query_tiles = shape.seq_len_q.div_ceil(kernel.spec.tile.block_m);
+    let grid = if kernel.spec.is_persistent() {
+        // The kernel numbers its tiles in 32 bits: Q would hold terabytes before this fails.
+        let tiles = u32::try_from(query_tiles * shape.heads_q * shape.batch).map_err(|_| {
+            Error::TensorTooLarge {
+                tensor: "q",
+                dimension: "batch",
+            }
+        })?;
+        let sm_count = u32::try_from(sm_count).unwrap_or(u32::MAX);
+        TileConfig::walk_grid(tiles, sm_count, rule.tiles_alike(shape.seq_len_q))
+    } else {
+        (query_tiles as u32, shape.heads_q as u32, shape.batch as u32)
+    };
     Ok(LaunchPlan {
         kernel,
         params,
         sequences: None,
-        grid: (query_tiles as u32, shape.heads_q as u32, shape.batch as u32),
+        grid,
         required,
         workspace_bytes: 0,
         counters: 0,
@@ -673,7 +688,7 @@ pub(crate) fn check_problem(
         scale_log2,
         causal: options.causal as u32,
         head_dim: shape.head_dim as u32,
-        reserved: 0,
+        batch: shape.batch as u32,
     };
     Ok(CheckedProblem {
         kernel,

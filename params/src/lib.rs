@@ -131,8 +131,10 @@ pub struct ForwardParams {
     /// (see [`padded_head_dim`]). Every tensor row holds this many elements; the kernel reads
     /// zeros for the columns past it and never writes them.
     pub head_dim: u32,
-    /// Explicit padding, so that the struct has no implicit padding bytes.
-    pub reserved: u32,
+    /// Sequences of the batch: the launch grid's z dimension, but for the persistent kernels
+    /// ([`KernelSpec::is_persistent`]), whose blocks walk the tiles of every (batch, head) and
+    /// count them from it.
+    pub batch: u32,
 }
 
 /// What a [`Variant::Serving`] or [`Variant::Paged`] kernel takes besides [`ForwardParams`]: where each sequence's

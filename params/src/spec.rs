@@ -496,6 +496,29 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// Whether the kernel is persistent: its blocks walk the problem's tiles
+    /// ([`TileConfig::walk_grid`]), its producer copying the next tile's Q and first K under
+    /// the last tile's tail. The modified kernels of the tiles that can
+    /// ([`TileConfig::can_persist`]): the 1024-key window at S=8192 ran 1.03-1.04x faster, the
+    /// modified kernels at 8,16,2048,64 non-causal 1.02-1.08x (median 1.04x), at
+    /// 2,16,4096,128 a median 1.02x, and those of the small grids 1.01-1.02x (BENCHMARKS.md
+    /// log 53). The dense ones could too, but do not:
+    /// persistent, they ran 1.03-1.04x faster at 8,16,2048,64 but 1.5-4.5% slower on the
+    /// small grids of one tile per SM (4,8,512,64 and 4,8,512,128, log 52).
+    pub const fn is_persistent(&self) -> bool {
+        matches!(self.variant, Variant::Modified) && self.tile.can_persist()
+    }
+
+    /// Dynamic shared memory per block: the tile's ([`TileConfig::smem_bytes`]), and a
+    /// persistent kernel's output tile ([`TileConfig::output_tile_offset`]).
+    pub const fn smem_bytes(&self) -> usize {
+        if self.is_persistent() {
+            self.tile.output_tile_offset() + self.tile.q_tile_bytes()
+        } else {
+            self.tile.smem_bytes()
+        }
+    }
+
     /// Whether the kernel runs problems of a smaller head dim than its own, padded
     /// ([`pads_head_dim`]).
     pub const fn pads_head_dim(&self) -> bool {

@@ -30,7 +30,8 @@ pub const SM90_WARPGROUP_ROWS: usize = 64;
 pub const SM90_PRODUCER_WARPS: usize = 4;
 
 /// Shared-memory bytes of a warp-specialised sm90 tile's `mbarrier`s, after its K/V ring: a
-/// "landed" and a "free" barrier of 8 bytes per slot (three slots at most), padded.
+/// "landed" and a "free" barrier of 8 bytes per slot (three slots at most) and one for the Q
+/// tile (free for the next tile's Q), padded.
 pub const SM90_PIPELINE_BARRIER_BYTES: usize = 64;
 
 /// Bytes moved by one `cp.async.cg` / one `ldmatrix` row: the unit of every shared-memory copy.
@@ -478,6 +479,36 @@ impl TileConfig {
         self.warps.saturating_sub(self.block_m / 16)
     }
 
+    /// Whether a kernel of this tile can be persistent ([`crate::KernelSpec::is_persistent`]):
+    /// its blocks walk the problem's tiles ([`Self::walk_grid`]), so that the producer copies
+    /// a tile's Q and first K while the consumers finish the tile before, and stage their
+    /// output in a tile of its own ([`Self::output_tile_offset`]), the Q tile being the next
+    /// tile's by then. A warp-specialised tile can (a producer warpgroup copies ahead of the
+    /// compute) where that output tile fits the shared memory (not D=160's 128-key tile), up to
+    /// head dim 160: at 192 and 224 the walk took the consumers past their 240 registers
+    /// (ptxas spilled 8 bytes of the two-stage tiles).
+    pub const fn can_persist(&self) -> bool {
+        self.producer_warps() != 0
+            && self.head_dim <= 160
+            && self.output_tile_offset() + self.q_tile_bytes() <= SM90_MAX_SMEM_PER_BLOCK
+    }
+
+    /// The grid of a persistent kernel ([`crate::KernelSpec::is_persistent`]) for `tiles` tiles on a
+    /// device of `sm_count` SMs: one block per SM (a warp-specialised block takes every
+    /// register of its SM), no more than there are tiles, where `walks` (each block computes
+    /// tiles `blockIdx.x, blockIdx.x + gridDim.x, ...`); else one block per tile, which the
+    /// hardware hands out as SMs free up (the tiles of a causal mask differ in length, and
+    /// dealt out in turns they left SMs idle at the end: 7% slower at 8,16,2048,64, BENCHMARKS.md
+    /// log 52).
+    pub const fn walk_grid(tiles: u32, sm_count: u32, walks: bool) -> (u32, u32, u32) {
+        let blocks = if walks && sm_count < tiles {
+            sm_count
+        } else {
+            tiles
+        };
+        (if blocks == 0 { 1 } else { blocks }, 1, 1)
+    }
+
     /// The warps that compute (own query rows): every warp but a producer's.
     pub const fn consumer_warps(&self) -> usize {
         self.warps - self.producer_warps()
@@ -567,8 +598,16 @@ impl TileConfig {
         self.k_tile_offset(self.stages)
     }
 
+    /// Byte offset of a persistent kernel's output staging tile ([`Self::can_persist`], as
+    /// large as the Q tile): after the pipeline barriers, at the swizzle's alignment.
+    pub const fn output_tile_offset(&self) -> usize {
+        (self.pipeline_barrier_offset() + SM90_PIPELINE_BARRIER_BYTES)
+            .next_multiple_of(SM90_TILE_ALIGN)
+    }
+
     /// Dynamic shared memory per block: the Q tile (reused to stage O) plus the K/V ring, and
-    /// a warp-specialised tile's pipeline barriers.
+    /// a warp-specialised tile's pipeline barriers (a persistent kernel's output tile besides:
+    /// [`crate::KernelSpec::smem_bytes`]).
     pub const fn smem_bytes(&self) -> usize {
         let barriers = if self.producer_warps() != 0 {
             SM90_PIPELINE_BARRIER_BYTES

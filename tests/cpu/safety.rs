@@ -375,20 +375,34 @@ fn check_accepted(
     assert!(params.scale_log2.is_finite() && params.scale_log2 > 0.0);
 
     let (block_m, block_n) = (tile.block_m as u128, tile.block_n as u128);
-    let grid = plan.grid();
-    assert_eq!(grid.0 as u128, (shape.seq_len_q as u128).div_ceil(block_m));
-    assert_eq!(
-        (grid.1 as usize, grid.2 as usize),
-        (shape.heads_q, shape.batch)
+    // The tiles the kernel computes, (query blocks, heads, batch): the grid's blocks, or a
+    // persistent kernel's walk over them (`TileSchedule`, numbered in u32 from `params.batch`)
+    // with one block per SM at most.
+    let query_blocks = (shape.seq_len_q as u128).div_ceil(block_m);
+    let tiles = (
+        u32_value(query_blocks),
+        shape.heads_q as u32,
+        shape.batch as u32,
     );
-    assert!(grid.0 <= i32::MAX as u32 && grid.1 <= 65_535 && grid.2 <= 65_535);
+    assert_eq!(params.batch as usize, shape.batch);
+    let grid = plan.grid();
+    if plan.kernel().spec.is_persistent() {
+        // One block per tile, or (tiles of about the same length) one per SM at most.
+        let count = u32_value(query_blocks * shape.heads_q as u128 * shape.batch as u128);
+        assert_eq!((grid.1, grid.2), (1, 1));
+        assert!(grid.0 == count || (grid.0 >= 1 && grid.0 as usize <= case.sm_count.max(1)));
+        assert!(grid.0 <= count);
+    } else {
+        assert_eq!(grid, tiles);
+    }
+    assert!(tiles.0 <= i32::MAX as u32 && tiles.1 <= 65_535 && tiles.2 <= 65_535);
 
     let (seq_q, seq_kv) = (shape.seq_len_q as u128, shape.seq_len_kv as u128);
     let head_dim = shape.head_dim as u64;
     let causal = case.options.causal;
-    for block_x in [0, grid.0 - 1] {
-        for head in [0, grid.1 - 1] {
-            for batch in [0, grid.2 - 1] {
+    for block_x in [0, tiles.0 - 1] {
+        for head in [0, tiles.1 - 1] {
+            for batch in [0, tiles.2 - 1] {
                 let kv_head = head / params.kv_group_size;
                 // Query rows and the keys they need (fwd/sm80.rs: first_query .. key_blocks).
                 let first_query = u32_value(block_x as u128 * block_m) as u128;

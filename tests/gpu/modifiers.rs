@@ -359,6 +359,81 @@ pub(crate) fn every_sm90_modified_kernel_with_each_modifier() {
     }
 }
 
+/// `(batch, heads_q, heads_kv)` of [`every_persistent_modified_kernel_over_more_tiles_than_sms`]: 24
+/// query heads over 8 K/V heads (GQA) in 6 sequences, 144 (batch, head) slices.
+const MANY_TILES_HEADS: (usize, usize, usize) = (6, 24, 8);
+
+/// `(seq_len_q, seq_len_kv)` of the same: more queries than keys, so that under a causal mask
+/// the first tile of each slice sees no key (a tile with no key block in a block's walk), and
+/// more keys than queries, tiles of different key block counts either way.
+const MANY_TILES_SEQ_PAIRS: [(usize, usize); 2] = [(300, 100), (200, 333)];
+
+/// The shape of [`MANY_TILES_HEADS`] at `(seq_len_q, seq_len_kv)` and `head_dim`, after
+/// checking that it has more than two tiles of `block_m` rows per SM of `gpu`: each block of a
+/// persistent kernel walks two or more.
+fn many_tiles_shape(
+    gpu: &FlashAttention,
+    (seq_len_q, seq_len_kv): (usize, usize),
+    block_m: usize,
+    head_dim: usize,
+) -> AttentionShape {
+    let (batch, heads_q, heads_kv) = MANY_TILES_HEADS;
+    let tiles = seq_len_q.div_ceil(block_m) * heads_q * batch;
+    assert!(
+        tiles > 2 * gpu.sm_count(),
+        "{tiles} tiles on {} SMs: a block would walk fewer than two",
+        gpu.sm_count()
+    );
+    AttentionShape {
+        batch,
+        heads_q,
+        heads_kv,
+        seq_len_q,
+        seq_len_kv,
+        head_dim,
+    }
+}
+
+/// Every exposed persistent modified kernel (the warp-specialised sm90 tiles: one block per
+/// SM, each walking its share of the tiles) on problems of more than two tiles per SM, at
+/// [`MANY_TILES_SEQ_PAIRS`]: every modifier together, the window alone and the softcap
+/// alone, causal and not (a window's tiles compute few key blocks, some none; the softcap's
+/// causal problems take one tile per block, `TileConfig::walk_grid`).
+pub(crate) fn every_persistent_modified_kernel_over_more_tiles_than_sms() {
+    let gpu = gpu();
+    let kernels: Vec<&ForwardKernel> = sm90_modified_kernels(&gpu)
+        .into_iter()
+        .filter(|kernel| kernel.spec.is_persistent())
+        .collect();
+    // A filter or shard that selects none fails on a device that runs them: a run that
+    // checked nothing must not pass.
+    assert!(
+        !kernels.is_empty() || gpu.compute_capability() != (9, 0),
+        "no persistent modified kernel selected: check FLASH_ATTN_KERNEL_FILTER and \
+         FLASH_ATTN_KERNEL_SHARD"
+    );
+    for kernel in kernels {
+        let tile = kernel.spec.tile;
+        for pair in MANY_TILES_SEQ_PAIRS {
+            let shape = many_tiles_shape(&gpu, pair, tile.block_m, tile.head_dim);
+            for modifiers in [COMBINATIONS[8], COMBINATIONS[0], COMBINATIONS[3]] {
+                for causal in [false, true] {
+                    match kernel.spec.dtype {
+                        Dtype::F16 => {
+                            let problem = ModifiedProblem::<f16>::new(shape, causal, modifiers);
+                            problem.check(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
+                        }
+                        Dtype::Bf16 => {
+                            let problem = ModifiedProblem::<bf16>::new(shape, causal, modifiers);
+                            problem.check(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub(crate) fn each_modifier_alone_and_combined_fp16() {
     let gpu = gpu();
     for head_dim in [64, 128] {

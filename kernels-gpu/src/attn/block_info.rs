@@ -3,7 +3,7 @@
 //! global memory. The one place a kernel reads its block indices and the sequence extents, so
 //! that variable-length batches and paged K/V change this file, not the main loops.
 
-use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z};
+use core::arch::nvptx::{_block_idx_x, _block_idx_y, _block_idx_z, _grid_dim_x};
 
 use crate::ptx::ld_global_nc_u32;
 use flash_attn_params::{ForwardParams, Mask, SequenceParams, TensorStrides, CHUNK_ELEMS};
@@ -53,6 +53,85 @@ impl PagedRows {
         let page = ld_global_nc_u32(self.pages.add((row >> self.page_shift) as usize));
         let row_in_page = row & ((1 << self.page_shift) - 1);
         page as usize * self.page_stride + row_in_page as usize * self.row_stride
+    }
+}
+
+/// One tile of a dense problem: `BLOCK_M` query rows of one (batch, query head).
+#[derive(Clone, Copy)]
+pub struct Tile {
+    pub query_block: u32,
+    pub head: u32,
+    pub batch: u32,
+}
+
+/// The tiles of a persistent kernel (the sm90 family's warp-specialised ones): a grid of
+/// fewer blocks than tiles, each block computing tiles `blockIdx.x, blockIdx.x + gridDim.x,
+/// ...` of the `query_blocks * heads_q * batch`, so that its producer copies the next tile's Q
+/// and first K while its consumers finish the last tile. Tiles are numbered query block first
+/// (consecutive tiles share their K and V in L2); under a causal mask from the last query block
+/// to the first, so that the tiles with the most key blocks start first and the short ones
+/// fill in at the end.
+#[derive(Clone, Copy)]
+pub struct TileSchedule {
+    query_blocks: u32,
+    heads: u32,
+    /// Every tile of the problem: `query_blocks * heads * batch`.
+    pub tiles: u32,
+    last_first: bool,
+}
+
+impl TileSchedule {
+    /// The schedule of `params` for tiles of `BLOCK_M` rows (the host keeps the tile count
+    /// below 2^32).
+    #[inline(always)]
+    pub fn new<const BLOCK_M: usize>(params: &ForwardParams) -> Self {
+        let query_blocks = params.seq_len_q.div_ceil(BLOCK_M as u32);
+        Self {
+            query_blocks,
+            heads: params.heads_q,
+            tiles: query_blocks * params.heads_q * params.batch,
+            last_first: params.causal != 0,
+        }
+    }
+
+    /// Computes this block's tiles, `blockIdx.x, blockIdx.x + gridDim.x, ..` below
+    /// [`Self::tiles`], in that order: `compute(info, used, done)` for each, `info` the tile's
+    /// part of `params`, `done` the tiles computed before it and `used` the sum of what
+    /// `compute` returned for them (the sm90 kernels' K/V ring groups).
+    #[inline(always)]
+    pub fn walk<const BLOCK_M: usize>(
+        self,
+        params: &ForwardParams,
+        mut compute: impl FnMut(BlockInfo<false>, u32, u32) -> u32,
+    ) {
+        // SAFETY (both): reading the block index and grid size registers has no precondition.
+        let mut index = unsafe { _block_idx_x() } as u32;
+        let (mut used, mut done) = (0, 0);
+        while index < self.tiles {
+            let info = BlockInfo::dense::<BLOCK_M>(params, self.tile(index));
+            used += compute(info, used, done);
+            done += 1;
+            // Read again rather than kept: the sm90 consumers have no register to spare.
+            index += unsafe { _grid_dim_x() } as u32;
+        }
+    }
+
+    /// Tile number `index` (below [`Self::tiles`]).
+    #[inline(always)]
+    pub fn tile(self, index: u32) -> Tile {
+        // `max(1)`: never 0 for an index below `tiles`; no division-by-zero panic in the kernel.
+        let query_blocks = self.query_blocks.max(1);
+        let (query_block, slice) = (index % query_blocks, index / query_blocks);
+        let heads = self.heads.max(1);
+        Tile {
+            query_block: if self.last_first {
+                query_blocks - 1 - query_block
+            } else {
+                query_block
+            },
+            head: slice % heads,
+            batch: slice / heads,
+        }
     }
 }
 
@@ -124,7 +203,10 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
         sequences: &SequenceParams,
     ) -> Self {
         if !SERVING {
-            // In the order of the dense kernels' PTX since log 25 (the gate's digests).
+            // In the order of the dense kernels' PTX since log 25 (the gate's digests): the
+            // rule of `Self::dense`, written out again because building this from
+            // `Tile::of_grid()` reordered the sm80 kernels' PTX and moved their registers by
+            // up to 10 either way.
             let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
             let mask = Mask::new(seq_len_q, seq_len_kv, params.causal != 0);
             // SAFETY (all three): reading a block index register has no precondition.
@@ -178,6 +260,29 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
             seq_len_q,
             seq_len_kv,
             split,
+            mask: Mask::new(seq_len_q, seq_len_kv, params.causal != 0),
+        }
+    }
+
+    /// The part of a dense kernel's block that computes `tile`: the one rule for the (batch,
+    /// head) and rows of a tile, of the kernels that take their tile from the grid
+    /// ([`Self::new`]) and of those that walk a [`TileSchedule`].
+    #[inline(always)]
+    pub fn dense<const BLOCK_M: usize>(params: &ForwardParams, tile: Tile) -> Self {
+        let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
+        // `max(1)`: the host never passes 0, and the kernel must not carry a
+        // division-by-zero panic.
+        let group_size = params.kv_group_size.max(1);
+        Self {
+            batch: tile.batch,
+            head: tile.head,
+            kv_head: tile.head / group_size,
+            first_query: tile.query_block * BLOCK_M as u32,
+            query_token: 0,
+            key_token: 0,
+            seq_len_q,
+            seq_len_kv,
+            split: 0,
             mask: Mask::new(seq_len_q, seq_len_kv, params.causal != 0),
         }
     }

@@ -45,6 +45,20 @@
 //! the modified kernels, whose warpgroups take turns for blocks outside their rows too, kept
 //! their times at 2,16,4096,128.
 //!
+//! The modified warp-specialised kernels are persistent where their registers and shared memory
+//! allow (`KernelSpec::is_persistent`, which says why not the dense ones): each block walks its
+//! share of the problem's tiles ([`TileSchedule`]). The K/V ring and the ping-pong run on from
+//! one tile to the next, and the producer copies the next tile's Q (once both consumers have
+//! waited for their last `S`, the `q_freed` barrier) and first K while the consumers finish the
+//! tile before: its last softmax, its last `P V` and its output, which they stage in a tile of
+//! its own, the Q tile being the next tile's by then. The host launches one block per SM where
+//! the tiles see about as many keys each, else one block per tile (`TileConfig::walk_grid`).
+//! Measured on an H100 (BENCHMARKS.md log 53): the 1024-key window at S=8192 1.03-1.04x
+//! faster, the modified kernels a median 1.04x at 8,16,2048,64 non-causal and 1.02x at
+//! 2,16,4096,128. The other
+//! kernels take their grid index's tile before anything else, as before the walk existed: their
+//! SASS kept its instruction count, and their times did not move.
+//!
 //! Rows past `seq_len_q` and keys past `seq_len_kv` are zero-filled in shared memory and never
 //! read from or written to global memory.
 
@@ -56,7 +70,7 @@ use flash_attn_params::{
     SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
 };
 
-use crate::attn::block_info::BlockInfo;
+use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
 use crate::attn::epilogue::{write_logsumexp, write_output};
 use crate::attn::mask::{mask_scores, LastToFirst, MaskBounds, RowsKeyBlocks, ScoresPlace};
 use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
@@ -69,8 +83,9 @@ use crate::ptx::{
     bar_arrive_named, bar_sync_0, bar_sync_named, barrier_sync_0, cp_async_commit_group,
     cp_async_mbarrier_arrive_noinc_shared, cp_async_wait_group, fence_f32,
     fence_proxy_async_shared_cta, fence_u32, mbarrier_arrive_shared, mbarrier_init_shared,
-    mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
-    shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
+    mbarrier_try_wait_parity_shared, opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc,
+    shared_window_address, shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence,
+    wgmma_wait_group,
 };
 use crate::smem::WgmmaTile;
 
@@ -84,6 +99,10 @@ struct SharedMemoryBase;
 /// of the SM's 65,536, what the block starts with at 168 each (`.maxntid 384`).
 const PRODUCER_REGISTERS: u32 = 24;
 const CONSUMER_REGISTERS: u32 = 240;
+
+/// One tile's part of the problem, as both roles of a kernel use it: its [`BlockInfo`] (with
+/// the kernel's visibility rule), the key blocks it computes (`first..end`) and its query rows.
+type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
 
 /// Pins every register of `acc` at this point among the volatile assembly (see
 /// [`fence_f32`]): before a `wgmma.fence` for the values the MMAs read, after a wait for
@@ -194,12 +213,14 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 ///
 /// # Safety
 /// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),
-/// heads_q, batch)`, `32 * WARPS` threads and `TileConfig::smem_bytes` bytes of dynamic shared
-/// memory; `params` satisfies [`ForwardParams`]' contract (as for the sm80 dense kernels): both
-/// sequence lengths are at least 1, every row named by the strides is readable (inputs) or
-/// writable (output) and 16-byte aligned, output rows of different (batch, head, row) do not
-/// overlap each other or the inputs, and `lse`, if not 0, has `batch * heads_q * seq_len_q`
-/// writable f32. Modified kernels: `modifiers` satisfies [`ModifierParams`]' contract (window
+/// heads_q, batch)`, or (persistent: `KernelSpec::is_persistent`) `(blocks, 1, 1)` for any
+/// `blocks` from 1 (with `params.batch` the batch), `32 * WARPS` threads and
+/// `KernelSpec::smem_bytes` bytes of dynamic shared memory; `params` satisfies
+/// [`ForwardParams`]' contract (as for the sm80 dense kernels): both sequence lengths are at
+/// least 1, every row named by the strides is readable (inputs) or writable (output) and
+/// 16-byte aligned, output rows of different (batch, head, row) do not overlap each other or
+/// the inputs, and `lse`, if not 0, has `batch * heads_q * seq_len_q` writable f32. Modified
+/// kernels: `modifiers` satisfies [`ModifierParams`]' contract (window
 /// offsets within `±2^30`; `alibi_slopes`, if not 0, holding the slope of every (batch, query
 /// head) of the grid).
 #[inline(always)]
@@ -224,8 +245,10 @@ pub unsafe fn forward<
 {
     // The sm90 family's gates (one warpgroup per 64 rows, the 1024-byte tile offsets the
     // swizzle needs, sm_90a's shared memory), at compile time; the byte sizes and offsets of
-    // the tiles are the swizzled layout's (see `WgmmaTile`).
-    let tile: TileConfig = const {
+    // the tiles are the swizzled layout's (see `WgmmaTile`). Whether the tile is persistent
+    // and where its output tile lies, at compile time too (as calls, not inlined across the
+    // crates, they left ptxas an unresolved function).
+    let (tile, persistent, output_tile_offset): (TileConfig, bool, usize) = const {
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(
             COPY_WARPS == WARPS || (COPY_WARPS == SM90_PRODUCER_WARPS && WARPS * 16 > BLOCK_M),
@@ -244,7 +267,7 @@ pub unsafe fn forward<
             WARPS * 16 == BLOCK_M || (OVERLAP && BLOCK_M == 128),
             "a producer warpgroup feeds two consumer warpgroups in the overlapped loop"
         );
-        TileConfig::new_for(
+        let tile = TileConfig::new_for(
             Family::Sm90,
             BLOCK_M,
             BLOCK_N,
@@ -253,11 +276,19 @@ pub unsafe fn forward<
             HEAD_DIM,
             SmemLayout::Swizzled,
             QSource::SharedMemory,
+        );
+        // `KernelSpec::is_persistent`: the modified kernels of the tiles that can be.
+        (
+            tile,
+            MODIFIED && tile.can_persist(),
+            tile.output_tile_offset(),
         )
     };
     // Warp-specialised: a producer warpgroup (the last, beyond the rows' warpgroups) copies
     // Q, K and V, and the consumers wait for each block's copies on `mbarrier`s and free its
-    // slots on others, with no block barrier in the loop.
+    // slots on others, with no block barrier in the loop. Such a block is persistent: it
+    // computes tiles `blockIdx.x, blockIdx.x + gridDim.x, ...` of the problem
+    // ([`TileSchedule`]), its K/V ring running on from one tile to the next.
     let has_producer = tile.producer_warps() != 0;
     let thread = _thread_idx_x() as usize;
     // The warp index through a broadcast from lane 0, which ptxas takes as warp-uniform: the
@@ -272,41 +303,45 @@ pub unsafe fn forward<
     let warpgroup_row = SM90_WARPGROUP_ROWS * (warp / 4);
     let warp_row = 16 * warp;
     let this_lane = Lane::of(lane);
-    let mut info = BlockInfo::<false>::new::<BLOCK_M>(params, &SequenceParams::DENSE);
-    if MODIFIED {
-        info.mask = window_mask(modifiers, info.seq_len_q, info.seq_len_kv);
-    }
-    if info.is_past_the_queries() {
-        return;
-    }
-    // The ALiBi slope of the block's (batch, head) in the scores' units; 0 adds no bias.
-    let head_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
-        alibi_slope(modifiers, info.batch, info.head as usize)
-    } else {
-        0.0
+    // What both roles derive from the part of the problem a tile is, `info`: its visibility
+    // rule and the key blocks it computes, `first..end` (visited from the last to the first in
+    // the modified kernels: [`LastToFirst`], ALiBi's bias; the loops below count visits, and
+    // the copies and the mask take each visit's key block).
+    let tile_work = #[inline(always)]
+    |mut info: BlockInfo<false>| {
+        if MODIFIED {
+            info.mask = window_mask(modifiers, info.seq_len_q, info.seq_len_kv);
+        }
+        let first_query = info.first_query;
+        let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
+        let first_needed = if MODIFIED {
+            info.mask.key_start(first_query)
+        } else {
+            0
+        };
+        let blocks = info.key_blocks::<BLOCK_N>(
+            &SequenceParams::DENSE,
+            first_needed,
+            info.mask.key_end(last_query),
+        );
+        let q_rows = info.query_rows(params);
+        (info, blocks, q_rows)
     };
-    let mask = info.mask;
-    let first_query = info.first_query;
-    let last_query = (first_query + BLOCK_M as u32).min(info.seq_len_q) - 1;
-    let first_needed = if MODIFIED {
-        mask.key_start(first_query)
-    } else {
-        0
-    };
-    let (first_block, key_blocks) = info.key_blocks::<BLOCK_N>(
+    // A persistent kernel's tiles: its share of the problem's, walked `blockIdx.x,
+    // blockIdx.x + gridDim.x, ..` by both roles. The others compute their grid index's tile,
+    // derived here, before anything else, as they did before the walk existed: their PTX, and
+    // so their SASS, is the same as it was then (a tile loop of one pass, or the tile derived
+    // in each role, moved their registers and made them 1.5-3% slower on small grids,
+    // BENCHMARKS.md log 52).
+    let schedule = TileSchedule::new::<BLOCK_M>(params);
+    let grid_tile = tile_work(BlockInfo::<false>::new::<BLOCK_M>(
+        params,
         &SequenceParams::DENSE,
-        first_needed,
-        mask.key_end(last_query),
-    );
-    // The modified kernels visit the key blocks from the last to the first ([`LastToFirst`]:
-    // ALiBi's bias); the loops below count visits, and the copies and the mask take each
-    // visit's key block.
-    let order = LastToFirst::new((first_block, key_blocks));
-    let key_block_of = |visit: u32| order.key_block::<MODIFIED>(visit);
-    let q_rows = info.query_rows(params);
+    ));
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = WgmmaTile::<BLOCK_M, HEAD_DIM>::at(smem, 0);
+    let output_tile = WgmmaTile::<BLOCK_M, HEAD_DIM>::at(smem, output_tile_offset);
     let stage_bytes = (tile.k_tile_offset(1) - tile.k_tile_offset(0)) as u32;
     let k_tile = |stage: u32| {
         WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.k_tile_offset(0))
@@ -314,88 +349,112 @@ pub unsafe fn forward<
     let v_tile = |stage: u32| {
         WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
     };
-    // The K, or the V, tile of visit `visit`'s key block into ring slot `stage`.
+    // The K, or the V, tile of key block `key_block` of `info`'s tile into ring slot `stage`,
+    // by copying thread `copier`.
     let copy_key_tile = #[inline(always)]
-    |visit: u32, stage: u32| {
-        let first_key = key_block_of(visit) * BLOCK_N as u32;
-        let k_rows = info.key_rows(params, &params.k_strides, params.k, first_key);
+    |info: &BlockInfo<false>, key_block: u32, stage: u32, copier: usize| {
+        let k_rows = info.key_rows(
+            params,
+            &params.k_strides,
+            params.k,
+            key_block * BLOCK_N as u32,
+        );
         copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(k_tile(stage), k_rows, copier);
     };
     let copy_value_tile = #[inline(always)]
-    |visit: u32, stage: u32| {
-        let first_key = key_block_of(visit) * BLOCK_N as u32;
-        let v_rows = info.key_rows(params, &params.v_strides, params.v, first_key);
+    |info: &BlockInfo<false>, key_block: u32, stage: u32, copier: usize| {
+        let v_rows = info.key_rows(
+            params,
+            &params.v_strides,
+            params.v,
+            key_block * BLOCK_N as u32,
+        );
         copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(v_tile(stage), v_rows, copier);
     };
-    // Every copy this thread issued has landed (but the latest group, where
-    // `latest_in_flight`: the overlapped loop's with three slots, whose copies run two groups
-    // ahead); the fence hands them to the async proxy that `wgmma` reads through, and the
-    // block barrier makes every thread's visible and says that every warpgroup is past its
-    // last wait for the MMAs it issued before. The modified
-    // kernels' warpgroups meet the block barrier in key loops of their own: the barrier that
-    // allows that (`barrier_sync_0`).
-    let block_barrier = || {
-        if MODIFIED {
-            barrier_sync_0();
-        } else {
-            bar_sync_0();
-        }
-    };
-    let copies_landed = |latest_in_flight: bool| {
-        if latest_in_flight {
-            cp_async_wait_group::<1>();
-        } else {
-            cp_async_wait_group::<0>();
-        }
-        fence_proxy_async_shared_cta();
-        block_barrier();
-    };
 
-    // Visit `b`'s K and V sit in slot `(b - first) % STAGES` (with one or two stages and no
-    // overlap, see that loop). Blocks are counted in visits from here on: the same as key
-    // blocks but in the modified kernels (`key_block_of`).
-    let slot = |block: u32| (block - first_block) % STAGES as u32;
-    // The warp-specialised pipeline's barriers, two per slot: `landed` completes once the
-    // producer's copies of a group (block `b`'s K and block `b - 1`'s V; the first group with
-    // Q, the last with V alone) have landed, `freed` once every consumer warp is done with
-    // them (with block `b`'s `S` and block `b - 1`'s `P V`). The `k`-th group of a slot is
-    // phase `k` of both.
+    // The groups of the K/V ring are counted over the block's tiles: group `g` (a tile's
+    // visit `b` is group `ring + b - first`, `ring` the groups of the tiles before) sits in
+    // slot `g % STAGES`. The warp-specialised pipeline's barriers, two per slot: `landed`
+    // completes once the producer's copies of a group (visit `b`'s K and visit `b - 1`'s V;
+    // a tile's first group with its Q, its last with V alone) have landed, `freed` once every
+    // consumer warp is done with them (with visit `b`'s `S` and visit `b - 1`'s `P V`). The
+    // `k`-th group of a slot is phase `k` of both. And one more, `q_freed`: phase `t` completes
+    // once every consumer warp has issued and waited for the last `S` of the block's tile `t`,
+    // after which the producer copies the next tile's Q.
+    let ring_slot = |group: u32| group % STAGES as u32;
     let barriers = smem + tile.pipeline_barrier_offset() as u32;
-    let landed = |block: u32| barriers + 8 * slot(block);
-    let freed = |block: u32| barriers + 8 * (STAGES as u32 + slot(block));
-    let phase_parity = |block: u32| ((block - first_block) / STAGES as u32) & 1;
-    // A consumer's wait for block `block`'s group, which hands the copies (generic-proxy
-    // writes) to the async proxy that its `wgmma` reads them through.
-    let wait_landed = |block: u32| {
-        while !mbarrier_try_wait_parity_shared(landed(block), phase_parity(block)) {}
-        fence_proxy_async_shared_cta();
-    };
+    let landed = |group: u32| barriers + 8 * ring_slot(group);
+    let freed = |group: u32| barriers + 8 * (STAGES as u32 + ring_slot(group));
+    let q_freed = barriers + 16 * STAGES as u32;
+    let phase_parity = |group: u32| (group / STAGES as u32) & 1;
     if has_producer {
         if thread == 0 {
+            let consumer_warps = tile.consumer_warps() as u32;
             for slot in 0..STAGES as u32 {
                 let copying_threads = (32 * SM90_PRODUCER_WARPS) as u32;
                 mbarrier_init_shared(barriers + 8 * slot, copying_threads);
-                let consumer_warps = tile.consumer_warps() as u32;
                 mbarrier_init_shared(barriers + 8 * (STAGES as u32 + slot), consumer_warps);
+            }
+            if persistent {
+                mbarrier_init_shared(q_freed, consumer_warps);
             }
         }
         bar_sync_0();
         if warp >= tile.consumer_warps() {
             setmaxnreg_dec::<PRODUCER_REGISTERS>();
-            copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
-            // Group `g` into slot `g % STAGES` once the consumers freed its last group there.
-            for group in first_block..key_blocks + 1 {
-                if group - first_block >= STAGES as u32 {
-                    let parity = phase_parity(group) ^ 1;
-                    while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
+            // One tile's groups: `ring` the groups of the block's tiles before, `tiles_done`
+            // their count; returns this tile's. Group `g` goes into slot `g % STAGES` once the
+            // consumers freed its last group there, and the tile's Q once they are done with
+            // the last tile's.
+            let produce_tile = #[inline(always)]
+            |(info, (first_block, key_blocks), q_rows): TileWork,
+                                ring: u32,
+                                tiles_done: u32| {
+                let order = LastToFirst::new((first_block, key_blocks));
+                let key_block_of = |visit: u32| order.key_block::<MODIFIED>(visit);
+                // Hidden from LLVM in a walk, here and at every group: else it hoists the
+                // shared-memory address of each of the thread's chunks of Q, K and V out of the
+                // tile loop, and the producer's 24 registers cannot hold them (ptxas spilled up
+                // to 232 bytes of the D=128 kernels; 56 registers were needed).
+                let hidden = |copier: usize| {
+                    if persistent {
+                        opaque_to_optimizer(copier)
+                    } else {
+                        copier
+                    }
+                };
+                let copier = hidden(copier);
+                if tiles_done > 0 {
+                    let parity = (tiles_done - 1) & 1;
+                    while !mbarrier_try_wait_parity_shared(q_freed, parity) {}
                 }
-                if group < key_blocks {
-                    copy_key_tile(group, slot(group));
+                copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
+                for visit in first_block..key_blocks + 1 {
+                    let copier = hidden(copier);
+                    let group = ring + visit - first_block;
+                    if group >= STAGES as u32 {
+                        let parity = phase_parity(group) ^ 1;
+                        while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
+                    }
+                    if visit < key_blocks {
+                        copy_key_tile(&info, key_block_of(visit), ring_slot(group), copier);
+                    }
+                    if visit > first_block {
+                        let stage = ring_slot(group - 1);
+                        copy_value_tile(&info, key_block_of(visit - 1), stage, copier);
+                    }
+                    cp_async_mbarrier_arrive_noinc_shared(landed(group));
                 }
-                if group > first_block {
-                    copy_value_tile(group - 1, slot(group - 1));
-                }
-                cp_async_mbarrier_arrive_noinc_shared(landed(group));
+                key_blocks - first_block + 1
+            };
+            if persistent {
+                schedule.walk::<BLOCK_M>(
+                    params,
+                    #[inline(always)]
+                    |info, ring, tiles_done| produce_tile(tile_work(info), ring, tiles_done),
+                );
+            } else {
+                produce_tile(grid_tile, 0, 0);
             }
             // No copy outlives its thread.
             cp_async_wait_group::<0>();
@@ -404,402 +463,517 @@ pub unsafe fn forward<
         setmaxnreg_inc::<CONSUMER_REGISTERS>();
     }
 
-    // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
-    // keys of `v`, each waited for before it returns (the overlapped loop issues its pair of
-    // them itself).
-    let scores_of = #[inline(always)]
-    |k: WgmmaTile<BLOCK_N, HEAD_DIM>| {
-        let mut scores = Scores::<1, KEY_STEPS>::zero();
-        fence_accumulator(&mut scores);
-        wgmma_fence();
-        issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-            &mut scores,
-            q_tile,
-            k,
-            warpgroup_row,
-        );
-        wgmma_commit_group();
-        wgmma_wait_group::<0>();
-        fence_accumulator(&mut scores);
-        scores
-    };
-    let add_values = #[inline(always)]
-    |output: &mut Output<1, DIM_STEPS>,
-                      p: &[OperandA; KEY_STEPS],
-                      v: WgmmaTile<BLOCK_N, HEAD_DIM>| {
-        fence_accumulator(output);
-        wgmma_fence();
-        issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(output, p, v);
-        wgmma_commit_group();
-        wgmma_wait_group::<0>();
-        fence_accumulator(output);
-    };
-
-    // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
-    // group.
-    if !has_producer {
-        copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
-        if first_block < key_blocks && STAGES > 1 {
-            copy_key_tile(first_block, 0);
-            if !OVERLAP {
-                copy_value_tile(first_block, 0);
+    // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer: the two consumer
+    // warpgroups take turns to issue their MMAs, one group each in group order, so that one
+    // warpgroup's softmax runs while the other's MMAs do. Consumer `w` waits for its turn
+    // on barrier `2 + w` and hands it on at the other's; each counts 256 threads (the
+    // waiter's 128 `bar.sync`, the other's 128 `bar.arrive`). Every warpgroup takes one
+    // turn per group (a modified kernel's too for the groups outside its rows), the first
+    // consumer first, so the counts match; the turns run on from one tile to the next.
+    let first_consumer = warpgroup_row == 0;
+    let wait_turn = #[inline(always)]
+    || {
+        if has_producer {
+            if first_consumer {
+                bar_sync_named::<2, 256>();
+            } else {
+                bar_sync_named::<3, 256>();
             }
         }
-        cp_async_commit_group();
-    }
-
-    let mut output = Output::<1, DIM_STEPS>::zero();
-    let mut softmax = OnlineSoftmax::<1>::default();
-    // Modifies (the modified kernels) and masks visit `visit`'s scores (at the limits `bounds`
-    // names) and folds them into the running softmax, returning the output's rescale.
-    let mut fold_block = #[inline(always)]
-    |scores: &mut Scores<1, KEY_STEPS>, visit: u32, bounds: MaskBounds| {
-        let block_mask = mask.in_tile(first_query, key_block_of(visit) * BLOCK_N as u32);
-        let place = ScoresPlace {
-            rule: block_mask,
-            warp_row,
-            lane: this_lane,
-            one_query: false,
-        };
-        // The modifiers come before the mask, which must leave masked keys at -inf.
-        let offsets = if MODIFIED {
-            let slopes = [[head_slope; 2]];
-            Some(apply_modifiers(
-                scores,
-                modifiers,
-                head_slope != 0.0,
-                &slopes,
-                place,
-            ))
-        } else {
-            None
-        };
-        mask_scores(scores, place, bounds);
-        softmax.fold(scores, offsets, params.scale_log2)
     };
-    // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
-    // every query of the block, sees (none past the end). The rest need the end test: the
-    // bounds are a constant at each call site, so the unmasked blocks carry no mask code.
-    let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
-    // The modified kernels' warpgroups each compute the blocks their own rows see, their
-    // limits tested where those rows need them (warpgroup-uniform, at run time): under a
-    // window of `w` keys the block's 128 rows span `w + 127` keys, a warpgroup's 64 `w + 63`.
-    let own = RowsKeyBlocks::new::<BLOCK_N>(
-        mask,
-        first_query + warpgroup_row as u32,
-        SM90_WARPGROUP_ROWS as u32,
-        info.seq_len_q,
-        (first_block, key_blocks),
-    );
-
-    if OVERLAP && first_block < key_blocks {
-        // Two blocks in flight per warpgroup: block `j`'s `S = Q Kᵀ` and block `j - 1`'s
-        // `P V` are issued together, and the softmax of block `j` runs while `P V` does; the
-        // output's rescale waits for `P V`. Block `b`'s K and V sit in slot
-        // `(b - first) % STAGES`; the copies of block `j + STAGES - 1`'s K and block
-        // `j + STAGES - 2`'s V start once every warpgroup is past block `j - 1`'s `S` and
-        // block `j - 2`'s `P V`, which used those slots: with three slots each copy has two
-        // blocks' time to land, with two one.
-        // One group of copies: block `key_block`'s K and the V of the block before (the
-        // group after the prologue's, `first + 1`, holds the first block's V).
-        let copy_group = #[inline(always)]
-        |key_block: u32| {
-            if key_block < key_blocks {
-                copy_key_tile(key_block, slot(key_block));
-            }
-            if key_block - 1 < key_blocks {
-                copy_value_tile(key_block - 1, slot(key_block - 1));
-            }
-            cp_async_commit_group();
-        };
-        // With three slots the groups run two ahead: the one of block `first + 1` goes before
-        // the first block's wait.
-        if !has_producer {
-            for key_block in first_block + 1..first_block + STAGES as u32 - 1 {
-                copy_group(key_block);
+    let pass_turn = #[inline(always)]
+    || {
+        if has_producer {
+            if first_consumer {
+                bar_arrive_named::<3, 256>();
+            } else {
+                bar_arrive_named::<2, 256>();
             }
         }
-        // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer: the two consumer
-        // warpgroups take turns to issue their MMAs, one group each in group order, so that one
-        // warpgroup's softmax runs while the other's MMAs do. Consumer `w` waits for its turn
-        // on barrier `2 + w` and hands it on at the other's; each counts 256 threads (the
-        // waiter's 128 `bar.sync`, the other's 128 `bar.arrive`). Every warpgroup takes one
-        // turn per group (a modified kernel's too for the groups outside its rows), the first
-        // consumer first, so the counts match.
-        let first_consumer = warpgroup_row == 0;
-        let wait_turn = #[inline(always)]
-        || {
-            if has_producer {
-                if first_consumer {
-                    bar_sync_named::<2, 256>();
-                } else {
-                    bar_sync_named::<3, 256>();
-                }
-            }
-        };
-        let pass_turn = #[inline(always)]
-        || {
-            if has_producer {
-                if first_consumer {
-                    bar_arrive_named::<3, 256>();
-                } else {
-                    bar_arrive_named::<2, 256>();
-                }
-            }
-        };
+    };
+    // The first consumer goes first: the second hands it its first turn. And the second
+    // hands on one turn more than the first takes, which the first takes at the end, so that no
+    // barrier is left half-met. Once per tile, or in a walk once per block.
+    let first_turn = #[inline(always)]
+    || {
         if has_producer && !first_consumer {
             bar_arrive_named::<2, 256>();
         }
-        // Block `block`'s group has landed (and, without a producer, the group `STAGES - 1`
-        // blocks on is issued; with one, it is this warpgroup's turn), and after its MMAs, the
-        // warp is done with it.
-        let start_block = #[inline(always)]
-        |block: u32| {
-            if has_producer {
-                wait_landed(block);
-                wait_turn();
+    };
+    let last_turn = #[inline(always)]
+    || {
+        if has_producer && first_consumer {
+            wait_turn();
+        }
+    };
+
+    // One tile: `ring` the groups of the K/V ring that the block's tiles before used; returns
+    // this tile's.
+    let compute_tile = #[inline(always)]
+    |(info, (first_block, key_blocks), q_rows): TileWork, ring: u32| {
+        // The ALiBi slope of the tile's (batch, head) in the scores' units; 0 adds no bias.
+        let head_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
+            alibi_slope(modifiers, info.batch, info.head as usize)
+        } else {
+            0.0
+        };
+        let mask = info.mask;
+        let first_query = info.first_query;
+        let order = LastToFirst::new((first_block, key_blocks));
+        let key_block_of = |visit: u32| order.key_block::<MODIFIED>(visit);
+        // Visit `b`'s group of the ring (see above).
+        let group = |visit: u32| ring + visit - first_block;
+        let slot = |visit: u32| ring_slot(group(visit));
+        // Every copy this thread issued has landed (but the latest group, where
+        // `latest_in_flight`: the overlapped loop's with three slots, whose copies run two
+        // groups ahead); the fence hands them to the async proxy that `wgmma` reads through,
+        // and the block barrier makes every thread's visible and says that every warpgroup is
+        // past its last wait for the MMAs it issued before. The modified kernels' warpgroups
+        // meet the block barrier in key loops of their own: the barrier that allows that
+        // (`barrier_sync_0`).
+        let block_barrier = || {
+            if MODIFIED {
+                barrier_sync_0();
             } else {
-                copies_landed(STAGES == 3);
-                copy_group(block + STAGES as u32 - 1);
+                bar_sync_0();
             }
+        };
+        let copies_landed = |latest_in_flight: bool| {
+            if latest_in_flight {
+                cp_async_wait_group::<1>();
+            } else {
+                cp_async_wait_group::<0>();
+            }
+            fence_proxy_async_shared_cta();
+            block_barrier();
+        };
+        // A consumer's wait for visit `visit`'s group, which hands the copies (generic-proxy
+        // writes) to the async proxy that its `wgmma` reads them through; and, once the
+        // warp is done with the group, its arrival on `freed` (and on `q_freed`, once done
+        // with the tile's Q).
+        let wait_landed = |visit: u32| {
+            while !mbarrier_try_wait_parity_shared(landed(group(visit)), phase_parity(group(visit)))
+            {
+            }
+            fence_proxy_async_shared_cta();
         };
         let finish_block = #[inline(always)]
-        |block: u32| {
+        |visit: u32| {
             if has_producer && lane == 0 {
-                mbarrier_arrive_shared(freed(block));
+                mbarrier_arrive_shared(freed(group(visit)));
             }
         };
-        // A group outside this warpgroup's rows: its turn passed on at once.
-        let skip_block = #[inline(always)]
-        |block: u32| {
-            start_block(block);
-            pass_turn();
-            finish_block(block);
-        };
-        // The last group (the last block's V) has landed (and it is this warpgroup's turn).
-        let last_landed = #[inline(always)]
+        let finish_q = #[inline(always)]
         || {
-            if has_producer {
-                wait_landed(key_blocks);
-                wait_turn();
-            } else {
-                copies_landed(false);
+            if persistent && lane == 0 {
+                mbarrier_arrive_shared(q_freed);
             }
         };
-        // The probabilities of the block before, for its `P V` (a modified kernel's
-        // warpgroup computes them at its first block).
-        let mut previous = [OperandA([0; 4]); KEY_STEPS];
-        if !MODIFIED {
-            start_block(first_block);
-            let mut scores = scores_of(k_tile(0));
-            pass_turn();
-            finish_block(first_block);
-            // The output is 0: its rescale changes nothing. The bounds are tested at run
-            // time here (one block), so that the fold is inlined at three places, not four.
-            let first_bounds = MaskBounds {
-                start: false,
-                end: first_block >= unmasked_blocks,
-            };
-            fold_block(&mut scores, first_block, first_bounds);
-            previous = probabilities::<T, KEY_STEPS>(&scores);
-        }
+        // The last group's (V alone) and an empty tile's: waited for only by the next tile's
+        // copies, so freed only in a persistent kernel.
+        let finish_last_group = #[inline(always)]
+        |visit: u32| {
+            if persistent {
+                finish_block(visit);
+            }
+        };
+        // The K, or the V, tile of visit `visit`'s key block (the 8-warp tiles: every thread
+        // copies).
+        let copy_key =
+            |visit: u32, stage: u32| copy_key_tile(&info, key_block_of(visit), stage, copier);
+        let copy_value =
+            |visit: u32, stage: u32| copy_value_tile(&info, key_block_of(visit), stage, copier);
 
-        // Block `block`: its `S` and fold, and the previous block's `P V` where
-        // `adds_previous` (always in the dense kernels; a modified kernel's warpgroup starts
-        // its own blocks with `S` alone). A constant at every call site: a `wgmma` behind a
-        // warpgroup-uniform run-time branch made ptxas serialise every `wgmma` of the kernel
-        // (its C7520 note: a warpgroup arrive it inserted in a divergent path).
-        let mut overlapped_block = #[inline(always)]
-        |block: u32, bounds: MaskBounds, adds_previous: bool| {
-            start_block(block);
+        // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
+        // keys of `v`, each waited for before it returns (the overlapped loop issues its pair
+        // of them itself).
+        let scores_of = #[inline(always)]
+        |k: WgmmaTile<BLOCK_N, HEAD_DIM>| {
             let mut scores = Scores::<1, KEY_STEPS>::zero();
             fence_accumulator(&mut scores);
-            fence_accumulator(&mut output);
             wgmma_fence();
             issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
                 &mut scores,
                 q_tile,
-                k_tile(slot(block)),
+                k,
                 warpgroup_row,
             );
             wgmma_commit_group();
-            if adds_previous {
-                issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
-                    &mut output,
-                    &previous,
-                    v_tile(slot(block - 1)),
+            wgmma_wait_group::<0>();
+            fence_accumulator(&mut scores);
+            scores
+        };
+        let add_values = #[inline(always)]
+        |output: &mut Output<1, DIM_STEPS>,
+                          p: &[OperandA; KEY_STEPS],
+                          v: WgmmaTile<BLOCK_N, HEAD_DIM>| {
+            fence_accumulator(output);
+            wgmma_fence();
+            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(output, p, v);
+            wgmma_commit_group();
+            wgmma_wait_group::<0>();
+            fence_accumulator(output);
+        };
+
+        // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
+        // group.
+        if !has_producer {
+            copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
+            if first_block < key_blocks && STAGES > 1 {
+                copy_key(first_block, 0);
+                if !OVERLAP {
+                    copy_value(first_block, 0);
+                }
+            }
+            cp_async_commit_group();
+        }
+
+        let mut output = Output::<1, DIM_STEPS>::zero();
+        let mut softmax = OnlineSoftmax::<1>::default();
+        // Modifies (the modified kernels) and masks visit `visit`'s scores (at the limits
+        // `bounds` names) and folds them into the running softmax, returning the output's
+        // rescale.
+        let mut fold_block = #[inline(always)]
+        |scores: &mut Scores<1, KEY_STEPS>, visit: u32, bounds: MaskBounds| {
+            let block_mask = mask.in_tile(first_query, key_block_of(visit) * BLOCK_N as u32);
+            let place = ScoresPlace {
+                rule: block_mask,
+                warp_row,
+                lane: this_lane,
+                one_query: false,
+            };
+            // The modifiers come before the mask, which must leave masked keys at -inf.
+            let offsets = if MODIFIED {
+                let slopes = [[head_slope; 2]];
+                Some(apply_modifiers(
+                    scores,
+                    modifiers,
+                    head_slope != 0.0,
+                    &slopes,
+                    place,
+                ))
+            } else {
+                None
+            };
+            mask_scores(scores, place, bounds);
+            softmax.fold(scores, offsets, params.scale_log2)
+        };
+        // Blocks before `unmasked_blocks` hold only keys that the block's first query, and so
+        // every query of the block, sees (none past the end). The rest need the end test: the
+        // bounds are a constant at each call site, so the unmasked blocks carry no mask code.
+        let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
+        // The modified kernels' warpgroups each compute the blocks their own rows see, their
+        // limits tested where those rows need them (warpgroup-uniform, at run time): under a
+        // window of `w` keys the block's 128 rows span `w + 127` keys, a warpgroup's 64
+        // `w + 63`.
+        let own = RowsKeyBlocks::new::<BLOCK_N>(
+            mask,
+            first_query + warpgroup_row as u32,
+            SM90_WARPGROUP_ROWS as u32,
+            info.seq_len_q,
+            (first_block, key_blocks),
+        );
+
+        if OVERLAP && first_block < key_blocks {
+            // Two blocks in flight per warpgroup: block `j`'s `S = Q Kᵀ` and block `j - 1`'s
+            // `P V` are issued together, and the softmax of block `j` runs while `P V` does; the
+            // output's rescale waits for `P V`. Block `b`'s K and V sit in slot `slot(b)`; the
+            // copies of block `j + STAGES - 1`'s K and block `j + STAGES - 2`'s V start once every
+            // warpgroup is past block `j - 1`'s `S` and block `j - 2`'s `P V`, which used those
+            // slots: with three slots each copy has two blocks' time to land, with two one.
+            // One group of copies (the 8-warp tiles): block `key_block`'s K and the V of the block
+            // before (the group after the prologue's, `first + 1`, holds the first block's V).
+            let copy_group = #[inline(always)]
+            |key_block: u32| {
+                if key_block < key_blocks {
+                    copy_key(key_block, slot(key_block));
+                }
+                if key_block - 1 < key_blocks {
+                    copy_value(key_block - 1, slot(key_block - 1));
+                }
+                cp_async_commit_group();
+            };
+            if !persistent {
+                first_turn();
+            }
+            // With three slots the groups run two ahead: the one of block `first + 1` goes before
+            // the first block's wait.
+            if !has_producer {
+                for key_block in first_block + 1..first_block + STAGES as u32 - 1 {
+                    copy_group(key_block);
+                }
+            }
+            // Block `block`'s group has landed (and, without a producer, the group `STAGES - 1`
+            // blocks on is issued; with one, it is this warpgroup's turn), and after its MMAs, the
+            // warp is done with it.
+            let start_block = #[inline(always)]
+            |block: u32| {
+                if has_producer {
+                    wait_landed(block);
+                    wait_turn();
+                } else {
+                    copies_landed(STAGES == 3);
+                    copy_group(block + STAGES as u32 - 1);
+                }
+            };
+            // A group outside this warpgroup's rows: its turn passed on at once.
+            let skip_block = #[inline(always)]
+            |block: u32| {
+                start_block(block);
+                pass_turn();
+                finish_block(block);
+            };
+            // The last group (the last block's V) has landed (and it is this warpgroup's turn),
+            // and the warpgroup is done with the tile's Q (its last `S` waited for).
+            let last_landed = #[inline(always)]
+            || {
+                finish_q();
+                if has_producer {
+                    wait_landed(key_blocks);
+                    wait_turn();
+                } else {
+                    copies_landed(false);
+                }
+            };
+            // The probabilities of the block before, for its `P V` (a modified kernel's
+            // warpgroup computes them at its first block).
+            let mut previous = [OperandA([0; 4]); KEY_STEPS];
+            if !MODIFIED {
+                start_block(first_block);
+                let mut scores = scores_of(k_tile(slot(first_block)));
+                pass_turn();
+                finish_block(first_block);
+                // The output is 0: its rescale changes nothing. The bounds are tested at run
+                // time here (one block), so that the fold is inlined at three places, not four.
+                let first_bounds = MaskBounds {
+                    start: false,
+                    end: first_block >= unmasked_blocks,
+                };
+                fold_block(&mut scores, first_block, first_bounds);
+                previous = probabilities::<T, KEY_STEPS>(&scores);
+            }
+
+            // Block `block`: its `S` and fold, and the previous block's `P V` where
+            // `adds_previous` (always in the dense kernels; a modified kernel's warpgroup starts
+            // its own blocks with `S` alone). A constant at every call site: a `wgmma` behind a
+            // warpgroup-uniform run-time branch made ptxas serialise every `wgmma` of the kernel
+            // (its C7520 note: a warpgroup arrive it inserted in a divergent path).
+            let mut overlapped_block = #[inline(always)]
+            |block: u32, bounds: MaskBounds, adds_previous: bool| {
+                start_block(block);
+                let mut scores = Scores::<1, KEY_STEPS>::zero();
+                fence_accumulator(&mut scores);
+                fence_accumulator(&mut output);
+                wgmma_fence();
+                issue_scores::<T, BLOCK_M, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                    &mut scores,
+                    q_tile,
+                    k_tile(slot(block)),
+                    warpgroup_row,
                 );
                 wgmma_commit_group();
-            }
-            pass_turn();
-            // Groups complete in order: with one pending, `S` is done.
-            if adds_previous {
-                wgmma_wait_group::<1>();
-            } else {
-                wgmma_wait_group::<0>();
-            }
-            fence_accumulator(&mut scores);
-            let rescale = fold_block(&mut scores, block, bounds);
-            wgmma_wait_group::<0>();
-            fence_accumulator(&mut output);
-            // The previous probabilities stay alive until their MMAs are done, and the next
-            // are packed only then: registers packed while `P V` runs were serialised by ptxas
-            // (its C7513 note; FlashAttention-3 converts after the wait too).
-            fence_operands(&mut previous);
-            finish_block(block);
-            rescale.apply(&mut output);
-            previous = probabilities::<T, KEY_STEPS>(&scores);
-        };
-        if MODIFIED {
-            // Every thread starts every visit of the block's range (the copies and the
-            // barrier); the warpgroup computes its own, `begin..end`, in loops of their own
-            // (warpgroup-uniform bounds, no branch around a `wgmma`).
-            let (begin, end) = order.visits(own.range());
-            let (untested_from, tested_from) = order.visits(own.unmasked());
-            for block in first_block..begin {
-                skip_block(block);
-            }
-            let mut next_to_start = begin;
-            if begin < end {
-                overlapped_block(begin, own.bounds(key_block_of(begin)), false);
-                // The end's limit tested, then none, then the limits tested at run time (the
-                // rest constants: the unmasked blocks carry no mask code).
-                let (untested_from, tested_from) =
-                    (untested_from.max(begin + 1), tested_from.max(begin + 1));
-                for block in begin + 1..untested_from {
-                    overlapped_block(block, MaskBounds::END, true);
+                if adds_previous {
+                    issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                        &mut output,
+                        &previous,
+                        v_tile(slot(block - 1)),
+                    );
+                    wgmma_commit_group();
                 }
-                for block in untested_from..tested_from {
+                pass_turn();
+                // Groups complete in order: with one pending, `S` is done.
+                if adds_previous {
+                    wgmma_wait_group::<1>();
+                } else {
+                    wgmma_wait_group::<0>();
+                }
+                fence_accumulator(&mut scores);
+                let rescale = fold_block(&mut scores, block, bounds);
+                wgmma_wait_group::<0>();
+                fence_accumulator(&mut output);
+                // The previous probabilities stay alive until their MMAs are done, and the next
+                // are packed only then: registers packed while `P V` runs were serialised by ptxas
+                // (its C7513 note; FlashAttention-3 converts after the wait too).
+                fence_operands(&mut previous);
+                finish_block(block);
+                rescale.apply(&mut output);
+                previous = probabilities::<T, KEY_STEPS>(&scores);
+            };
+            if MODIFIED {
+                // Every thread starts every visit of the block's range (the copies and the
+                // barrier); the warpgroup computes its own, `begin..end`, in loops of their own
+                // (warpgroup-uniform bounds, no branch around a `wgmma`).
+                let (begin, end) = order.visits(own.range());
+                let (untested_from, tested_from) = order.visits(own.unmasked());
+                for block in first_block..begin {
+                    skip_block(block);
+                }
+                let mut next_to_start = begin;
+                if begin < end {
+                    overlapped_block(begin, own.bounds(key_block_of(begin)), false);
+                    // The end's limit tested, then none, then the limits tested at run time (the
+                    // rest constants: the unmasked blocks carry no mask code).
+                    let (untested_from, tested_from) =
+                        (untested_from.max(begin + 1), tested_from.max(begin + 1));
+                    for block in begin + 1..untested_from {
+                        overlapped_block(block, MaskBounds::END, true);
+                    }
+                    for block in untested_from..tested_from {
+                        overlapped_block(block, MaskBounds::NONE, true);
+                    }
+                    for block in tested_from..end {
+                        overlapped_block(block, own.bounds(key_block_of(block)), true);
+                    }
+                    next_to_start = end;
+                    if end < key_blocks {
+                        // The warpgroup's last `P V`, under the next block's copies.
+                        start_block(end);
+                        add_values(&mut output, &previous, v_tile(slot(end - 1)));
+                        pass_turn();
+                        finish_block(end);
+                        next_to_start = end + 1;
+                    }
+                }
+                for block in next_to_start..key_blocks {
+                    skip_block(block);
+                }
+                last_landed();
+                if begin < end && end == key_blocks {
+                    add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
+                }
+                pass_turn();
+                finish_last_group(key_blocks);
+            } else {
+                for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
                     overlapped_block(block, MaskBounds::NONE, true);
                 }
-                for block in tested_from..end {
-                    overlapped_block(block, own.bounds(key_block_of(block)), true);
+                for block in unmasked_blocks.max(first_block + 1)..key_blocks {
+                    overlapped_block(block, MaskBounds::END, true);
                 }
-                next_to_start = end;
-                if end < key_blocks {
-                    // The warpgroup's last `P V`, under the next block's copies.
-                    start_block(end);
-                    add_values(&mut output, &previous, v_tile(slot(end - 1)));
-                    pass_turn();
-                    finish_block(end);
-                    next_to_start = end + 1;
-                }
-            }
-            for block in next_to_start..key_blocks {
-                skip_block(block);
-            }
-            last_landed();
-            if begin < end && end == key_blocks {
+                // The last block's `P V`.
+                last_landed();
                 add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
+                pass_turn();
+                finish_last_group(key_blocks);
             }
-            pass_turn();
-        } else {
-            for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
-                overlapped_block(block, MaskBounds::NONE, true);
+            if !persistent {
+                last_turn();
             }
-            for block in unmasked_blocks.max(first_block + 1)..key_blocks {
-                overlapped_block(block, MaskBounds::END, true);
-            }
-            // The last block's `P V`.
-            last_landed();
-            add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
-            pass_turn();
-        }
-        // The second consumer handed on one turn more than the first took (its first, which
-        // let the first go first): taken here, so that no barrier is left half-met.
-        if has_producer && first_consumer {
-            wait_turn();
-        }
-    } else if !OVERLAP {
-        // One block at a time per warpgroup, block `j + 1`'s K and V copied (with two stages)
-        // under block `j`'s MMAs into the slot that block `j - 1` held; a warpgroup computes
-        // the block where `computes` (always in the dense kernels).
-        let mut stage = 0;
-        let mut key_block = #[inline(always)]
-        |block: u32, bounds: MaskBounds, computes: bool| {
-            if STAGES == 1 {
-                // One slot: every warpgroup is done with the previous block before it is
-                // overwritten (with no block before, the barrier is one more, harmless).
-                block_barrier();
-                copy_key_tile(block, 0);
-                copy_value_tile(block, 0);
-                cp_async_commit_group();
-                copies_landed(false);
-            } else {
-                copies_landed(false);
-                if block + 1 < key_blocks {
-                    copy_key_tile(block + 1, stage ^ 1);
-                    copy_value_tile(block + 1, stage ^ 1);
+        } else if !OVERLAP {
+            // One block at a time per warpgroup, block `j + 1`'s K and V copied (with two stages)
+            // under block `j`'s MMAs into the slot that block `j - 1` held; a warpgroup computes
+            // the block where `computes` (always in the dense kernels).
+            let mut stage = 0;
+            let mut key_block = #[inline(always)]
+            |block: u32, bounds: MaskBounds, computes: bool| {
+                if STAGES == 1 {
+                    // One slot: every warpgroup is done with the previous block before it is
+                    // overwritten (with no block before, the barrier is one more, harmless).
+                    block_barrier();
+                    copy_key(block, 0);
+                    copy_value(block, 0);
+                    cp_async_commit_group();
+                    copies_landed(false);
+                } else {
+                    copies_landed(false);
+                    if block + 1 < key_blocks {
+                        copy_key(block + 1, stage ^ 1);
+                        copy_value(block + 1, stage ^ 1);
+                    }
+                    cp_async_commit_group();
                 }
-                cp_async_commit_group();
-            }
 
-            if computes {
-                let mut scores = scores_of(k_tile(stage));
-                fold_block(&mut scores, block, bounds).apply(&mut output);
-                add_values(
-                    &mut output,
-                    &probabilities::<T, KEY_STEPS>(&scores),
-                    v_tile(stage),
-                );
+                if computes {
+                    let mut scores = scores_of(k_tile(stage));
+                    fold_block(&mut scores, block, bounds).apply(&mut output);
+                    add_values(
+                        &mut output,
+                        &probabilities::<T, KEY_STEPS>(&scores),
+                        v_tile(stage),
+                    );
+                }
+                if STAGES > 1 {
+                    stage ^= 1;
+                }
+            };
+            if MODIFIED {
+                // As in the overlapped loop: every visit started by every thread, the
+                // warpgroup's own computed in runs of constant mask limits.
+                let (begin, end) = order.visits(own.range());
+                let (untested_from, tested_from) = order.visits(own.unmasked());
+                for block in first_block..begin {
+                    key_block(block, MaskBounds::NONE, false);
+                }
+                for block in begin..untested_from {
+                    key_block(block, MaskBounds::END, true);
+                }
+                for block in untested_from..tested_from {
+                    key_block(block, MaskBounds::NONE, true);
+                }
+                for block in tested_from..end {
+                    key_block(block, own.bounds(key_block_of(block)), true);
+                }
+                for block in end..key_blocks {
+                    key_block(block, MaskBounds::NONE, false);
+                }
+            } else {
+                for block in first_block..unmasked_blocks {
+                    key_block(block, MaskBounds::NONE, true);
+                }
+                for block in unmasked_blocks..key_blocks {
+                    key_block(block, MaskBounds::END, true);
+                }
             }
-            if STAGES > 1 {
-                stage ^= 1;
+        }
+
+        // Epilogue: the output rows are staged through the Q tile, which the other warps of
+        // the warpgroup read through their MMAs: every warp is past its last wait (and with no
+        // key block, every Q copy has landed) at this barrier, the consumers' alone with a
+        // producer. A persistent kernel stages them in a tile of their own, each warp in its
+        // own rows (the producer refills the Q tile with the next tile's meanwhile): no
+        // barrier. Straight from the registers, 4 bytes a lane, the writes took 2-4 us more
+        // per tile at 4,8,512,128 (BENCHMARKS.md log 52).
+        if has_producer {
+            if first_block >= key_blocks {
+                // A tile with no key block: its one group (Q alone) taken and freed, so that
+                // the ring and the Q barrier stay in step with the producer.
+                wait_landed(first_block);
+                finish_last_group(first_block);
+                finish_q();
             }
-        };
-        if MODIFIED {
-            // As in the overlapped loop: every visit started by every thread, the
-            // warpgroup's own computed in runs of constant mask limits.
-            let (begin, end) = order.visits(own.range());
-            let (untested_from, tested_from) = order.visits(own.unmasked());
-            for block in first_block..begin {
-                key_block(block, MaskBounds::NONE, false);
-            }
-            for block in begin..untested_from {
-                key_block(block, MaskBounds::END, true);
-            }
-            for block in untested_from..tested_from {
-                key_block(block, MaskBounds::NONE, true);
-            }
-            for block in tested_from..end {
-                key_block(block, own.bounds(key_block_of(block)), true);
-            }
-            for block in end..key_blocks {
-                key_block(block, MaskBounds::NONE, false);
+            if !persistent {
+                // Barrier 1, of the two consumer warpgroups.
+                bar_sync_named::<1, 256>();
             }
         } else {
-            for block in first_block..unmasked_blocks {
-                key_block(block, MaskBounds::NONE, true);
-            }
-            for block in unmasked_blocks..key_blocks {
-                key_block(block, MaskBounds::END, true);
-            }
+            cp_async_wait_group::<0>();
+            bar_sync_0();
         }
-    }
+        let rows = softmax.finish(params.scale_log2);
+        let staging = if persistent { output_tile } else { q_tile };
+        write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, false, PADS>(
+            &output, &rows, staging, &info, params, warp_row, this_lane,
+        );
+        write_logsumexp(
+            &rows,
+            &info,
+            params,
+            &SequenceParams::DENSE,
+            warp_row,
+            this_lane,
+        );
+        key_blocks - first_block + 1
+    };
 
-    // Epilogue: the output rows are staged through the Q tile, which the other warps of the
-    // warpgroup read through their MMAs: every warp is past its last wait (and with no key
-    // block, every Q copy has landed) at this barrier, the consumers' alone with a producer.
-    if has_producer {
-        if first_block >= key_blocks {
-            wait_landed(first_block);
-        }
-        // Barrier 1, of the two consumer warpgroups.
-        bar_sync_named::<1, 256>();
+    if persistent {
+        first_turn();
+        schedule.walk::<BLOCK_M>(
+            params,
+            #[inline(always)]
+            |info, ring, _| compute_tile(tile_work(info), ring),
+        );
+        last_turn();
     } else {
-        cp_async_wait_group::<0>();
-        bar_sync_0();
+        compute_tile(grid_tile, 0);
     }
-    let rows = softmax.finish(params.scale_log2);
-    write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, false, PADS>(
-        &output, &rows, q_tile, &info, params, warp_row, this_lane,
-    );
-    write_logsumexp(
-        &rows,
-        &info,
-        params,
-        &SequenceParams::DENSE,
-        warp_row,
-        this_lane,
-    );
 }
