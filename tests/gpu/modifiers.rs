@@ -394,6 +394,27 @@ fn many_tiles_shape(
     }
 }
 
+/// A fresh problem of `shape` under `modifiers` (causal or not) on `kernel`, in its element
+/// type, checked against the reference.
+fn check_on_kernel(
+    gpu: &FlashAttention,
+    kernel: &'static ForwardKernel,
+    shape: AttentionShape,
+    causal: bool,
+    modifiers: Modifiers,
+) {
+    match kernel.spec.dtype {
+        Dtype::F16 => {
+            let problem = ModifiedProblem::<f16>::new(shape, causal, modifiers);
+            problem.check(gpu, &problem.options(Layout::Bhsd, Some(kernel)));
+        }
+        Dtype::Bf16 => {
+            let problem = ModifiedProblem::<bf16>::new(shape, causal, modifiers);
+            problem.check(gpu, &problem.options(Layout::Bhsd, Some(kernel)));
+        }
+    }
+}
+
 /// Every exposed persistent modified kernel (the warp-specialised sm90 tiles: one block per
 /// SM, each walking its share of the tiles) on problems of more than two tiles per SM, at
 /// [`MANY_TILES_SEQ_PAIRS`]: every modifier together, the window alone and the softcap
@@ -418,16 +439,7 @@ pub(crate) fn every_persistent_modified_kernel_over_more_tiles_than_sms() {
             let shape = many_tiles_shape(&gpu, pair, tile.block_m, tile.head_dim);
             for modifiers in [COMBINATIONS[8], COMBINATIONS[0], COMBINATIONS[3]] {
                 for causal in [false, true] {
-                    match kernel.spec.dtype {
-                        Dtype::F16 => {
-                            let problem = ModifiedProblem::<f16>::new(shape, causal, modifiers);
-                            problem.check(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
-                        }
-                        Dtype::Bf16 => {
-                            let problem = ModifiedProblem::<bf16>::new(shape, causal, modifiers);
-                            problem.check(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
-                        }
-                    }
+                    check_on_kernel(&gpu, kernel, shape, causal, modifiers);
                 }
             }
         }
@@ -489,16 +501,7 @@ pub(crate) fn every_modified_kernel_on_a_small_problem() {
             COMBINATIONS[4],
         ] {
             for causal in [false, true] {
-                match kernel.spec.dtype {
-                    Dtype::F16 => {
-                        let problem = ModifiedProblem::<f16>::new(shape, causal, modifiers);
-                        problem.check(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
-                    }
-                    Dtype::Bf16 => {
-                        let problem = ModifiedProblem::<bf16>::new(shape, causal, modifiers);
-                        problem.check(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
-                    }
-                }
+                check_on_kernel(&gpu, kernel, shape, causal, modifiers);
             }
         }
     }
