@@ -378,7 +378,8 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// 8-warp tile it replaced, and 0.91-1.00x the time of the 64-row tile that small grids ran
 /// before (log 43), so neither is listed any more. The 64-key form of the D=128 tile, whose
 /// blocks cover a 1024-key window's span with 6% fewer scores than 128-key ones, measured no
-/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43). At D=64 both
+/// faster at the window (392-393 us against 392, f16, 2,16,8192,128, log 43), and its
+/// warp-specialised form, persistent, 1.12-1.14x slower than the 128-key one (log 53). At D=64 both
 /// of the table's tiles: the warp-specialised `m128_n128` (from 2048 keys on, and on small
 /// grids), whose modified kernel ran 1.09-1.14x faster than the sm80 family's at 4,8,512,64 and
 /// 8,16,2048,64 but 7-17% slower at S=512 on large grids (log 48); and the 8-warp `m128_n64` of
