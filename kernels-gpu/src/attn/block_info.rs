@@ -76,7 +76,7 @@ pub struct TileSchedule {
     query_blocks: u32,
     heads: u32,
     /// Every tile of the problem: `query_blocks * heads * batch`.
-    pub tiles: u32,
+    tiles: u32,
     last_first: bool,
 }
 
@@ -118,7 +118,7 @@ impl TileSchedule {
 
     /// Tile number `index` (below [`Self::tiles`]).
     #[inline(always)]
-    pub fn tile(self, index: u32) -> Tile {
+    fn tile(self, index: u32) -> Tile {
         // `max(1)`: never 0 for an index below `tiles`; no division-by-zero panic in the kernel.
         let query_blocks = self.query_blocks.max(1);
         let (query_block, slice) = (index % query_blocks, index / query_blocks);
@@ -204,9 +204,9 @@ impl<const SERVING: bool> BlockInfo<SERVING> {
     ) -> Self {
         if !SERVING {
             // In the order of the dense kernels' PTX since log 25 (the gate's digests): the
-            // rule of `Self::dense`, written out again because building this from
-            // `Tile::of_grid()` reordered the sm80 kernels' PTX and moved their registers by
-            // up to 10 either way.
+            // rule of `Self::dense`, written out again because calling it with the grid's
+            // block indices as the `Tile` reordered the sm80 kernels' PTX and moved their
+            // registers by up to 10 either way.
             let (seq_len_q, seq_len_kv) = (params.seq_len_q, params.seq_len_kv);
             let mask = Mask::new(seq_len_q, seq_len_kv, params.causal != 0);
             // SAFETY (all three): reading a block index register has no precondition.
