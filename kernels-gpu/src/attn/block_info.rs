@@ -94,9 +94,9 @@ impl TileSchedule {
         }
     }
 
-    /// Computes this block's tiles, `blockIdx.x, blockIdx.x + gridDim.x, ..` below
-    /// [`Self::tiles`], in that order: `compute(info, used, done)` for each, `info` the tile's
-    /// part of `params`, `done` the tiles computed before it and `used` the sum of what
+    /// Computes this block's tiles, `blockIdx.x, blockIdx.x + gridDim.x, ..` below the
+    /// problem's tile count, in that order: `compute(info, used, done)` for each, `info` the
+    /// tile's part of `params`, `done` the tiles computed before it and `used` the sum of what
     /// `compute` returned for them (the sm90 kernels' K/V ring groups).
     #[inline(always)]
     pub fn walk<const BLOCK_M: usize>(
