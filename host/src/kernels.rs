@@ -515,7 +515,7 @@ impl LoadedKernels {
     }
 }
 
-/// The PTX module of the exposed kernel `entry` for the newest PTX target of its family (sm_89
+/// The PTX module of the exposed kernel `entry` for the newest PTX target of its family (sm_80
 /// for the sm80 family, sm_90a for the sm90 one), which holds that entry alone: the shard's
 /// preamble (version, target, the shared-memory declaration) plus the entry's body. The build
 /// assembles these same modules into [`CUBINS`]. `None` where no exposed kernel is `entry`.

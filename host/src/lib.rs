@@ -1,11 +1,11 @@
 //! A FlashAttention forward pass written in pure Rust.
 //!
 //! The kernels are `#![no_std]` Rust compiled to PTX (the `kernels-gpu` crate) for each PTX
-//! target of the architecture table ([`ARCHITECTURES`]: sm_80 and sm_89); this crate embeds
-//! that PTX, one deflated module per kernel and target (and, where the build found `ptxas`,
-//! the default API's kernels assembled into cubins for sm_89 and sm_90), loads the cubin or
-//! the PTX matching the device through `cust` ([`ptx_target_for`]), validates every call and
-//! launches it.
+//! target of the architecture table ([`ARCHITECTURES`]: sm_80, and sm_90a for Hopper's family);
+//! this crate embeds that PTX, one deflated module per kernel and target (and, where the build
+//! found `ptxas`, the default API's kernels assembled into cubins for sm_89, sm_90 and sm_90a),
+//! loads the cubin or the PTX matching the device through `cust` ([`ptx_target_for`]),
+//! validates every call and launches it.
 //!
 //! A kernel is a [`KernelSpec`]: its main loop's [`Family`], element type ([`Dtype`]),
 //! [`Variant`] of the main loop and [`TileConfig`] (head dim included); its PTX entry name
@@ -317,9 +317,9 @@ impl FlashAttention {
     }
 
     /// The architecture whose PTX this instance JIT-compiles for the sm80 family's kernels where
-    /// it loads no cubin: the newest PTX target not newer than the device (sm_80 for 8.0 to 8.7,
-    /// sm_89 from 8.9 up), or the one [`LoadOptions::ptx_target`] forces. (The sm90 family's is
-    /// sm_90a, on compute capability 9.0 alone.)
+    /// it loads no cubin: the newest PTX target not newer than the device (sm_80, the family's
+    /// only one, from 8.0 up), or the one [`LoadOptions::ptx_target`] forces. (The sm90 family's
+    /// is sm_90a, on compute capability 9.0 alone.)
     pub fn ptx_target(&self) -> &'static Architecture {
         self.kernels
             .ptx_target_of(Family::Sm80)

@@ -1,7 +1,7 @@
 //! FlashAttention forward kernels in `#![no_std]` Rust, compiled by rustc's `nvptx64-nvidia-cuda`
-//! backend to PTX, once for each PTX target of `flash_attn_params::ARCHITECTURES`: sm_80 and
-//! sm_89 for the sm80 family (the instructions are sm_80's), sm_90a for the sm90 family
-//! (Hopper's `wgmma`).
+//! backend to PTX, once for each PTX target of `flash_attn_params::ARCHITECTURES`: sm_80 for
+//! the sm80 family (its cubins for sm_89 and sm_90 assembled from that PTX), sm_90a for the
+//! sm90 family (Hopper's `wgmma`).
 //!
 //! - [`ptx`]: one wrapper per PTX instruction (`mma.sync`, `ldmatrix`, `cp.async`, `wgmma`, ...).
 //! - [`smem`]: the swizzled and padded shared-memory tiles, and `wgmma`'s tiles and descriptors.

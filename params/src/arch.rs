@@ -11,7 +11,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Family {
     /// The `mma.sync` + `ldmatrix` + `cp.async` main loop (`kernels-gpu/src/fwd/sm80.rs`): sm_80
-    /// and sm_89 PTX, for compute capability 8.0 and later.
+    /// PTX, for compute capability 8.0 and later (cubins for sm_89 and sm_90 assembled from it).
     Sm80,
     /// Hopper's warpgroup MMA main loop (`wgmma.mma_async`, `kernels-gpu/src/fwd/sm90.rs`):
     /// sm_90a PTX, for devices of compute capability 9.0 only.
@@ -64,10 +64,16 @@ pub struct Architecture {
 
 /// Every architecture the project builds for, by family, oldest first, in the order of the gate
 /// file's columns: for [`Family::Sm80`] Ampere (sm_80, the A100), Ada (sm_89) and Hopper
-/// (sm_90, from the sm_89 PTX); for [`Family::Sm90`] Hopper's architecture-specific sm_90a. The
-/// ptxas gate covers each architecture of an entry's family (an entry is exposed only if it
-/// passes on all of them); the build compiles PTX for the PTX targets and cubins for the
-/// others marked so. Adding an architecture is adding a row.
+/// (sm_90), all three from the sm_80 PTX; for [`Family::Sm90`] Hopper's architecture-specific
+/// sm_90a. The ptxas gate covers each architecture of an entry's family (an entry is exposed
+/// only if it passes on all of them); the build compiles PTX for the PTX targets and cubins for
+/// the others marked so. Adding an architecture is adding a row.
+///
+/// The sm80 family has one PTX target, as `nvcc -gencode arch=compute_80,code=[sm_89,sm_90]`
+/// would: rustc's sm_89 PTX of these kernels was the sm_80 PTX's instructions in a newer PTX
+/// syntax (a sink operand `_` for an unused register), so its separate nvptx build only cost
+/// the cold build about 55 s of CPU time, which on two cores took it over 2 minutes (2 min
+/// 14 s, BENCHMARKS.md log 55).
 ///
 /// sm_80's PTX also serves sm_86 and sm_87 (compute capability 8.0 up to 8.9), whose blocks
 /// may opt into only 99 KiB of shared memory (101,376 bytes), against 163 KiB (166,912) on
@@ -94,7 +100,7 @@ pub const ARCHITECTURES: [Architecture; 4] = [
         compute_capability: (8, 9),
         family: Family::Sm80,
         arch_specific: false,
-        ptx_target: true,
+        ptx_target: false,
         cubins: true,
         max_smem_per_block: 99 * 1024,
         smem_per_sm: 100 * 1024,
@@ -159,7 +165,7 @@ pub const fn max_smem_per_block_of(family: Family) -> usize {
 /// use flash_attn_params::{ptx_target_for, Family};
 ///
 /// assert_eq!(ptx_target_for(Family::Sm80, (8, 6)).unwrap().name, "sm_80"); // an RTX 30x0
-/// assert_eq!(ptx_target_for(Family::Sm80, (9, 0)).unwrap().name, "sm_89"); // an H100
+/// assert_eq!(ptx_target_for(Family::Sm80, (9, 0)).unwrap().name, "sm_80"); // an H100
 /// assert!(ptx_target_for(Family::Sm80, (7, 5)).is_none()); // Turing: too old
 /// assert_eq!(ptx_target_for(Family::Sm90, (9, 0)).unwrap().name, "sm_90a"); // an H100
 /// assert!(ptx_target_for(Family::Sm90, (8, 9)).is_none()); // no wgmma before Hopper

@@ -23,9 +23,9 @@ fn every_module_targets_its_familys_ptx_and_holds_its_entry_alone_taking_its_par
             std::mem::size_of::<ForwardParams>()
         };
         let ptx = entry_ptx(kernel.entry).unwrap();
-        // The newest PTX target of its family: sm_89 for the sm80 family, sm_90a for the sm90.
+        // The newest PTX target of its family: sm_80 for the sm80 family, sm_90a for the sm90.
         let newest = match kernel.spec.family {
-            Family::Sm80 => "sm_89",
+            Family::Sm80 => "sm_80",
             Family::Sm90 => "sm_90a",
         };
         assert!(
@@ -131,23 +131,23 @@ fn the_build_left_a_module_for_every_built_configuration_and_no_other() {
     }
 }
 
-/// The PTX targets are sm_80 and sm_89 for the sm80 family and sm_90a for the sm90 one. For the
-/// sm80 family each device runs the newest not newer than itself: the A100 and the RTX 30x0
-/// (8.0, 8.6, 8.7) the sm_80 PTX, Ada and Hopper (and later) the sm_89's, as before the sm90
-/// family. sm_90a is architecture-specific: only compute capability 9.0 runs it.
+/// The PTX targets are sm_80 for the sm80 family and sm_90a for the sm90 one. Every device of
+/// compute capability 8.0 or later runs the sm80 family's sm_80 PTX (or the sm_89 and sm_90
+/// cubins assembled from it); sm_90a is architecture-specific: only compute capability 9.0 runs
+/// it.
 #[test]
 fn each_device_runs_the_newest_ptx_target_of_each_family_it_can() {
-    assert_eq!(PTX_TARGETS, ["sm_80", "sm_89", "sm_90a"]);
+    assert_eq!(PTX_TARGETS, ["sm_80", "sm_90a"]);
     let target = |family, cc| ptx_target_for(family, cc).map(|arch| arch.name);
     for (compute_capability, sm80, sm90) in [
         ((7, 5), None, None),
         ((8, 0), Some("sm_80"), None),
         ((8, 6), Some("sm_80"), None),
         ((8, 7), Some("sm_80"), None),
-        ((8, 9), Some("sm_89"), None),
-        ((9, 0), Some("sm_89"), Some("sm_90a")),
-        ((10, 0), Some("sm_89"), None),
-        ((12, 0), Some("sm_89"), None),
+        ((8, 9), Some("sm_80"), None),
+        ((9, 0), Some("sm_80"), Some("sm_90a")),
+        ((10, 0), Some("sm_80"), None),
+        ((12, 0), Some("sm_80"), None),
     ] {
         assert_eq!(
             target(Family::Sm80, compute_capability),

@@ -1,5 +1,5 @@
 //! The sm80 main loop of the FlashAttention-2 forward pass: `mma.sync`, `ldmatrix` and
-//! `cp.async` (sm_80 and later; the PTX targets sm_89).
+//! `cp.async` (sm_80 and later; the PTX targets sm_80).
 //!
 //! One block computes `BLOCK_M` query rows of one (batch, query head); each warp owns
 //! `BLOCK_M / WARPS` of them. Per key block `j` of `BLOCK_N` keys:
