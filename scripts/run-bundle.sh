@@ -13,7 +13,9 @@
 #          132 s, the sanitizer runs alone 400 s more, the tests alone 330 s; BENCHMARKS.md log
 #          40: run them in separate calls);
 #   examples: each example once (quickstart, decode_loop, cudarc), its output in the summary;
-#   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80: the sm_80 PTX through the JIT;
+#   sm80:  the GPU tests again with FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_FORCE_PTX=1: the
+#          sm_80 PTX through the JIT (the cubins are assembled from it, so the target alone
+#          would load them);
 #   sanitizer80: the four compute-sanitizer tools over every kernel on small problems, on the
 #          sm_80 PTX (after one process has JIT-compiled every kernel's sm_80 PTX into the cache);
 #   sm90:  the Hopper family's kernels (compute capability 9.0): their GPU tests and the four
@@ -211,7 +213,7 @@ if wants sm80; then
     start=$SECONDS
     # Not a file of its own in $OUT (at most 8 come back): the result and any failure go to
     # the summary.
-    FLASH_ATTN_PTX_TARGET=sm_80 ./gpu-tests --test-threads=4 > gpu-tests-sm80.log 2>&1
+    FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_FORCE_PTX=1 ./gpu-tests --test-threads=4 > gpu-tests-sm80.log 2>&1
     note "gpu tests on the sm_80 PTX (exit $?, $((SECONDS - start)) s): $(grep 'test result' gpu-tests-sm80.log | tail -n 1)"
     grep -E "^test .*FAILED|panicked" gpu-tests-sm80.log | head -n 20 | tee -a "$summary"
 fi
@@ -220,14 +222,14 @@ fi
 #     (causal and not), each tool's kernels split over processes. Each must end in 0 errors.
 if wants sanitizer80; then
     start=$SECONDS
-    FLASH_ATTN_PTX_TARGET=sm_80 ./gpu-tests --test-threads=1 --exact \
+    FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_FORCE_PTX=1 ./gpu-tests --test-threads=1 --exact \
         forward::every_kernel_on_a_small_problem > warm-sm80.log 2>&1
     note "sm_80 PTX JIT-compiled for every kernel (exit $?, $((SECONDS - start)) s)"
     for tool in memcheck racecheck synccheck initcheck; do
         shards=3
         [ "$tool" = racecheck ] && shards=4
         for ((i = 0; i < shards; i++)); do
-            FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_KERNEL_SHARD="$i/$shards" \
+            FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_FORCE_PTX=1 FLASH_ATTN_KERNEL_SHARD="$i/$shards" \
                 timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
                 ./gpu-tests --test-threads=1 --exact forward::every_kernel_on_a_small_problem \
                 > "sanitizer80-$tool-$i.log" 2>&1 &

@@ -23,8 +23,10 @@ pub fn gpu() -> FlashAttention {
 }
 
 /// The options every test's instance is made with: the defaults, or with
-/// `FLASH_ATTN_PTX_TARGET=sm_80` (any of `flash_attn::PTX_TARGETS`) that PTX target forced, so
-/// that the whole suite runs, say, the sm_80 PTX through the JIT on an H100.
+/// `FLASH_ATTN_PTX_TARGET=sm_80` (any of `flash_attn::PTX_TARGETS`) that PTX target forced, and
+/// with `FLASH_ATTN_FORCE_PTX=1` every kernel loaded from its PTX through the driver's JIT
+/// (`LoadOptions::force_ptx`), not from a cubin: the bundle's `sm80` phase sets both, so that
+/// the whole suite runs the sm_80 PTX through the JIT on an H100 as an A100 would.
 pub fn load_options() -> LoadOptions {
     let ptx_target = std::env::var("FLASH_ATTN_PTX_TARGET").ok().map(|name| {
         *architecture_named(&name).unwrap_or_else(|| {
@@ -33,6 +35,7 @@ pub fn load_options() -> LoadOptions {
     });
     LoadOptions {
         ptx_target,
+        force_ptx: std::env::var_os("FLASH_ATTN_FORCE_PTX").is_some_and(|value| value == "1"),
         ..LoadOptions::default()
     }
 }
