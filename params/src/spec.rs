@@ -496,18 +496,24 @@ pub struct KernelSpec {
     pub tile: TileConfig,
 }
 
+/// Whether the kernel of `variant` on `tile` is persistent: its blocks walk the problem's tiles
+/// ([`TileConfig::walk_grid`]), its producer copying the next tile's Q and first K under the
+/// last tile's tail. The one persistence rule, which the kernel (`kernels-gpu`'s sm90 loop) and
+/// the host ([`KernelSpec::is_persistent`]: its grid and shared memory) both ask. The modified
+/// kernels of the tiles that can ([`TileConfig::can_persist`]): the 1024-key window at S=8192
+/// ran 1.03-1.04x faster, the modified kernels at 8,16,2048,64 non-causal 1.02-1.08x (median
+/// 1.04x), at 2,16,4096,128 a median 1.02x, and those of the small grids 1.01-1.02x
+/// (BENCHMARKS.md log 53). The dense ones could too, but do not: persistent, they ran
+/// 1.03-1.04x faster at 8,16,2048,64 but 1.5-4.5% slower on the small grids of one tile per SM
+/// (4,8,512,64 and 4,8,512,128, log 52).
+pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
+    matches!(variant, Variant::Modified) && tile.can_persist()
+}
+
 impl KernelSpec {
-    /// Whether the kernel is persistent: its blocks walk the problem's tiles
-    /// ([`TileConfig::walk_grid`]), its producer copying the next tile's Q and first K under
-    /// the last tile's tail. The modified kernels of the tiles that can
-    /// ([`TileConfig::can_persist`]): the 1024-key window at S=8192 ran 1.03-1.04x faster, the
-    /// modified kernels at 8,16,2048,64 non-causal 1.02-1.08x (median 1.04x), at
-    /// 2,16,4096,128 a median 1.02x, and those of the small grids 1.01-1.02x (BENCHMARKS.md
-    /// log 53). The dense ones could too, but do not:
-    /// persistent, they ran 1.03-1.04x faster at 8,16,2048,64 but 1.5-4.5% slower on the
-    /// small grids of one tile per SM (4,8,512,64 and 4,8,512,128, log 52).
+    /// Whether the kernel is persistent ([`persists`]).
     pub const fn is_persistent(&self) -> bool {
-        matches!(self.variant, Variant::Modified) && self.tile.can_persist()
+        persists(self.variant, &self.tile)
     }
 
     /// Dynamic shared memory per block: the tile's ([`TileConfig::smem_bytes`]), and a

@@ -66,8 +66,8 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    Family, ForwardParams, ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig,
-    SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
+    persists, Family, ForwardParams, ModifierParams, QSource, SequenceParams, SmemLayout,
+    TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -277,12 +277,12 @@ pub unsafe fn forward<
             SmemLayout::Swizzled,
             QSource::SharedMemory,
         );
-        // `KernelSpec::is_persistent`: the modified kernels of the tiles that can be.
-        (
-            tile,
-            MODIFIED && tile.can_persist(),
-            tile.output_tile_offset(),
-        )
+        let variant = if MODIFIED {
+            Variant::Modified
+        } else {
+            Variant::Dense
+        };
+        (tile, persists(variant, &tile), tile.output_tile_offset())
     };
     // Warp-specialised: a producer warpgroup (the last, beyond the rows' warpgroups) copies
     // Q, K and V, and the consumers wait for each block's copies on `mbarrier`s and free its
