@@ -5,12 +5,8 @@
 # modifier timing AB, the dense timing AB, then HB's every-modifier test on its halves kernels.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=HB
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin HB
 walk_test=modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms
 step walk-HB 100 HB/gpu-tests --test-threads=1 --exact $walk_test
 case "$(tail -1 $OUT/summary.txt)" in *"exit 124"*) echo "== HB hung: no timing" | tee -a $OUT/summary.txt ;;
@@ -27,4 +23,4 @@ step timing-MAIN2 60 MAIN2/flash-attn-timing
 step each-HB 200 env FLASH_ATTN_KERNEL_FILTER=m128_n128_w12_s2_mod HB/gpu-tests --test-threads=1 --exact modifiers::every_sm90_modified_kernel_with_each_modifier
 ;;
 esac
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

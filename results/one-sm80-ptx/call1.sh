@@ -6,12 +6,8 @@
 # at head dims 96 and 64 (the most changed kernels) and 160.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=ONE
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin ONE
 load=forward::kernels_load_from_cubins_where_built_and_from_ptx_when_forced
 step load-default 120 ONE/gpu-tests --test-threads=1 --exact $load
 step load-sm80-jit 90 env FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_FORCE_PTX=1 ONE/gpu-tests --test-threads=1 --exact $load
@@ -31,4 +27,4 @@ step decode96-ONE-2 70 ONE/flash-attn-decode-timing --head-dim 96
 step decode96-BASED-2 70 BASED/flash-attn-decode-timing --head-dim 96
 step decode160-ONE-1 70 ONE/flash-attn-decode-timing --head-dim 160
 step decode160-BASED-1 70 BASED/flash-attn-decode-timing --head-dim 160
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

@@ -4,12 +4,8 @@
 # cubins ptxas scheduled most differently from the sm_80 PTX) on small caches.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=ONE
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin ONE
 step decode160-ONE-1 110 ONE/flash-attn-decode-timing --head-dim 160
 step decode160-BASED-1 110 BASED/flash-attn-decode-timing --head-dim 160
 kv=kv_cache::every_serving_kernel_on_a_small_cache
@@ -20,4 +16,4 @@ wait
 san synccheck d96_m64_n64_w4_s3_pad $pg 60 &
 san initcheck d96_m64_n64_w4_s3_pad $kv 60 &
 wait
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end
