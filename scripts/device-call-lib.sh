@@ -1,8 +1,8 @@
 # Sourced by the device call scripts (results/*/call*.sh): one `call_begin` and `call_end`,
 # one `step` and one `san` for every call, within the device tool's 600-second limit per
 # command. OUT is the device tool's output folder; `call_begin` sets T0 and BINS (the folder of
-# the binaries `san` runs). The scripts before log 54 do what `call_begin` does in their own
-# lines.
+# the binaries `san` runs). The scripts before log 52, and those that unpack only part of
+# their bundle or set a budget of their own, do what `call_begin` does in their own lines.
 
 # step NAME TIMEOUT CMD...: runs CMD into $OUT/NAME.txt, cut at TIMEOUT seconds or at the
 # call's budget (CALL_BUDGET, 585 s by default, from T0), and logs its exit status and time in $OUT/summary.txt.

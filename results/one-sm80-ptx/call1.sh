@@ -11,7 +11,6 @@ call_begin ONE
 load=forward::kernels_load_from_cubins_where_built_and_from_ptx_when_forced
 step load-default 120 ONE/gpu-tests --test-threads=1 --exact $load
 step load-sm80-jit 90 env FLASH_ATTN_PTX_TARGET=sm_80 FLASH_ATTN_FORCE_PTX=1 ONE/gpu-tests --test-threads=1 --exact $load
-s0=$SECONDS
 for t in kv_cache paged varlen varlen_cache alibi_serving; do
   timeout 220 ONE/gpu-tests --test-threads=2 "$t::" > $OUT/tests-$t.txt 2>&1 &
 done

@@ -4,12 +4,8 @@
 # there skips PS's timing), then flash-attn-modifier-timing ABA and flash-attn-timing AB.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=PS
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin PS
 step tests-PS-walk 150 PS/gpu-tests --test-threads=1 --exact sm90::every_persistent_kernel_over_more_tiles_than_sms
 walk=$(tail -1 $OUT/summary.txt)
 step tests-PS-walk-mod 150 PS/gpu-tests --test-threads=1 --exact modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms
@@ -22,4 +18,4 @@ step timing-PS 80 PS/flash-attn-timing
 step timing-BASE 80 BASE/flash-attn-timing
 ;;
 esac
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

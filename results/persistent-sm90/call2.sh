@@ -4,12 +4,8 @@
 # flash-attn-modifier-timing ABA, flash-attn-timing AB and PS2's window sweep.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=PS2
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin PS2
 step tests-PS2-walk 150 PS2/gpu-tests --test-threads=1 --exact sm90::every_persistent_kernel_over_more_tiles_than_sms
 walk=$(tail -1 $OUT/summary.txt)
 step tests-PS2-walk-mod 100 PS2/gpu-tests --test-threads=1 --exact modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms
@@ -23,4 +19,4 @@ step timing-BASE 70 BASE/flash-attn-timing
 step sweep-PS2 80 PS2/flash-attn-modifier-timing --window-sweep
 ;;
 esac
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

@@ -5,12 +5,8 @@
 # over the persistent modified kernels' walk test.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=PS3
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin PS3
 step mods-PS3 75 PS3/flash-attn-modifier-timing
 step mods-BASE 75 BASE/flash-attn-modifier-timing
 ( san memcheck f16_d128_m128_n128_w12_s2_mod modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms 150
@@ -19,4 +15,4 @@ step mods-BASE 75 BASE/flash-attn-modifier-timing
   san racecheck f16_d64_m128_n128_w12_s2_mod modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms 150 ) &
 step tests-PS3 360 PS3/gpu-tests
 wait
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

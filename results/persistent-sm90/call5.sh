@@ -5,12 +5,8 @@
 # PS4's window sweep, then the four sanitizer tools over the walk test.
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=PS4
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin PS4
 walk_test=modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms
 step walk-PS4 100 PS4/gpu-tests --test-threads=1 --exact $walk_test
 case "$(tail -1 $OUT/summary.txt)" in *"exit 124"*) echo "== PS4 hung: no timing" | tee -a $OUT/summary.txt ;;
@@ -28,4 +24,4 @@ san synccheck f16_d128_m128_n128_w12_s2_mod $walk_test 60
 san racecheck bf16_d64_m128_n128_w12_s2_mod $walk_test 90
 ;;
 esac
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

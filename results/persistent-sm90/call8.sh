@@ -5,14 +5,10 @@
 # explicit mask (peer_compare.py --window) and FlexAttention (modifier_peers.py).
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=MAIN2
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin MAIN2
 step mods-MAIN2 75 MAIN2/flash-attn-modifier-timing
 step window-peers 120 python3 ../scripts/peer_compare.py --window
 step flex-peers 200 python3 ../scripts/modifier_peers.py
 step tests-MAIN2-modifiers 180 MAIN2/gpu-tests --test-threads=2 modifiers
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end

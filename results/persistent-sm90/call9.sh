@@ -4,16 +4,12 @@
 # test, then the window sweep, which times every D=128 modified kernel (the 128-key one too).
 set -u
 cd "$(dirname "$0")"
-T0=$SECONDS
-export FLASH_ATTN_REQUIRE_GPU=1 CUDA_CACHE_PATH=$PWD/cuda-cache
-tar xJf bins.tar.xz
 source ../scripts/device-call-lib.sh
-BINS=N64
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee $OUT/summary.txt
+call_begin N64
 export FLASH_ATTN_KERNEL_FILTER=d128_m128_n64_w12_s2_mod
 step walk-N64 100 N64/gpu-tests --test-threads=1 --exact modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms
 step small-N64 100 N64/gpu-tests --test-threads=1 --exact modifiers::every_modified_kernel_on_a_small_problem
 unset FLASH_ATTN_KERNEL_FILTER
 step sweep-N64-1 60 N64/flash-attn-modifier-timing --window-sweep
 step sweep-N64-2 60 N64/flash-attn-modifier-timing --window-sweep
-cd $OUT && tar cJf /tmp/out.tar.xz . && rm -rf $OUT/* && mv /tmp/out.tar.xz $OUT/
+call_end
