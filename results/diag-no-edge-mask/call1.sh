@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 1 (a diagnostic, not yet run): NOEM (branch diag/no-edge-mask: the persistent sm90
+# Call 1 (log 58, a diagnostic): NOEM (branch diag/no-edge-mask: the persistent sm90
 # modified kernels skip their mask at S = 8192, at run time) against MAIN2 (main's sm90
 # kernels): the window sweep ABAB. What the two masked edge blocks cost a window tile (log 57's
 # next step). Run from a devrun/ copy at the repository root, as the other call scripts.

@@ -2,6 +2,7 @@
 # Call 1 (log 58): SCHED (the tile order: a window's ramp last, snaking rounds) against MAIN2
 # (main's kernels): the window sweep and the modifier timing ABAB, then SCHED's walk test
 # and small-problem test. Run from a devrun/ copy at the repository root.
+# Its test step passed two names to a harness that takes one filter, and so ran no test (log 58).
 set -u
 cd "$(dirname "$0")"
 source ../scripts/device-call-lib.sh
