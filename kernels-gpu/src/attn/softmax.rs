@@ -168,9 +168,10 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// [`Self::finish`].
     ///
     /// [`Self::fold`] is the same fold through its two halves (`raise_maxima`,
-    /// `exponentiate`); this body keeps its own statements because written through them
-    /// it changed the PTX of every sm80 entry (the gate's digests), whose timings and register
-    /// allocations were tuned against this form and have not been re-measured.
+    /// `exponentiate`), with the vote taken on each lane's block maxima before the quads'
+    /// shuffles rather than after them; this body keeps its own statements because written
+    /// through them it changed the PTX of every sm80 entry (the gate's digests), whose timings
+    /// and register allocations were tuned against this form and have not been re-measured.
     ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles and votes).
@@ -312,7 +313,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
                 );
                 // A row grew iff one of its quad's lanes saw it grow: the quad shares the
                 // running maximum. So the vote needs no shuffle, and the quads' shuffles run
-                // only when the maxima move, not before every block's `ex2`. True for the
+                // only when the maxima move, not before every block's `ex2` (the D=64 sm90
+                // kernels 2-4% faster, the D=128 ones 0-1%: BENCHMARKS.md log 59). True for the
                 // first key of a row (the old maximum is -inf), false while a row sees only
                 // masked keys (both -inf).
                 grew |= lane_max[m][half] * scale_log2
