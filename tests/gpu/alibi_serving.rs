@@ -18,14 +18,14 @@ use flash_attn::{
     plan_kv_cache_alibi, plan_paged_kv_cache_alibi, plan_varlen_alibi, plan_varlen_kv_cache_alibi,
     AlibiLayout, AlibiSlopes, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
     ForwardOptions, LaunchPlan, Layout, PagedKvCache, RawAlibiSlopes, RawSeqOffsets, RawTensors,
-    RawWorkspace, SlidingWindow, Variant, VarlenCacheShape, VarlenShape, FORWARD_KERNELS,
+    RawWorkspace, SlidingWindow, Variant, VarlenCacheShape, VarlenShape,
 };
 use half::{bf16, f16};
 
 use crate::modifiers::slopes;
 use crate::paged::ScrambledPages;
 use crate::support::{
-    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_MODIFIERS,
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, selected_kernels, SERVING_MODIFIERS,
 };
 
 /// The serving calls that take ALiBi slopes.
@@ -840,11 +840,11 @@ pub(crate) fn alibi_errors_come_before_any_launch() {
 /// compute-sanitizer runs' (split over processes with `FLASH_ATTN_KERNEL_SHARD`).
 pub(crate) fn every_modified_serving_kernel_with_alibi_on_a_small_batch() {
     let gpu = gpu();
-    for kernel in FORWARD_KERNELS.iter().filter(|kernel| {
+    for kernel in selected_kernels("modified serving or paged", |kernel| {
         matches!(
             kernel.spec.variant,
             Variant::ServingModified | Variant::PagedModified
-        ) && in_kernel_shard(kernel)
+        )
     }) {
         let paged = kernel.spec.variant == Variant::PagedModified;
         let calls: &[Call] = if paged {

@@ -13,7 +13,7 @@ use flash_attn::{
 use half::{bf16, f16};
 
 use crate::support::{
-    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_HEAD_DIMS,
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, selected_kernels, SERVING_HEAD_DIMS,
     SERVING_MODIFIERS,
 };
 
@@ -279,9 +279,8 @@ pub(crate) fn too_few_cache_lengths_are_rejected() {
 /// over processes with `FLASH_ATTN_KERNEL_SHARD`).
 pub(crate) fn every_serving_kernel_on_a_small_cache() {
     let gpu = gpu();
-    for kernel in flash_attn::FORWARD_KERNELS.iter().filter(|k| {
+    for kernel in selected_kernels("serving", |k| {
         k.spec.variant.with_modifiers() == flash_attn::Variant::ServingModified
-            && in_kernel_shard(k)
     }) {
         let d = kernel.spec.tile.head_dim;
         let (window, softcap) = modifiers_for(kernel);

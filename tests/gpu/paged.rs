@@ -9,12 +9,13 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     plan_paged_kv_cache, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, Layout, PagedKvCache, SlidingWindow, Variant, FORWARD_KERNELS,
+    ForwardOptions, Layout, PagedKvCache, SlidingWindow, Variant,
 };
 use half::{bf16, f16};
 
 use crate::support::{
-    assert_logsumexps, fresh_seed, gpu, modifiers_for, SERVING_HEAD_DIMS, SERVING_MODIFIERS,
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, selected_kernels, SERVING_HEAD_DIMS,
+    SERVING_MODIFIERS,
 };
 
 /// One paged problem: random Q (mean 0.5) and [`ScrambledPages`].
@@ -332,14 +333,14 @@ pub(crate) fn a_short_block_table_is_rejected() {
     }
 }
 
-/// Every paged kernel (the default picks one per dtype and head dim), split and not, on
-/// problems small enough for compute-sanitizer, with a page outside the cache in one sequence.
+/// Every paged kernel (the default picks one per dtype and head dim) of this process's shard,
+/// split and not, on problems small enough for compute-sanitizer, with a page outside the cache
+/// in one sequence.
 pub(crate) fn every_paged_kernel_on_a_small_cache() {
     let gpu = gpu();
-    for kernel in FORWARD_KERNELS
-        .iter()
-        .filter(|k| k.spec.variant.with_modifiers() == Variant::PagedModified)
-    {
+    for kernel in selected_kernels("paged", |k| {
+        k.spec.variant.with_modifiers() == Variant::PagedModified
+    }) {
         let d = kernel.spec.tile.head_dim;
         for (shape, page_size, lens) in [
             (shape(1, 8, 2, 1, 1024, d), 16, vec![999]),

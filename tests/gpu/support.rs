@@ -6,7 +6,7 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     architecture_named, AttentionShape, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, Layout, LoadOptions, PTX_TARGETS,
+    ForwardOptions, Layout, LoadOptions, FORWARD_KERNELS, PTX_TARGETS,
 };
 
 /// The head dims of the serving sweeps: every kernel head dim, and head dims that run padded
@@ -61,6 +61,26 @@ pub fn in_kernel_shard(kernel: &ForwardKernel) -> bool {
         Some((i, n)) if i < n => kernel.index() % n == i,
         _ => panic!("FLASH_ATTN_KERNEL_SHARD={shard:?}: expected i/n with 0 <= i < n"),
     }
+}
+
+/// The kernels of `FORWARD_KERNELS` that `keep` picks and this process runs
+/// ([`in_kernel_shard`]), for the every-kernel tests whose kernels every device that runs the
+/// suite can run. None panics, naming `what`: a filter or shard that selects nothing (a
+/// sanitizer run whose filter names no kernel of the test) must fail, not pass having checked
+/// nothing.
+pub fn selected_kernels(
+    what: &str,
+    keep: impl Fn(&ForwardKernel) -> bool,
+) -> Vec<&'static ForwardKernel> {
+    let kernels: Vec<_> = FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| keep(kernel) && in_kernel_shard(kernel))
+        .collect();
+    assert!(
+        !kernels.is_empty(),
+        "no {what} kernel selected: check FLASH_ATTN_KERNEL_FILTER and FLASH_ATTN_KERNEL_SHARD"
+    );
+    kernels
 }
 
 /// A fresh seed per call (time-based), or `FLASH_ATTN_SEED` to replay a failure.

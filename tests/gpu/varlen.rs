@@ -12,12 +12,12 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     plan_varlen, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions, Layout,
-    RawSeqOffsets, RawTensors, Variant, VarlenShape, FORWARD_KERNELS,
+    RawSeqOffsets, RawTensors, Variant, VarlenShape,
 };
 use half::{bf16, f16};
 
 use crate::support::{
-    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_HEAD_DIMS,
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, selected_kernels, SERVING_HEAD_DIMS,
     SERVING_MODIFIERS,
 };
 
@@ -342,8 +342,8 @@ pub(crate) fn every_serving_kernel_on_a_small_ragged_batch() {
         (5, 0),
         (200, 65),
     ];
-    for kernel in FORWARD_KERNELS.iter().filter(|k| {
-        k.spec.variant.with_modifiers() == Variant::ServingModified && in_kernel_shard(k)
+    for kernel in selected_kernels("serving", |k| {
+        k.spec.variant.with_modifiers() == Variant::ServingModified
     }) {
         let head_dim = kernel.spec.tile.head_dim;
         let (window, softcap) = modifiers_for(kernel);

@@ -13,13 +13,13 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     plan_varlen_kv_cache, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions,
-    Layout, RawTensors, RawWorkspace, SlidingWindow, VarlenCacheShape, FORWARD_KERNELS,
+    Layout, RawTensors, RawWorkspace, SlidingWindow, VarlenCacheShape,
 };
 use half::{bf16, f16};
 
 use crate::paged::ScrambledPages;
 use crate::support::{
-    assert_logsumexps, fresh_seed, gpu, in_kernel_shard, modifiers_for, SERVING_HEAD_DIMS,
+    assert_logsumexps, fresh_seed, gpu, modifiers_for, selected_kernels, SERVING_HEAD_DIMS,
     SERVING_MODIFIERS,
 };
 
@@ -447,10 +447,9 @@ pub(crate) fn a_page_outside_the_cache_makes_its_sequence_nan() {
 /// sequence), for compute-sanitizer.
 pub(crate) fn every_cache_kernel_on_a_small_batch() {
     let gpu = gpu();
-    for kernel in FORWARD_KERNELS
-        .iter()
-        .filter(|kernel| kernel.spec.variant.is_serving() && in_kernel_shard(kernel))
-    {
+    for kernel in selected_kernels("serving or paged", |kernel| {
+        kernel.spec.variant.is_serving()
+    }) {
         let d = kernel.spec.tile.head_dim;
         let page_size = kernel.spec.variant.is_paged().then_some(16);
         for sequences in [&[(1, 700), (9, 1024)][..], &[(70, 80), (0, 3), (5, 1)][..]] {
