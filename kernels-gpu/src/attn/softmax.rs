@@ -183,21 +183,26 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         output: &mut Output<M_TILES, DIM_STEPS>,
         scale_log2: f32,
     ) {
-        // new_max[m][half]: the row maxima over the running maximum and this block.
-        let mut new_max = self.row_max;
+        // lane_max[m][half]: this lane's maxima of the block's scores, row by row; the vote
+        // needs no shuffle (see `raise_maxima`).
+        let mut lane_max = [[f32::NEG_INFINITY; 2]; M_TILES];
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                let block_max =
+                lane_max[m][half] =
                     with_offset(lane_row_max(&scores.tiles[m], half), &offsets, m, half);
-                new_max[m][half] = quad_max(max_f32(block_max, self.row_max[m][half]));
-                // True for the first key of a row (the old maximum is -inf), false while a
-                // row sees only masked keys (both -inf).
-                grew |= new_max[m][half] * scale_log2
+                grew |= lane_max[m][half] * scale_log2
                     > self.row_max[m][half] * scale_log2 + RESCALE_THRESHOLD_LOG2;
             }
         }
         if vote_sync_any(grew) {
+            // new_max[m][half]: the row maxima over the running maximum and this block.
+            let mut new_max = self.row_max;
+            for m in 0..M_TILES {
+                for half in 0..2 {
+                    new_max[m][half] = quad_max(max_f32(lane_max[m][half], self.row_max[m][half]));
+                }
+            }
             // Until some row of the warp has seen a visible key, its output and sums are still
             // all 0: the first key block of every tile skips the multiplies (64 per lane at
             // D=128, 0.8% of a 1024-key window's instructions, ncu, log 39).
