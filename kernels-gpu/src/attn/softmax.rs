@@ -184,7 +184,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         scale_log2: f32,
     ) {
         // lane_max[m][half]: this lane's maxima of the block's scores, row by row; the vote
-        // needs no shuffle (see `raise_maxima`).
+        // needs no shuffle (see `raise_maxima`; the D=64 sm80 kernels 1-3% faster on the
+        // H100, log 60).
         let mut lane_max = [[f32::NEG_INFINITY; 2]; M_TILES];
         let mut grew = false;
         for m in 0..M_TILES {
