@@ -168,10 +168,10 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// [`Self::finish`].
     ///
     /// [`Self::fold`] is the same fold through its two halves (`raise_maxima`,
-    /// `exponentiate`), with the vote taken on each lane's block maxima before the quads'
-    /// shuffles rather than after them; this body keeps its own statements because written
-    /// through them it changed the PTX of every sm80 entry (the gate's digests), whose timings
-    /// and register allocations were tuned against this form and have not been re-measured.
+    /// `exponentiate`); this body keeps its own statements (and [`lane_row_max`]) because
+    /// written through them it changes the PTX of 638 of the 648 sm80 entries (two more
+    /// branches and predicates each, 2026-11-28), whose timings and register allocations were
+    /// measured against this form and have not been re-measured against that one.
     ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles and votes).
