@@ -168,7 +168,7 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// [`Self::finish`].
     ///
     /// [`Self::fold`] is the same fold through its two halves (`raise_maxima`,
-    /// `exponentiate`); this body keeps its own statements (and [`lane_row_max`]) because
+    /// `exponentiate`); this body keeps its own statements (and `lane_row_max`) because
     /// written through them it changes the PTX of 638 of the 648 sm80 entries (two more
     /// branches and predicates each, 2026-11-28), whose timings and register allocations were
     /// measured against this form and have not been re-measured against that one.
