@@ -169,9 +169,10 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     ///
     /// [`Self::fold`] is the same fold through its two halves (`raise_maxima`,
     /// `exponentiate`); this body keeps its own statements (and `lane_row_max`) because
-    /// written through them it changes the PTX of 638 of the 648 sm80 entries (two more
-    /// branches and predicates each, 2026-11-28), whose timings and register allocations were
-    /// measured against this form and have not been re-measured against that one.
+    /// written through them it changes the PTX of 638 of the 648 sm80 entries (0-5 more
+    /// branches and 2-4 more predicates each) and the SASS of 28 of the 156 shipping sm80
+    /// cubins, which have not been through the GPU suite and the sanitizers in that form
+    /// (BENCHMARKS.md log 62, branch `sm80-fold-halves`).
     ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles and votes).
