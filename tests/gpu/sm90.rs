@@ -4,13 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use flash_attn::{
-    AttentionShape, Dtype, Error, Family, ForwardKernel, Layout, Variant, FORWARD_KERNELS,
-};
+use flash_attn::{AttentionShape, Dtype, Error, Family, Layout, Variant};
 use half::{bf16, f16};
 
 use crate::forward::report_not_applicable;
-use crate::support::{gpu, in_kernel_shard, Problem};
+use crate::support::{gpu, selected_kernels, Problem};
 
 /// `(seq_len_q, seq_len_kv)`: a single row and key, tails of every block size, decode against
 /// a long cache, and more queries than keys.
@@ -30,23 +28,12 @@ const HEAD_CONFIGS: [(usize, usize, usize); 2] = [(1, 2, 2), (2, 4, 2)];
 /// (the modified ones: `modifiers::every_sm90_modified_kernel_with_each_modifier`).
 pub(crate) fn every_sm90_kernel_on_odd_shapes() {
     let gpu = gpu();
-    let kernels: Vec<&ForwardKernel> = FORWARD_KERNELS
-        .iter()
-        .filter(|kernel| {
-            kernel.spec.family == Family::Sm90
-                && kernel.spec.variant == Variant::Dense
-                && in_kernel_shard(kernel)
-        })
-        .collect();
-    // A filter or shard that selects none fails, as in the other every-kernel tests: a run
-    // that checked nothing must not pass.
-    let Some(&first) = kernels.first() else {
-        panic!(
-            "no sm90 kernel selected: a default build has those host/dispatch-table-sm90a.tsv \
-             names, FLASH_ATTN_KERNELS=all all of them; check FLASH_ATTN_KERNEL_FILTER and \
-             FLASH_ATTN_KERNEL_SHARD"
-        );
-    };
+    // A default build has the host/dispatch-table-sm90a.tsv kernels, FLASH_ATTN_KERNELS=all
+    // every one; none selected fails.
+    let kernels = selected_kernels("dense sm90", |kernel| {
+        kernel.spec.family == Family::Sm90 && kernel.spec.variant == Variant::Dense
+    });
+    let first = kernels[0];
     if !first.runs_on(gpu.compute_capability()) {
         let names: BTreeSet<&str> = kernels.iter().map(|kernel| kernel.entry).collect();
         report_not_applicable(&gpu, &names);

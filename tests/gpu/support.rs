@@ -64,10 +64,10 @@ pub fn in_kernel_shard(kernel: &ForwardKernel) -> bool {
 }
 
 /// The kernels of `FORWARD_KERNELS` that `keep` picks and this process runs
-/// ([`in_kernel_shard`]), for the every-kernel tests whose kernels every device that runs the
-/// suite can run. None panics, naming `what`: a filter or shard that selects nothing (a
-/// sanitizer run whose filter names no kernel of the test) must fail, not pass having checked
-/// nothing.
+/// ([`in_kernel_shard`]), for the every-kernel tests (those whose kernels this device may not
+/// run say so themselves). None panics, naming `what`: a filter or shard that selects nothing
+/// (a sanitizer run whose filter names no kernel of the test) must fail, not pass having
+/// checked nothing.
 pub fn selected_kernels(
     what: &str,
     keep: impl Fn(&ForwardKernel) -> bool,
