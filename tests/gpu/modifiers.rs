@@ -343,13 +343,33 @@ fn sm90_modified_kernels(gpu: &FlashAttention) -> Vec<&'static ForwardKernel> {
     runnable
 }
 
+/// [`sm90_modified_kernels`] that `keep` picks, for a test of every one of them: on a device
+/// that runs them, a filter or shard that selects none fails (as `selected_kernels` does), so
+/// that a run that checked nothing does not pass.
+fn selected_sm90_modified_kernels(
+    gpu: &FlashAttention,
+    keep: impl Fn(&ForwardKernel) -> bool,
+) -> Vec<&'static ForwardKernel> {
+    let kernels: Vec<_> = sm90_modified_kernels(gpu)
+        .into_iter()
+        .filter(|kernel| keep(kernel))
+        .collect();
+    assert!(
+        !kernels.is_empty() || gpu.compute_capability() != (9, 0),
+        "no sm90 modified kernel selected: check FLASH_ATTN_KERNEL_FILTER and \
+         FLASH_ATTN_KERNEL_SHARD"
+    );
+    kernels
+}
+
 /// Every modified kernel of the sm90 family (wgmma; each warpgroup computes its own rows' key
 /// blocks) with each modifier alone and combined, causal or not, at [`ODD_PAIRS`], MHA and
 /// GQA, both layouts: the small problems the default API runs on the sm80 family. A problem
 /// of the kernel's own head dim and, where the kernel pads, one padded to it (8 less) by turns.
 pub(crate) fn every_sm90_modified_kernel_with_each_modifier() {
     let gpu = gpu();
-    for (index, kernel) in sm90_modified_kernels(&gpu).into_iter().enumerate() {
+    let kernels = selected_sm90_modified_kernels(&gpu, |_| true);
+    for (index, kernel) in kernels.into_iter().enumerate() {
         let padded = index % 2 == 1 && kernel.spec.pads_head_dim();
         let head_dim = kernel.spec.tile.head_dim - if padded { 8 } else { 0 };
         match kernel.spec.dtype {
@@ -417,27 +437,20 @@ fn check_on_kernel(
 
 /// Every exposed persistent modified kernel (the warp-specialised sm90 tiles: one block per
 /// SM, each walking its share of the tiles) on problems of more than two tiles per SM, at
-/// [`MANY_TILES_SEQ_PAIRS`]: every modifier together, the window alone and the softcap
-/// alone, causal and not (a window's tiles compute few key blocks, some none; the softcap's
-/// causal problems take one tile per block, `TileConfig::walk_grid`).
+/// [`MANY_TILES_SEQ_PAIRS`]: every modifier together, the window alone, the softcap alone,
+/// ALiBi alone and ALiBi within a window (slopes of every head, and of every batch and head:
+/// each of a block's tiles takes its own (batch, head)'s slope), causal and not (a
+/// window's tiles compute few key blocks, some none; the softcap's causal problems take one
+/// tile per block, `TileConfig::walk_grid`).
 pub(crate) fn every_persistent_modified_kernel_over_more_tiles_than_sms() {
     let gpu = gpu();
-    let kernels: Vec<&ForwardKernel> = sm90_modified_kernels(&gpu)
-        .into_iter()
-        .filter(|kernel| kernel.spec.is_persistent())
-        .collect();
-    // A filter or shard that selects none fails on a device that runs them: a run that
-    // checked nothing must not pass.
-    assert!(
-        !kernels.is_empty() || gpu.compute_capability() != (9, 0),
-        "no persistent modified kernel selected: check FLASH_ATTN_KERNEL_FILTER and \
-         FLASH_ATTN_KERNEL_SHARD"
-    );
+    let kernels = selected_sm90_modified_kernels(&gpu, |kernel| kernel.spec.is_persistent());
     for kernel in kernels {
         let tile = kernel.spec.tile;
         for pair in MANY_TILES_SEQ_PAIRS {
             let shape = many_tiles_shape(&gpu, pair, tile.block_m, tile.head_dim);
-            for modifiers in [COMBINATIONS[8], COMBINATIONS[0], COMBINATIONS[3]] {
+            let modifiers = [0, 3, 4, 6, 8].map(|index| COMBINATIONS[index]);
+            for modifiers in modifiers {
                 for causal in [false, true] {
                     check_on_kernel(&gpu, kernel, shape, causal, modifiers);
                 }
