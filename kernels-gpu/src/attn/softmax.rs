@@ -167,12 +167,9 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// multiplies per row pair and block. The row sums stay per lane (no shuffles) until
     /// [`Self::finish`].
     ///
-    /// [`Self::fold`] is the same fold through its two halves (`raise_maxima`,
-    /// `exponentiate`); this body keeps its own statements (and `lane_row_max`) because
-    /// written through them it changes the PTX of 638 of the 648 sm80 entries (0-5 more
-    /// branches and 2-4 more predicates each) and the SASS of 28 of the 156 shipping sm80
-    /// cubins, which have not been through the GPU suite and the sanitizers in that form
-    /// (BENCHMARKS.md log 62, branch `sm80-fold-halves`).
+    /// The sm80 loop's fold; [`Self::fold`] is the sm90 one. Both are `raise_maxima` and
+    /// `exponentiate`; this one takes each lane's row maxima with [`lane_row_max`], whose PTX
+    /// the sm80 kernels were tuned against (see [`lane_row_max_unrolled`]).
     ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles and votes).
@@ -184,89 +181,24 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         output: &mut Output<M_TILES, DIM_STEPS>,
         scale_log2: f32,
     ) {
-        // lane_max[m][half]: this lane's maxima of the block's scores, row by row; the vote
-        // needs no shuffle (see `raise_maxima`; the D=64 sm80 kernels 1-3% faster on the
-        // H100, log 60).
-        let mut lane_max = [[f32::NEG_INFINITY; 2]; M_TILES];
-        let mut grew = false;
-        for m in 0..M_TILES {
-            for half in 0..2 {
-                lane_max[m][half] =
-                    with_offset(lane_row_max(&scores.tiles[m], half), &offsets, m, half);
-                grew |= lane_max[m][half] * scale_log2
-                    > self.row_max[m][half] * scale_log2 + RESCALE_THRESHOLD_LOG2;
-            }
-        }
-        if vote_sync_any(grew) {
-            // new_max[m][half]: the row maxima over the running maximum and this block.
-            let mut new_max = self.row_max;
-            for m in 0..M_TILES {
-                for half in 0..2 {
-                    new_max[m][half] = quad_max(max_f32(lane_max[m][half], self.row_max[m][half]));
-                }
-            }
-            // Until some row of the warp has seen a visible key, its output and sums are still
-            // all 0: the first key block of every tile skips the multiplies (64 per lane at
-            // D=128, 0.8% of a 1024-key window's instructions, ncu, log 39).
-            let mut seen_keys = false;
-            for m in 0..M_TILES {
-                for half in 0..2 {
-                    seen_keys |= self.row_max[m][half] != f32::NEG_INFINITY;
-                }
-            }
-            let rescale_output = vote_sync_any(seen_keys);
-            for m in 0..M_TILES {
-                for half in 0..2 {
-                    let rescale = ex2_approx_ftz_f32(
-                        self.row_max[m][half] * scale_log2
-                            - finite_or_zero(new_max[m][half]) * scale_log2,
-                    );
-                    self.row_max[m][half] = new_max[m][half];
-                    if rescale_output {
-                        self.row_sum[m][half] *= rescale;
-                        for d in 0..DIM_STEPS {
-                            for half_d in 0..2 {
-                                for column in 0..2 {
-                                    *output.element(m, half, d, half_d, column) *= rescale;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        for m in 0..M_TILES {
-            for half in 0..2 {
-                // A row that has seen only masked keys keeps max -inf: subtract 0 instead, so
-                // that its probabilities are ex2(-inf) = 0 rather than NaN. The stored scores
-                // are the scores less the row's offset: so is the maximum they are taken from.
-                let max_scaled =
-                    less_offset(finite_or_zero(self.row_max[m][half]), &offsets, m, half)
-                        * scale_log2;
-                for n in 0..KEY_STEPS {
-                    for half_n in 0..2 {
+        self.raise_maxima(
+            scores,
+            &offsets,
+            scale_log2,
+            #[inline(always)]
+            |tile_row, half| lane_row_max(tile_row, half),
+            #[inline(always)]
+            |m, half, rescale| {
+                for d in 0..DIM_STEPS {
+                    for half_d in 0..2 {
                         for column in 0..2 {
-                            let score = scores.element(m, half, n, half_n, column);
-                            *score = ex2_approx_ftz_f32(core::intrinsics::fmaf32(
-                                *score,
-                                scale_log2,
-                                -max_scaled,
-                            ));
+                            *output.element(m, half, d, half_d, column) *= rescale;
                         }
                     }
                 }
-                // A chain, not a tree: it hides behind the `ex2` that feed it.
-                let mut block_sum = 0.0;
-                for n in 0..KEY_STEPS {
-                    for half_n in 0..2 {
-                        for column in 0..2 {
-                            block_sum += *scores.element(m, half, n, half_n, column);
-                        }
-                    }
-                }
-                self.row_sum[m][half] += block_sum;
-            }
-        }
+            },
+        );
+        self.exponentiate(scores, &offsets, scale_log2);
     }
 
     /// [`Self::update`] for a main loop whose output is still being written (by an
@@ -287,10 +219,18 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
             factors: [[1.0; 2]; M_TILES],
             needed: false,
         };
-        self.raise_maxima(scores, &offsets, scale_log2, |m, half, factor| {
-            rescale.factors[m][half] = factor;
-            rescale.needed = true;
-        });
+        self.raise_maxima(
+            scores,
+            &offsets,
+            scale_log2,
+            #[inline(always)]
+            |tile_row, half| lane_row_max_unrolled(tile_row, half),
+            #[inline(always)]
+            |m, half, factor| {
+                rescale.factors[m][half] = factor;
+                rescale.needed = true;
+            },
+        );
         self.exponentiate(scores, &offsets, scale_log2);
         rescale
     }
@@ -298,13 +238,15 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// The first half of a fold: raises the running maxima to this block's where some row of
     /// the warp grew past [`RESCALE_THRESHOLD_LOG2`], rescaling the row sums, and hands each
     /// row's factor to `rescale_output` (for every row of the warp, or for none: the choice is
-    /// warp-uniform).
+    /// warp-uniform). `lane_row_max` takes this lane's maximum of one row of a tile's scores
+    /// (the row `half` says), as [`lane_row_max`] does.
     #[inline(always)]
     unsafe fn raise_maxima<const KEY_STEPS: usize>(
         &mut self,
         scores: &Scores<M_TILES, KEY_STEPS>,
         offsets: &RowOffsets<M_TILES>,
         scale_log2: f32,
+        lane_row_max: impl Fn(&[[AccumulatorTile; 2]; KEY_STEPS], usize) -> f32,
         mut rescale_output: impl FnMut(usize, usize, f32),
     ) {
         // lane_max[m][half]: this lane's maxima of the block's scores, row by row.
@@ -312,12 +254,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
         let mut grew = false;
         for m in 0..M_TILES {
             for half in 0..2 {
-                lane_max[m][half] = with_offset(
-                    lane_row_max_unrolled(&scores.tiles[m], half),
-                    offsets,
-                    m,
-                    half,
-                );
+                lane_max[m][half] =
+                    with_offset(lane_row_max(&scores.tiles[m], half), offsets, m, half);
                 // A row grew iff one of its quad's lanes saw it grow: the quad shares the
                 // running maximum. So the vote needs no shuffle, and the quads' shuffles run
                 // only when the maxima move, not before every block's `ex2` (the D=64 sm90
