@@ -168,8 +168,8 @@ impl<const M_TILES: usize> OnlineSoftmax<M_TILES> {
     /// [`Self::finish`].
     ///
     /// The sm80 loop's fold; [`Self::fold`] is the sm90 one. Both are `raise_maxima` and
-    /// `exponentiate`; this one takes each lane's row maxima with [`lane_row_max`], whose PTX
-    /// the sm80 kernels were tuned against (see [`lane_row_max_unrolled`]).
+    /// `exponentiate`; this one takes each lane's row maxima with `lane_row_max`, whose PTX
+    /// the sm80 kernels were tuned against (see `lane_row_max_unrolled`).
     ///
     /// # Safety
     /// All lanes of the warp call it together (it shuffles and votes).
