@@ -18,7 +18,7 @@ use flash_attn::{
 use half::{bf16, f16};
 
 use crate::forward::report_not_applicable;
-use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard};
+use crate::support::{assert_logsumexps, fresh_seed, gpu, in_kernel_shard, selected_kernels};
 
 /// The modifiers of one problem: the options' window and softcap, and ALiBi's layout (the
 /// slopes themselves come from [`slopes`]).
@@ -322,16 +322,18 @@ fn check_combinations_on<T: Element>(
     }
 }
 
-/// The exposed modified kernels of the sm90 family (in this run's kernel shard); on a device
-/// that cannot run them, none, after one line saying so.
-fn sm90_modified_kernels(gpu: &FlashAttention) -> Vec<&'static ForwardKernel> {
-    let (runnable, not_applicable): (Vec<&ForwardKernel>, Vec<_>) = FORWARD_KERNELS
-        .iter()
-        .filter(|kernel| {
-            kernel.spec.variant == Variant::Modified
-                && kernel.spec.family == Family::Sm90
-                && in_kernel_shard(kernel)
-        })
+/// Whether `kernel` is one of the sm90 family's modified kernels.
+fn is_sm90_modified(kernel: &ForwardKernel) -> bool {
+    kernel.spec.variant == Variant::Modified && kernel.spec.family == Family::Sm90
+}
+
+/// Those of `kernels` this device runs; the others named in one line.
+fn runnable_on(
+    gpu: &FlashAttention,
+    kernels: impl IntoIterator<Item = &'static ForwardKernel>,
+) -> Vec<&'static ForwardKernel> {
+    let (runnable, not_applicable): (Vec<&ForwardKernel>, Vec<_>) = kernels
+        .into_iter()
         .partition(|kernel| kernel.runs_on(gpu.compute_capability()));
     report_not_applicable(
         gpu,
@@ -343,23 +345,31 @@ fn sm90_modified_kernels(gpu: &FlashAttention) -> Vec<&'static ForwardKernel> {
     runnable
 }
 
-/// [`sm90_modified_kernels`] that `keep` picks, for a test of every one of them: on a device
-/// that runs them, a filter or shard that selects none fails (as `selected_kernels` does), so
-/// that a run that checked nothing does not pass.
+/// The exposed modified kernels of the sm90 family (in this run's kernel shard); on a device
+/// that cannot run them, none, after one line saying so. None selected is no failure here:
+/// the default-API test that reads them runs under every filter.
+fn sm90_modified_kernels(gpu: &FlashAttention) -> Vec<&'static ForwardKernel> {
+    runnable_on(
+        gpu,
+        FORWARD_KERNELS
+            .iter()
+            .filter(|kernel| is_sm90_modified(kernel) && in_kernel_shard(kernel)),
+    )
+}
+
+/// The sm90 modified kernels that `keep` picks, for a test of every one of them: selected by
+/// `selected_kernels` (a filter or shard that selects none fails, so that a run that checked
+/// nothing does not pass), then those this device runs.
 fn selected_sm90_modified_kernels(
     gpu: &FlashAttention,
     keep: impl Fn(&ForwardKernel) -> bool,
 ) -> Vec<&'static ForwardKernel> {
-    let kernels: Vec<_> = sm90_modified_kernels(gpu)
-        .into_iter()
-        .filter(|kernel| keep(kernel))
-        .collect();
-    assert!(
-        !kernels.is_empty() || gpu.compute_capability() != (9, 0),
-        "no sm90 modified kernel selected: check FLASH_ATTN_KERNEL_FILTER and \
-         FLASH_ATTN_KERNEL_SHARD"
-    );
-    kernels
+    runnable_on(
+        gpu,
+        selected_kernels("sm90 modified", |kernel| {
+            is_sm90_modified(kernel) && keep(kernel)
+        }),
+    )
 }
 
 /// Every modified kernel of the sm90 family (wgmma; each warpgroup computes its own rows' key
