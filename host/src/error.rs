@@ -249,7 +249,8 @@ pub enum Error {
     KernelVariantMismatch {
         /// The kernel's PTX entry name.
         kernel: &'static str,
-        /// The variant the call needs.
+        /// The variant the call needs ([`Variant::Alibi`] for ALiBi alone, whose problems a
+        /// [`Variant::Modified`] kernel runs too).
         needed: Variant,
     },
     /// Fewer cache lengths than sequences.
@@ -476,6 +477,13 @@ impl fmt::Display for Error {
             Error::InvalidSplitCount { splits, limit } => write!(
                 f,
                 "{splits} key-range splits asked for; this call takes 1 to {limit}"
+            ),
+            Error::KernelVariantMismatch {
+                kernel,
+                needed: Variant::Alibi,
+            } => write!(
+                f,
+                "{kernel} is neither an Alibi nor a Modified kernel, one of which this call needs"
             ),
             Error::KernelVariantMismatch { kernel, needed } => write!(
                 f,

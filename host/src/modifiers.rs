@@ -271,9 +271,22 @@ impl ScoreRule {
         self.padded || self.modifies_scores()
     }
 
-    /// The variant of the kernel a dense call's problem runs.
+    /// Whether ALiBi is the problem's only modifier (no softcap, no window beyond causal
+    /// masking, a head dim of its own): what the [`Variant::Alibi`] kernels run.
+    fn is_alibi_alone(&self) -> bool {
+        self.alibi.is_some()
+            && self.softcap.is_none()
+            && self.left.is_none()
+            && self.right.is_none_or(|right| right == 0)
+            && !self.padded
+    }
+
+    /// The variant of the kernel a dense call's problem runs: [`Variant::Alibi`] for ALiBi
+    /// alone (which a [`Variant::Modified`] kernel runs too, [`Variant::runs_problems_of`]).
     pub(crate) fn variant(&self) -> Variant {
-        if self.is_modified() {
+        if self.is_alibi_alone() {
+            Variant::Alibi
+        } else if self.is_modified() {
             Variant::Modified
         } else {
             Variant::Dense
@@ -328,8 +341,9 @@ impl ScoreRule {
 
     /// The kernel for the problem when the options name none: the dispatch table's for a
     /// dense problem ([`dispatch_kernel`], or [`dispatch_kernel_on`] on a device of known
-    /// compute capability), [`modified_kernel`] (or [`modified_kernel_on`]) for a modified
-    /// one.
+    /// compute capability), for ALiBi alone the [`Variant::Alibi`] kernel of that table's tile
+    /// where the build has one that runs on the device, else [`modified_kernel`] (or
+    /// [`modified_kernel_on`]) as for every other modified problem.
     pub(crate) fn default_kernel(
         &self,
         dtype: Dtype,
@@ -337,6 +351,20 @@ impl ScoreRule {
         sm_count: usize,
         compute_capability: Option<(i32, i32)>,
     ) -> Result<&'static ForwardKernel, Error> {
+        if let (true, Some(compute_capability)) = (self.is_alibi_alone(), compute_capability) {
+            let dense =
+                dispatch_kernel_on(dtype, shape, self.causal(), sm_count, compute_capability)?;
+            let twin = FORWARD_KERNELS.iter().find(|kernel| {
+                kernel.spec.variant == Variant::Alibi
+                    && kernel.spec.dtype == dtype
+                    && kernel.spec.family == dense.spec.family
+                    && kernel.spec.tile == dense.spec.tile
+                    && kernel.runs_on(compute_capability)
+            });
+            if let Some(twin) = twin {
+                return Ok(twin);
+            }
+        }
         if self.is_modified() {
             return modified_kernel_for(dtype, shape, self.causal(), sm_count, compute_capability);
         }

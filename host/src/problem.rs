@@ -588,7 +588,7 @@ pub(crate) fn check_problem(
         Some(kernel) => kernel,
         None => default_kernel()?,
     };
-    if kernel.spec.variant != variant {
+    if !kernel.spec.variant.runs_problems_of(variant) {
         return Err(Error::KernelVariantMismatch {
             kernel: kernel.entry,
             needed: variant,

@@ -61,7 +61,8 @@ macro_rules! shared_tile {
 /// passes it its part of the list. [`Variant::Dense`](flash_attn_params::Variant::Dense)
 /// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
 /// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`],
-/// [`Variant::Modified`](flash_attn_params::Variant::Modified) ones [`ModifiedParams`], the
+/// [`Variant::Modified`](flash_attn_params::Variant::Modified) and
+/// [`Variant::Alibi`](flash_attn_params::Variant::Alibi) ones [`ModifiedParams`], the
 /// modified serving and paged ones [`ModifiedServingParams`]; a
 /// variant the main loops do not implement fails to compile here.
 #[macro_export]
@@ -88,7 +89,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Dense,
-                (false, false, false),
+                (false, false, false, false),
                 &params,
                 &$crate::SequenceParams::DENSE,
                 &$crate::ModifierParams::NONE
@@ -105,7 +106,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Serving,
-                (true, false, false),
+                (true, false, false, false),
                 &params.forward,
                 &params.sequences,
                 &$crate::ModifierParams::NONE
@@ -123,7 +124,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Paged,
-                (true, true, false),
+                (true, true, false, false),
                 &params.forward,
                 &params.sequences,
                 &$crate::ModifierParams::NONE
@@ -141,7 +142,25 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Modified,
-                (false, false, true),
+                (false, false, true, false),
+                &params.forward,
+                &$crate::SequenceParams::DENSE,
+                &params.modifiers
+            );
+        }
+    };
+    ($entry:ident, Alibi, $axes:tt) => {
+        /// A forward kernel entry point with ALiBi biases and no other modifier; see its
+        /// family's main loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedParams) {
+            $crate::main_loop!(
+                $axes,
+                Alibi,
+                (false, false, false, true),
                 &params.forward,
                 &$crate::SequenceParams::DENSE,
                 &params.modifiers
@@ -159,7 +178,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 ServingModified,
-                (true, false, true),
+                (true, false, true, false),
                 &params.forward,
                 &params.sequences,
                 &params.modifiers
@@ -177,7 +196,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 PagedModified,
-                (true, true, true),
+                (true, true, true, false),
                 &params.forward,
                 &params.sequences,
                 &params.modifiers
@@ -188,11 +207,12 @@ macro_rules! forward_entry {
 
 /// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
 /// for one element type, tile and variant (`$variant`, and its switches `($serving, $paged,
-/// $modified)`): one arm per family, so a family without a main loop fails to compile here.
+/// $modified, $alibi)`): one arm per family, so a family without a main loop (or a variant
+/// its loop lacks: the sm80 loop has no `$alibi`) fails to compile here.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
-    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, $paged:literal, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, $paged:literal, $modified:literal, false), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm80::forward::<
             $crate::mma::MmaSync<$crate::element::$dtype>,
             $crate::shared_tile!($layout, $head_dim),
@@ -211,9 +231,9 @@ macro_rules! main_loop {
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
-    // The sm90 loop has the dense and the modified variants (no serving switches: `false,
-    // false`).
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+    // The sm90 loop has the dense, the modified and the ALiBi variants (no serving switches:
+    // `false, false`).
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -226,6 +246,7 @@ macro_rules! main_loop {
             { $head_dim / 16 },
             { $crate::sm90_overlaps_blocks($head_dim, $stages) },
             $modified,
+            $alibi,
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $modifiers)
     };

@@ -26,12 +26,13 @@ impl Family {
         }
     }
 
-    /// Whether the family's main loop implements `variant`: every variant for
-    /// [`Family::Sm80`], [`Variant::Dense`] and [`Variant::Modified`] for [`Family::Sm90`].
+    /// Whether the family's main loop implements `variant`: every variant but
+    /// [`Variant::Alibi`] for [`Family::Sm80`]; [`Variant::Dense`], [`Variant::Modified`] and
+    /// [`Variant::Alibi`] for [`Family::Sm90`].
     pub const fn has_variant(self, variant: Variant) -> bool {
         match self {
-            Family::Sm80 => true,
-            Family::Sm90 => matches!(variant, Variant::Dense | Variant::Modified),
+            Family::Sm80 => !matches!(variant, Variant::Alibi),
+            Family::Sm90 => matches!(variant, Variant::Dense | Variant::Modified | Variant::Alibi),
         }
     }
 
@@ -117,6 +118,18 @@ pub enum Variant {
     /// [`Variant::Paged`] with the score modifiers, as [`Variant::ServingModified`] is
     /// [`Variant::Serving`] with them. Entry names end in `_paged_mod`.
     PagedModified,
+    /// [`Variant::Dense`] with ALiBi biases always on and no other modifier: the dense loop
+    /// (no window, no softcap, no run-time switch) for the problems whose only modifier is
+    /// ALiBi, its key blocks visited as suits ALiBi's bias (the row's diagonal block first, see
+    /// the GPU crate's `attn::mask`). Its entries take [`ModifiedParams`](crate::ModifiedParams)
+    /// and read only the ALiBi fields; a [`Variant::Modified`] kernel runs the same problems
+    /// ([`Variant::runs_problems_of`]). Why a variant of its own: with every modifier off the
+    /// sm90 modified kernel ran 11-16% more instructions than the plain one at D=64 (the
+    /// switches, the window's limits, each warpgroup's own key range: BENCHMARKS.md log 65),
+    /// which ALiBi alone does not need; over the plain kernel ALiBi took 1.01-1.15x here against
+    /// 1.01-1.26x on the modified kernel (log 66). Entry names end in `_alibi`; its tiles are
+    /// [`SM90_ALIBI_TILES`], of the sm90 family only.
+    Alibi,
 }
 
 impl Variant {
@@ -134,15 +147,22 @@ impl Variant {
     pub const fn is_modified(self) -> bool {
         matches!(
             self,
-            Variant::Modified | Variant::ServingModified | Variant::PagedModified
+            Variant::Modified | Variant::ServingModified | Variant::PagedModified | Variant::Alibi
         )
+    }
+
+    /// Whether the variant's kernels run the problems that a kernel of `needed` runs: its own,
+    /// and [`Variant::Modified`]'s also those of [`Variant::Alibi`] (ALiBi as one of its
+    /// run-time switches).
+    pub const fn runs_problems_of(self, needed: Variant) -> bool {
+        self as u8 == needed as u8 || matches!((self, needed), (Variant::Modified, Variant::Alibi))
     }
 
     /// The variant that runs the same problems with the score modifiers: itself where it has
     /// them.
     pub const fn with_modifiers(self) -> Variant {
         match self {
-            Variant::Dense | Variant::Modified => Variant::Modified,
+            Variant::Dense | Variant::Modified | Variant::Alibi => Variant::Modified,
             Variant::Serving | Variant::ServingModified => Variant::ServingModified,
             Variant::Paged | Variant::PagedModified => Variant::PagedModified,
         }
@@ -423,6 +443,17 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     ]
 };
 
+/// The tiles of the sm90 family's [`Variant::Alibi`] kernels: the sm_90a dispatch table's at
+/// the anchors' head dims, D=64 (the warp-specialised `m128_n128` and the 8-warp `m128_n64`)
+/// and D=128 (the warp-specialised `m128_n128`), where the target for ALiBi is set (at
+/// most 5% slower than the plain kernel of the same tile). ALiBi problems of the other head
+/// dims, and those with another modifier, run the modified kernels.
+pub const SM90_ALIBI_TILES: [TileConfig; 3] = [
+    SM90_MODIFIED_TILES[0],
+    SM90_MODIFIED_TILES[1],
+    SM90_MODIFIED_TILES[3],
+];
+
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
 /// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but
 /// those of head dims 64 and 128. The host runs a dense problem of a head dim without kernels
@@ -468,6 +499,7 @@ const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -
             Family::Sm80 => listed(&MODIFIED_TILES, tile),
             Family::Sm90 => listed(&SM90_MODIFIED_TILES, tile),
         },
+        Variant::Alibi => matches!(family, Family::Sm90) && listed(&SM90_ALIBI_TILES, tile),
         Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified => {
             let mut index = 0;
             while index < SERVING_TILES.len() {
@@ -555,8 +587,8 @@ impl KernelSpec {
 
     /// The blocks per SM that the entry's launch bounds ask ptxas to fit (`.minnctapersm`):
     /// four for the sm80 family's D=32 modified, serving, serving-modified and paged-modified
-    /// kernels, two for the sm90 family's 8-warp modified kernels up to head dim 96, one for
-    /// every other entry (BENCHMARKS.md log 39 says why not more).
+    /// kernels, two for the sm90 family's 8-warp modified and ALiBi kernels up to head dim 96,
+    /// one for every other entry (BENCHMARKS.md log 39 says why not more).
     ///
     /// Why: a modified kernel runs problems in its dense twin's place, and the twins fit more
     /// blocks per SM than the modified kernels did at one. The sm90 twins fit two (121-123
@@ -590,7 +622,7 @@ impl KernelSpec {
                 | Variant::ServingModified
                 | Variant::PagedModified,
             ) if self.tile.head_dim == 32 => 4,
-            (Family::Sm90, Variant::Modified)
+            (Family::Sm90, Variant::Modified | Variant::Alibi)
                 if self.tile.producer_warps() == 0 && self.tile.head_dim <= 96 =>
             {
                 2
@@ -644,6 +676,7 @@ impl fmt::Display for KernelSpec {
             Variant::Modified => f.write_str("_mod")?,
             Variant::ServingModified => f.write_str("_serving_mod")?,
             Variant::PagedModified => f.write_str("_paged_mod")?,
+            Variant::Alibi => f.write_str("_alibi")?,
         }
         f.write_str(family.name_suffix())
     }
@@ -659,13 +692,14 @@ pub const CANDIDATE_FAMILIES: [Family; 2] = [Family::Sm80, Family::Sm90];
 /// The candidate element types (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 /// The candidate variants (see [`CANDIDATE_FAMILIES`]).
-pub const CANDIDATE_VARIANTS: [Variant; 6] = [
+pub const CANDIDATE_VARIANTS: [Variant; 7] = [
     Variant::Dense,
     Variant::Serving,
     Variant::Paged,
     Variant::Modified,
     Variant::ServingModified,
     Variant::PagedModified,
+    Variant::Alibi,
 ];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:

@@ -8,10 +8,10 @@ use flash_attn::reference::{
 };
 use flash_attn::{
     dispatch_kernel_on, kernel_by_name, modified_kernel, modified_kernel_on, plan, plan_alibi,
-    plan_kv_cache, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout, AlibiSlopes,
-    AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
+    plan_alibi_on, plan_kv_cache, plan_on, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout,
+    AlibiSlopes, AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
     SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS, MODIFIED_TILES,
-    SM90_MODIFIED_TILES,
+    SM90_ALIBI_TILES, SM90_MODIFIED_TILES,
 };
 use half::f16;
 
@@ -1328,4 +1328,134 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
         }
     }
     assert!(on_sm90 > 0, "no modified problem ran on the sm90 family");
+}
+
+#[test]
+fn alibi_alone_runs_the_alibi_kernel_of_the_dense_tile_where_one_is_built() {
+    let mut on_alibi_kernels = 0;
+    for head_dim in [64, 96, 128] {
+        let shapes = [(4, 8, 512), (16, 16, 512), (8, 16, 2048), (2, 16, 4096)];
+        for (batch, heads, seq_len) in shapes {
+            let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+            for dtype in [Dtype::F16, Dtype::Bf16] {
+                for causal in [false, true] {
+                    let options = ForwardOptions {
+                        causal,
+                        ..ForwardOptions::default()
+                    };
+                    let planned = |options: &ForwardOptions, compute_capability| {
+                        plan_alibi_on(
+                            dtype,
+                            &shape,
+                            options,
+                            AlibiLayout::PerHead,
+                            H100_SM_COUNT,
+                            compute_capability,
+                        )
+                        .unwrap()
+                        .kernel()
+                    };
+                    let dense =
+                        dispatch_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0)).unwrap();
+                    let kernel = planned(&options, (9, 0));
+                    let context = format!("{shape:?} {dtype:?} causal={causal}: {}", kernel.entry);
+                    if dense.spec.family == Family::Sm90
+                        && SM90_ALIBI_TILES.contains(&dense.spec.tile)
+                    {
+                        assert_eq!(kernel.spec.variant, Variant::Alibi, "{context}");
+                        assert_eq!(kernel.spec.family, Family::Sm90, "{context}");
+                        assert_eq!(kernel.spec.tile, dense.spec.tile, "{context}");
+                        on_alibi_kernels += 1;
+                    } else {
+                        let modified =
+                            modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0));
+                        assert_eq!(kernel, modified.unwrap(), "{context}");
+                    }
+                    // Another modifier with ALiBi, or a device without the sm90 family: the
+                    // modified kernels, which run every combination.
+                    let capped = ForwardOptions {
+                        softcap: Some(30.0),
+                        ..options
+                    };
+                    let windowed = ForwardOptions {
+                        window: window(Some(255), Some(0)),
+                        ..options
+                    };
+                    for other in [capped, windowed] {
+                        assert_eq!(
+                            planned(&other, (9, 0)).spec.variant,
+                            Variant::Modified,
+                            "{context}"
+                        );
+                    }
+                    assert_eq!(
+                        planned(&options, (8, 9)),
+                        modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (8, 9)).unwrap(),
+                        "{context}"
+                    );
+                }
+            }
+        }
+    }
+    // D=64 and D=128 at each shape, dtype and mask, where the sm_90a table runs the sm90 family.
+    assert!(on_alibi_kernels >= 2 * 4 * 2 * 2, "{on_alibi_kernels}");
+}
+
+#[test]
+fn an_alibi_problem_takes_a_named_alibi_or_modified_kernel_and_no_other() {
+    let shape = AttentionShape::new(2, 16, 4096, 128);
+    let alibi = kernel_by_name("flash_fwd_f16_d128_m128_n128_w12_s2_alibi_sm90a").unwrap();
+    let modified = kernel_by_name("flash_fwd_f16_d128_m128_n128_w12_s2_mod_sm90a").unwrap();
+    let dense = kernel_by_name("flash_fwd_f16_d128_m128_n128_w12_s2_sm90a").unwrap();
+    let named = |kernel, softcap| ForwardOptions {
+        kernel: Some(kernel),
+        softcap,
+        ..ForwardOptions::default()
+    };
+    let planned = |options: ForwardOptions| {
+        plan_alibi_on(
+            Dtype::F16,
+            &shape,
+            &options,
+            AlibiLayout::PerHead,
+            H100_SM_COUNT,
+            (9, 0),
+        )
+        .map(|plan| plan.kernel())
+    };
+    assert_eq!(planned(named(alibi, None)), Ok(alibi));
+    assert_eq!(planned(named(modified, None)), Ok(modified));
+    let needs_alibi = Error::KernelVariantMismatch {
+        kernel: dense.entry,
+        needed: Variant::Alibi,
+    };
+    assert_eq!(planned(named(dense, None)), Err(needs_alibi.clone()));
+    assert_eq!(
+        needs_alibi.to_string(),
+        "flash_fwd_f16_d128_m128_n128_w12_s2_sm90a is neither an Alibi nor a Modified kernel, \
+         one of which this call needs"
+    );
+    // With a softcap too, only a modified kernel.
+    assert_eq!(
+        planned(named(alibi, Some(30.0))),
+        Err(Error::KernelVariantMismatch {
+            kernel: alibi.entry,
+            needed: Variant::Modified
+        })
+    );
+    // And a plain problem not on an ALiBi kernel.
+    assert_eq!(
+        plan_on(
+            Dtype::F16,
+            &shape,
+            &named(alibi, None),
+            H100_SM_COUNT,
+            (9, 0)
+        )
+        .map(|plan| plan.kernel()),
+        Err(Error::KernelVariantMismatch {
+            kernel: alibi.entry,
+            needed: Variant::Dense
+        })
+    );
 }

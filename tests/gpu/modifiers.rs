@@ -389,6 +389,60 @@ pub(crate) fn every_sm90_modified_kernel_with_each_modifier() {
     }
 }
 
+/// ALiBi alone, with slopes per head and per batch and head: the problems of the ALiBi kernels.
+const ALIBI_ALONE: [Modifiers; 2] = [
+    COMBINATIONS[4],
+    Modifiers {
+        window: None,
+        softcap: None,
+        alibi: Some(AlibiLayout::PerBatchAndHead),
+    },
+];
+
+/// Every ALiBi kernel ([`Variant::Alibi`]: the sm90 family's dense loop with ALiBi's bias,
+/// its key blocks from the last to the first) with slopes per head and per batch and head,
+/// causal or not, at [`ODD_PAIRS`] (rows that see no key among them), MHA and GQA, both
+/// layouts; also the sanitizer runs' problem for these kernels.
+pub(crate) fn every_alibi_kernel_with_alibi_alone() {
+    let gpu = gpu();
+    let kernels = runnable_on(
+        &gpu,
+        selected_kernels("ALiBi", |kernel| kernel.spec.variant == Variant::Alibi),
+    );
+    for kernel in kernels {
+        match kernel.spec.dtype {
+            Dtype::F16 => check_alibi_alone_on::<f16>(&gpu, kernel),
+            Dtype::Bf16 => check_alibi_alone_on::<bf16>(&gpu, kernel),
+        }
+    }
+}
+
+/// [`every_alibi_kernel_with_alibi_alone`]'s problems on `kernel`, of element type `T`.
+fn check_alibi_alone_on<T: Element>(gpu: &FlashAttention, kernel: &'static ForwardKernel) {
+    for (index, (seq_len_q, seq_len_kv)) in ODD_PAIRS.into_iter().enumerate() {
+        let (batch, heads_q, heads_kv) = if index % 2 == 0 { (2, 2, 2) } else { (1, 4, 2) };
+        let layout = if index % 2 == 0 {
+            Layout::Bhsd
+        } else {
+            Layout::Bshd
+        };
+        let shape = AttentionShape {
+            batch,
+            heads_q,
+            heads_kv,
+            seq_len_q,
+            seq_len_kv,
+            head_dim: kernel.spec.tile.head_dim,
+        };
+        for modifiers in ALIBI_ALONE {
+            for causal in [false, true] {
+                let problem = ModifiedProblem::<T>::new(shape, causal, modifiers);
+                problem.check(gpu, &problem.options(layout, Some(kernel)));
+            }
+        }
+    }
+}
+
 /// `(batch, heads_q, heads_kv)` of [`every_persistent_modified_kernel_over_more_tiles_than_sms`]: 24
 /// query heads over 8 K/V heads (GQA) in 6 sequences, 144 (batch, head) slices.
 const MANY_TILES_HEADS: (usize, usize, usize) = (6, 24, 8);

@@ -1,5 +1,6 @@
 //! The score modifiers of the modified kernels
-//! ([`Variant::Modified`](flash_attn_params::Variant::Modified)), applied to a warp's block of
+//! ([`Variant::Modified`](flash_attn_params::Variant::Modified); ALiBi alone in the
+//! [`Variant::Alibi`](flash_attn_params::Variant::Alibi) ones), applied to a warp's block of
 //! scores after `S = Q Kᵀ` and before the mask: the softcap, then the ALiBi bias (the order of
 //! FlashAttention's, whose bias is added to the capped scores). The scores stay in the kernel's
 //! unscaled units, which the softmax multiplies by `scale_log2`; [`ModifierParams`] says how the
@@ -105,7 +106,7 @@ fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
 /// of 2^-24 in the bias).
 #[inline(always)]
-fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
+pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     slopes: &LaneRows<M_TILES>,
     place: ScoresPlace,

@@ -72,8 +72,10 @@ use flash_attn_params::{
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
 use crate::attn::epilogue::{write_logsumexp, write_output};
-use crate::attn::mask::{mask_scores, LastToFirst, MaskBounds, RowsKeyBlocks, ScoresPlace};
-use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
+use crate::attn::mask::{
+    mask_scores, DiagonalFirst, LastToFirst, MaskBounds, RowsKeyBlocks, ScoresPlace,
+};
+use crate::attn::modifiers::{add_alibi, alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
@@ -208,8 +210,10 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// The modified kernels (`MODIFIED`) apply `modifiers`' window, softcap and ALiBi bias, and
 /// each warpgroup computes only the key blocks its own 64 rows see (a window's block span is
 /// the rows' plus the window's), visiting them from the last to the first
-/// ([`LastToFirst`]); with `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel
-/// runs problems of a smaller head dim than its own.
+/// ([`LastToFirst`]). The ALiBi kernels (`ALIBI`) are the dense ones with ALiBi's bias on
+/// every block (no switch, no window) and the key blocks in the modified kernels' order. With
+/// `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel runs problems of a smaller head
+/// dim than its own.
 ///
 /// # Safety
 /// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),
@@ -222,7 +226,8 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// the inputs, and `lse`, if not 0, has `batch * heads_q * seq_len_q` writable f32. Modified
 /// kernels: `modifiers` satisfies [`ModifierParams`]' contract (window
 /// offsets within `±2^30`; `alibi_slopes`, if not 0, holding the slope of every (batch, query
-/// head) of the grid).
+/// head) of the grid). ALiBi kernels: `modifiers.alibi_slopes` is not 0 and holds those slopes
+/// (the other modifiers are not read).
 #[inline(always)]
 pub unsafe fn forward<
     T: Element,
@@ -236,6 +241,7 @@ pub unsafe fn forward<
     const DIM_STEPS: usize,
     const OVERLAP: bool,
     const MODIFIED: bool,
+    const ALIBI: bool,
     const PADS: bool,
 >(
     params: &ForwardParams,
@@ -277,8 +283,14 @@ pub unsafe fn forward<
             SmemLayout::Swizzled,
             QSource::SharedMemory,
         );
+        assert!(
+            !(MODIFIED && ALIBI),
+            "ALiBi alone or every modifier, not both"
+        );
         let variant = if MODIFIED {
             Variant::Modified
+        } else if ALIBI {
+            Variant::Alibi
         } else {
             Variant::Dense
         };
@@ -290,6 +302,18 @@ pub unsafe fn forward<
     // computes tiles `blockIdx.x, blockIdx.x + gridDim.x, ...` of the problem
     // ([`TileSchedule`]), its K/V ring running on from one tile to the next.
     let has_producer = tile.producer_warps() != 0;
+    // Whether each warpgroup computes only the key blocks its own rows see, in key loops of
+    // its own: the modified kernels, and the ALiBi kernels without a producer (the 8-warp
+    // tiles, whose 64-key blocks leave a warpgroup's causal rows a diagonal block they do not
+    // see; the warp-specialised ones run the dense loop, which was faster with ALiBi alone:
+    // BENCHMARKS.md log 66). A macro, so that the dense and modified kernels' choice is made
+    // by their const parameters alone, as before the ALiBi kernels: through a value (a `let`,
+    // or one of the constants above) it changed the dense kernels' PTX.
+    macro_rules! own_ranges {
+        () => {
+            MODIFIED || (ALIBI && !has_producer)
+        };
+    }
     let thread = _thread_idx_x() as usize;
     // The warp index through a broadcast from lane 0, which ptxas takes as warp-uniform: the
     // modified kernels' key loops run over each warpgroup's own blocks, and with bounds it
@@ -303,6 +327,32 @@ pub unsafe fn forward<
     let warpgroup_row = SM90_WARPGROUP_ROWS * (warp / 4);
     let warp_row = 16 * warp;
     let this_lane = Lane::of(lane);
+    // The key block of a visit: the modified and ALiBi kernels visit theirs from the last to
+    // the first.
+    // The ALiBi kernels of the dense loop (a producer's) visit the block of the first row's
+    // diagonal first ([`DiagonalFirst`]).
+    let visit_order = #[inline(always)]
+    |order: LastToFirst, diagonal_first: DiagonalFirst, visit: u32| {
+        if ALIBI && has_producer {
+            diagonal_first.key_block(visit)
+        } else if ALIBI {
+            order.key_block::<true>(visit)
+        } else {
+            order.key_block::<MODIFIED>(visit)
+        }
+    };
+    // The ALiBi kernels' [`DiagonalFirst`] order of a tile's key blocks `blocks`.
+    let diagonal_first_order = #[inline(always)]
+    |info: &BlockInfo<false>, blocks: (u32, u32)| {
+        let front = if params.causal != 0 {
+            blocks.1.max(1) - 1
+        } else {
+            // The first row's diagonal key, clamped into the keys.
+            let diagonal = (info.first_query + info.seq_len_kv).saturating_sub(info.seq_len_q);
+            diagonal.min(info.seq_len_kv - 1) / BLOCK_N as u32
+        };
+        DiagonalFirst::new(blocks, front)
+    };
     // What both roles derive from the part of the problem a tile is, `info`: its visibility
     // rule and the key blocks it computes, `first..end` (visited from the last to the first in
     // the modified kernels: [`LastToFirst`], ALiBi's bias; the loops below count visits, and
@@ -411,7 +461,8 @@ pub unsafe fn forward<
                                 ring: u32,
                                 tiles_done: u32| {
                 let order = LastToFirst::new((first_block, key_blocks));
-                let key_block_of = |visit: u32| order.key_block::<MODIFIED>(visit);
+                let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
+                let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
                 // Hidden from LLVM in a walk, here and at every group: else it hoists the
                 // shared-memory address of each of the thread's chunks of Q, K and V out of the
                 // tile loop, and the producer's 24 registers cannot hold them (ptxas spilled up
@@ -512,7 +563,12 @@ pub unsafe fn forward<
     let compute_tile = #[inline(always)]
     |(info, (first_block, key_blocks), q_rows): TileWork, ring: u32| {
         // The ALiBi slope of the tile's (batch, head) in the scores' units; 0 adds no bias.
+        // Two branches, not one condition: `(MODIFIED && ..) || ALIBI` changed the modified
+        // kernels' PTX.
+        #[allow(clippy::if_same_then_else)]
         let head_slope = if MODIFIED && modifiers.alibi_slopes != 0 {
+            alibi_slope(modifiers, info.batch, info.head as usize)
+        } else if ALIBI {
             alibi_slope(modifiers, info.batch, info.head as usize)
         } else {
             0.0
@@ -520,7 +576,8 @@ pub unsafe fn forward<
         let mask = info.mask;
         let first_query = info.first_query;
         let order = LastToFirst::new((first_block, key_blocks));
-        let key_block_of = |visit: u32| order.key_block::<MODIFIED>(visit);
+        let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
+        let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
         // Visit `b`'s group of the ring (see above).
         let group = |visit: u32| ring + visit - first_block;
         let slot = |visit: u32| ring_slot(group(visit));
@@ -528,11 +585,11 @@ pub unsafe fn forward<
         // `latest_in_flight`: the overlapped loop's with three slots, whose copies run two
         // groups ahead); the fence hands them to the async proxy that `wgmma` reads through,
         // and the block barrier makes every thread's visible and says that every warpgroup is
-        // past its last wait for the MMAs it issued before. The modified kernels' warpgroups
-        // meet the block barrier in key loops of their own: the barrier that allows that
+        // past its last wait for the MMAs it issued before. Warpgroups of `own_ranges` meet
+        // the block barrier in key loops of their own: the barrier that allows that
         // (`barrier_sync_0`).
         let block_barrier = || {
-            if MODIFIED {
+            if own_ranges!() {
                 barrier_sync_0();
             } else {
                 bar_sync_0();
@@ -579,10 +636,20 @@ pub unsafe fn forward<
         };
         // The K, or the V, tile of visit `visit`'s key block (the 8-warp tiles: every thread
         // copies).
+        // The consumers copy only without a producer, where the ALiBi kernels' order is
+        // [`LastToFirst`] (their own ranges): the copies map visits without the
+        // [`DiagonalFirst`] choice, which, in reach of every copy, made LLVM outline them.
+        let copied_block_of = |visit: u32| {
+            if ALIBI {
+                order.key_block::<true>(visit)
+            } else {
+                order.key_block::<MODIFIED>(visit)
+            }
+        };
         let copy_key =
-            |visit: u32, stage: u32| copy_key_tile(&info, key_block_of(visit), stage, copier);
+            |visit: u32, stage: u32| copy_key_tile(&info, copied_block_of(visit), stage, copier);
         let copy_value =
-            |visit: u32, stage: u32| copy_value_tile(&info, key_block_of(visit), stage, copier);
+            |visit: u32, stage: u32| copy_value_tile(&info, copied_block_of(visit), stage, copier);
 
         // `S = Q Kᵀ` of this warpgroup's rows against the keys of `k`, and `O += P V` with the
         // keys of `v`, each waited for before it returns (the overlapped loop issues its pair
@@ -652,6 +719,8 @@ pub unsafe fn forward<
                     &slopes,
                     place,
                 ))
+            } else if ALIBI {
+                Some(add_alibi(scores, &[[head_slope; 2]], place))
             } else {
                 None
             };
@@ -662,10 +731,9 @@ pub unsafe fn forward<
         // every query of the block, sees (none past the end). The rest need the end test: the
         // bounds are a constant at each call site, so the unmasked blocks carry no mask code.
         let unmasked_blocks = mask.whole_key_blocks::<BLOCK_N>(first_query);
-        // The modified kernels' warpgroups each compute the blocks their own rows see, their
-        // limits tested where those rows need them (warpgroup-uniform, at run time): under a
-        // window of `w` keys the block's 128 rows span `w + 127` keys, a warpgroup's 64
-        // `w + 63`.
+        // With `own_ranges` each warpgroup computes the blocks its own rows see, their limits
+        // tested where those rows need them (warpgroup-uniform, at run time): under a window of
+        // `w` keys the block's 128 rows span `w + 127` keys, a warpgroup's 64 `w + 63`.
         let own = RowsKeyBlocks::new::<BLOCK_N>(
             mask,
             first_query + warpgroup_row as u32,
@@ -735,10 +803,10 @@ pub unsafe fn forward<
                     copies_landed(false);
                 }
             };
-            // The probabilities of the block before, for its `P V` (a modified kernel's
+            // The probabilities of the block before, for its `P V` (with `own_ranges` the
             // warpgroup computes them at its first block).
             let mut previous = [OperandA([0; 4]); KEY_STEPS];
-            if !MODIFIED {
+            if !own_ranges!() {
                 start_block(first_block);
                 let mut scores = scores_of(k_tile(slot(first_block)));
                 pass_turn();
@@ -747,15 +815,15 @@ pub unsafe fn forward<
                 // time here (one block), so that the fold is inlined at three places, not four.
                 let first_bounds = MaskBounds {
                     start: false,
-                    end: first_block >= unmasked_blocks,
+                    end: key_block_of(first_block) >= unmasked_blocks,
                 };
                 fold_block(&mut scores, first_block, first_bounds);
                 previous = probabilities::<T, KEY_STEPS>(&scores);
             }
 
             // Block `block`: its `S` and fold, and the previous block's `P V` where
-            // `adds_previous` (always in the dense kernels; a modified kernel's warpgroup starts
-            // its own blocks with `S` alone). A constant at every call site: a `wgmma` behind a
+            // `adds_previous` (always in the dense loop; with `own_ranges` a warpgroup starts its
+            // own blocks with `S` alone). A constant at every call site: a `wgmma` behind a
             // warpgroup-uniform run-time branch made ptxas serialise every `wgmma` of the kernel
             // (its C7520 note: a warpgroup arrive it inserted in a divergent path).
             let mut overlapped_block = #[inline(always)]
@@ -799,7 +867,7 @@ pub unsafe fn forward<
                 rescale.apply(&mut output);
                 previous = probabilities::<T, KEY_STEPS>(&scores);
             };
-            if MODIFIED {
+            if own_ranges!() {
                 // Every thread starts every visit of the block's range (the copies and the
                 // barrier); the warpgroup computes its own, `begin..end`, in loops of their own
                 // (warpgroup-uniform bounds, no branch around a `wgmma`).
@@ -844,11 +912,23 @@ pub unsafe fn forward<
                 pass_turn();
                 finish_last_group(key_blocks);
             } else {
-                for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
-                    overlapped_block(block, MaskBounds::NONE, true);
-                }
-                for block in unmasked_blocks.max(first_block + 1)..key_blocks {
-                    overlapped_block(block, MaskBounds::END, true);
+                if ALIBI {
+                    // The blocks that need the end test come first after the first in this
+                    // order ([`DiagonalFirst`]).
+                    let tested_to = diagonal_first.tested_visits_end(unmasked_blocks);
+                    for block in first_block + 1..tested_to.max(first_block + 1) {
+                        overlapped_block(block, MaskBounds::END, true);
+                    }
+                    for block in tested_to.max(first_block + 1)..key_blocks {
+                        overlapped_block(block, MaskBounds::NONE, true);
+                    }
+                } else {
+                    for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
+                        overlapped_block(block, MaskBounds::NONE, true);
+                    }
+                    for block in unmasked_blocks.max(first_block + 1)..key_blocks {
+                        overlapped_block(block, MaskBounds::END, true);
+                    }
                 }
                 // The last block's `P V`.
                 last_landed();
@@ -896,7 +976,7 @@ pub unsafe fn forward<
                     stage ^= 1;
                 }
             };
-            if MODIFIED {
+            if own_ranges!() {
                 // As in the overlapped loop: every visit started by every thread, the
                 // warpgroup's own computed in runs of constant mask limits.
                 let (begin, end) = order.visits(own.range());

@@ -10,8 +10,11 @@
 //!   by the visible fraction of query-key pairs (target: within 10%).
 //!
 //! ALiBi slopes are passed by device address (`forward_alibi_raw`), so that no upload is timed.
-//! A case of ALiBi slopes all 0 ("modified, none on") runs the modified kernel with every
-//! modifier off: what the modified kernel costs before any modifier does.
+//! A case of ALiBi slopes all 0 ("modified, none on") runs the modified kernel (named) with
+//! every modifier off: what the modified kernel costs before any modifier does. ALiBi alone
+//! runs the ALiBi kernel where the device has one of the plain problem's tile (the sm90
+//! family's, `Variant::Alibi`); "alibi, modified kernel" runs it on the modified kernel, named,
+//! as before those kernels, for comparison (not one of the target's cases).
 //!
 //! `flash-attn-modifier-timing`: one line per case: the kernel, median and p10-p90 in
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
@@ -22,17 +25,17 @@
 //! targets' cases. `--profile-launches [--shape B,H,S,D] [--causal]` instead
 //! launches each case of one f16 problem (8,16,2048,64 not causal unless given) once, in the
 //! order plain, modified with none on, softcap, ALiBi, both (and with `--causal` the window of
-//! 1024 keys last), each through the kernel the device runs for it, and times nothing: the
-//! launches for `ncu`. `--window-sweep` instead
+//! 1024 keys last), each through the kernel the device runs for it (the modified kernel named
+//! for "none on"), and times nothing: the launches for `ncu`. `--window-sweep` instead
 //! times windows of 256 to 8191 keys at the window shape on each modified tile, against the
 //! tile's geometric floor (what separates the window's cost from the pairs its tiles compute).
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan_alibi_on, plan_on, AlibiLayout, AttentionShape, Dtype, Element, Error, FlashAttention,
-    ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow, Variant,
-    FORWARD_KERNELS,
+    modified_kernel_on, plan_alibi_on, plan_on, AlibiLayout, AttentionShape, Dtype, Element, Error,
+    FlashAttention, ForwardKernel, ForwardOptions, RawAlibiSlopes, RawTensors, SlidingWindow,
+    Variant, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{parse_shape, time_launches, LaunchTimes, ANCHOR_SHAPES};
 use half::{bf16, f16};
@@ -196,14 +199,45 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
             let (plain_times, plain_kernel) = time(gpu, &buffers, shape, &plain, None)?;
             print_case(&format!("{label} plain"), plain_kernel, &plain_times, "");
             let mut same_tile_plain: Option<(&ForwardKernel, f64)> = None;
-            // The last field: whether the case has a modifier on (the target's cases).
-            for (name, softcap, alibi, modifies) in [
-                ("modified, none on", None, Some(&buffers.zero_slopes), false),
-                ("softcap", Some(SOFTCAP), None, true),
-                ("alibi", None, Some(&buffers.slopes), true),
-                ("softcap+alibi", Some(SOFTCAP), Some(&buffers.slopes), true),
+            let modified = Some(modified_kernel_on(
+                T::DTYPE,
+                &shape,
+                causal,
+                gpu.sm_count(),
+                gpu.compute_capability(),
+            )?);
+            // The kernel named (else the default API's), and whether the case has a modifier
+            // on with the default API's kernel (the target's cases).
+            for (name, kernel, softcap, alibi, modifies) in [
+                (
+                    "modified, none on",
+                    modified,
+                    None,
+                    Some(&buffers.zero_slopes),
+                    false,
+                ),
+                ("softcap", None, Some(SOFTCAP), None, true),
+                ("alibi", None, None, Some(&buffers.slopes), true),
+                (
+                    "alibi, modified kernel",
+                    modified,
+                    None,
+                    Some(&buffers.slopes),
+                    false,
+                ),
+                (
+                    "softcap+alibi",
+                    None,
+                    Some(SOFTCAP),
+                    Some(&buffers.slopes),
+                    true,
+                ),
             ] {
-                let options = ForwardOptions { softcap, ..plain };
+                let options = ForwardOptions {
+                    softcap,
+                    kernel,
+                    ..plain
+                };
                 let (times, kernel) = time(gpu, &buffers, shape, &options, alibi)?;
                 // The dense kernel of the modified kernel's tile, once per case.
                 if same_tile_plain.is_none_or(|(dense, _)| dense.spec.tile != kernel.spec.tile) {
@@ -499,11 +533,22 @@ fn launch_each_case_once(gpu: &FlashAttention) -> Result<(), Error> {
     };
     let stream = gpu.stream().as_inner();
     let tensors = buffers.tensors();
+    let (sm_count, compute_capability) = (gpu.sm_count(), gpu.compute_capability());
+    let none_on = ForwardOptions {
+        kernel: Some(modified_kernel_on(
+            Dtype::F16,
+            &shape,
+            causal,
+            sm_count,
+            compute_capability,
+        )?),
+        ..plain
+    };
     // SAFETY: as in `time`; synchronised before the buffers go.
     unsafe {
         gpu.forward_raw(stream, Dtype::F16, tensors, shape, &plain)?;
         let zero = slopes(&buffers.zero_slopes);
-        gpu.forward_alibi_raw(stream, Dtype::F16, tensors, zero, shape, &plain)?;
+        gpu.forward_alibi_raw(stream, Dtype::F16, tensors, zero, shape, &none_on)?;
         gpu.forward_raw(stream, Dtype::F16, tensors, shape, &capped)?;
         let bloom = slopes(&buffers.slopes);
         gpu.forward_alibi_raw(stream, Dtype::F16, tensors, bloom, shape, &plain)?;
