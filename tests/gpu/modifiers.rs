@@ -268,28 +268,37 @@ fn check_combinations<T: Element>(gpu: &FlashAttention, head_dim: usize) {
     check_combinations_on::<T>(gpu, head_dim, None);
 }
 
+/// The problems of [`ODD_PAIRS`] at `head_dim`, each with its layout: MHA and GQA by turns, as
+/// the layouts.
+fn odd_problems(head_dim: usize) -> impl Iterator<Item = (AttentionShape, Layout)> {
+    ODD_PAIRS
+        .into_iter()
+        .enumerate()
+        .map(move |(index, (seq_len_q, seq_len_kv))| {
+            let ((batch, heads_q, heads_kv), layout) = if index % 2 == 0 {
+                ((2, 2, 2), Layout::Bhsd)
+            } else {
+                ((1, 4, 2), Layout::Bshd)
+            };
+            let shape = AttentionShape {
+                batch,
+                heads_q,
+                heads_kv,
+                seq_len_q,
+                seq_len_kv,
+                head_dim,
+            };
+            (shape, layout)
+        })
+}
+
 /// [`check_combinations`] on `kernel` where it names one, else on the default API's kernel.
 fn check_combinations_on<T: Element>(
     gpu: &FlashAttention,
     head_dim: usize,
     kernel: Option<&'static ForwardKernel>,
 ) {
-    for (index, (seq_len_q, seq_len_kv)) in ODD_PAIRS.into_iter().enumerate() {
-        // MHA and GQA by turns, as the layouts.
-        let (batch, heads_q, heads_kv) = if index % 2 == 0 { (2, 2, 2) } else { (1, 4, 2) };
-        let layout = if index % 2 == 0 {
-            Layout::Bhsd
-        } else {
-            Layout::Bshd
-        };
-        let shape = AttentionShape {
-            batch,
-            heads_q,
-            heads_kv,
-            seq_len_q,
-            seq_len_kv,
-            head_dim,
-        };
+    for (shape, layout) in odd_problems(head_dim) {
         for modifiers in COMBINATIONS {
             for causal in [false, true] {
                 let options = ForwardOptions {
@@ -419,21 +428,7 @@ pub(crate) fn every_alibi_kernel_with_alibi_alone() {
 
 /// [`every_alibi_kernel_with_alibi_alone`]'s problems on `kernel`, of element type `T`.
 fn check_alibi_alone_on<T: Element>(gpu: &FlashAttention, kernel: &'static ForwardKernel) {
-    for (index, (seq_len_q, seq_len_kv)) in ODD_PAIRS.into_iter().enumerate() {
-        let (batch, heads_q, heads_kv) = if index % 2 == 0 { (2, 2, 2) } else { (1, 4, 2) };
-        let layout = if index % 2 == 0 {
-            Layout::Bhsd
-        } else {
-            Layout::Bshd
-        };
-        let shape = AttentionShape {
-            batch,
-            heads_q,
-            heads_kv,
-            seq_len_q,
-            seq_len_kv,
-            head_dim: kernel.spec.tile.head_dim,
-        };
+    for (shape, layout) in odd_problems(kernel.spec.tile.head_dim) {
         for modifiers in ALIBI_ALONE {
             for causal in [false, true] {
                 let problem = ModifiedProblem::<T>::new(shape, causal, modifiers);
