@@ -286,11 +286,15 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
             ./gpu-tests --test-threads=1 --exact modifiers::every_modified_kernel_on_a_small_problem \
             > "sanitizer90mod-$tool.log" 2>&1 &
-        # The ALiBi ones (the dense loop with ALiBi alone).
+        # The ALiBi and softcap ones (the dense loop with one modifier alone).
         FLASH_ATTN_KERNEL_FILTER=_alibi_sm90a \
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
             ./gpu-tests --test-threads=1 --exact modifiers::every_alibi_kernel_with_alibi_alone \
             > "sanitizer90alibi-$tool.log" 2>&1 &
+        FLASH_ATTN_KERNEL_FILTER=_softcap_sm90a \
+            timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+            ./gpu-tests --test-threads=1 --exact modifiers::every_softcap_kernel_with_the_softcap_alone \
+            > "sanitizer90softcap-$tool.log" 2>&1 &
         # The warp-specialised ones (a producer warpgroup: `_w12_`), D=128's shipping tile.
         FLASH_ATTN_KERNEL_FILTER=_w12_ \
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
@@ -309,15 +313,20 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
     ./gpu-tests --test-threads=2 --exact modifiers::every_alibi_kernel_with_alibi_alone \
         >> "$out/gpu-tests-sm90.log" 2>&1
     note "every ALiBi kernel with ALiBi alone (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    ./gpu-tests --test-threads=2 --exact modifiers::every_softcap_kernel_with_the_softcap_alone \
+        >> "$out/gpu-tests-sm90.log" 2>&1
+    note "every softcap kernel with the softcap alone (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     ./gpu-tests --test-threads=2 sweep:: >> "$out/gpu-tests-sm90.log" 2>&1
     note "the sweep through the default API (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     ./gpu-tests --test-threads=2 --exact forward::every_head_dim_through_the_default_api >> "$out/gpu-tests-sm90.log" 2>&1
     note "every head dim through the default API (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     wait
-    # The modified, ALiBi and warp-specialised kernels' twelve logs come back as one (the call
-    # returns at most 8 files).
-    tail -n 40 sanitizer90mod-*.log sanitizer90alibi-*.log sanitizer90ws-*.log > "$out/sanitizer90mod.log"
-    for log in "$out"/sanitizer90-*.log sanitizer90mod-*.log sanitizer90alibi-*.log sanitizer90ws-*.log; do
+    # The modified, single-modifier and warp-specialised kernels' sixteen logs come back as one
+    # (the call returns at most 8 files).
+    tail -n 40 sanitizer90mod-*.log sanitizer90alibi-*.log sanitizer90softcap-*.log sanitizer90ws-*.log \
+        > "$out/sanitizer90mod.log"
+    for log in "$out"/sanitizer90-*.log sanitizer90mod-*.log sanitizer90alibi-*.log \
+        sanitizer90softcap-*.log sanitizer90ws-*.log; do
         note "sanitizer on the sm90 kernels, ${log##*/sanitizer90} ($((SECONDS - start)) s): $(grep 'test result' "$log" | tail -n 1 | cut -c1-40), $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
     done
 fi

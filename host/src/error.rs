@@ -249,8 +249,8 @@ pub enum Error {
     KernelVariantMismatch {
         /// The kernel's PTX entry name.
         kernel: &'static str,
-        /// The variant the call needs ([`Variant::Alibi`] for ALiBi alone, whose problems a
-        /// [`Variant::Modified`] kernel runs too).
+        /// The variant the call needs (for ALiBi or the softcap alone [`Variant::Alibi`] or
+        /// [`Variant::Softcap`], whose problems a [`Variant::Modified`] kernel runs too).
         needed: Variant,
     },
     /// Fewer cache lengths than sequences.
@@ -478,13 +478,14 @@ impl fmt::Display for Error {
                 f,
                 "{splits} key-range splits asked for; this call takes 1 to {limit}"
             ),
-            Error::KernelVariantMismatch {
-                kernel,
-                needed: Variant::Alibi,
-            } => write!(
-                f,
-                "{kernel} is neither an Alibi nor a Modified kernel, one of which this call needs"
-            ),
+            Error::KernelVariantMismatch { kernel, needed } if needed.is_one_modifier() => {
+                let article = if matches!(needed, Variant::Alibi) { "an" } else { "a" };
+                write!(
+                    f,
+                    "{kernel} is neither {article} {needed:?} nor a Modified kernel, one of which \
+                     this call needs"
+                )
+            }
             Error::KernelVariantMismatch { kernel, needed } => write!(
                 f,
                 "{kernel} is not a {needed:?} kernel, which this call needs"

@@ -271,21 +271,26 @@ impl ScoreRule {
         self.padded || self.modifies_scores()
     }
 
-    /// Whether ALiBi is the problem's only modifier (no softcap, no window beyond causal
-    /// masking, a head dim of its own): what the [`Variant::Alibi`] kernels run.
-    fn is_alibi_alone(&self) -> bool {
-        self.alibi.is_some()
-            && self.softcap.is_none()
-            && self.left.is_none()
-            && self.right.is_none_or(|right| right == 0)
-            && !self.padded
+    /// The single-modifier variant of the problem ([`Variant::is_one_modifier`]) where its one
+    /// modifier is ALiBi or the softcap (no window beyond causal masking, a head dim of its
+    /// own): what the [`Variant::Alibi`] and [`Variant::Softcap`] kernels run.
+    fn one_modifier(&self) -> Option<Variant> {
+        if self.padded || self.left.is_some() || self.right.is_some_and(|right| right != 0) {
+            return None;
+        }
+        match (self.alibi.is_some(), self.softcap.is_some()) {
+            (true, false) => Some(Variant::Alibi),
+            (false, true) => Some(Variant::Softcap),
+            _ => None,
+        }
     }
 
-    /// The variant of the kernel a dense call's problem runs: [`Variant::Alibi`] for ALiBi
-    /// alone (which a [`Variant::Modified`] kernel runs too, [`Variant::runs_problems_of`]).
+    /// The variant of the kernel a dense call's problem runs: a single-modifier variant for
+    /// ALiBi or the softcap alone (whose problems a [`Variant::Modified`] kernel runs too,
+    /// [`Variant::runs_problems_of`]).
     pub(crate) fn variant(&self) -> Variant {
-        if self.is_alibi_alone() {
-            Variant::Alibi
+        if let Some(variant) = self.one_modifier() {
+            variant
         } else if self.is_modified() {
             Variant::Modified
         } else {
@@ -341,9 +346,9 @@ impl ScoreRule {
 
     /// The kernel for the problem when the options name none: the dispatch table's for a
     /// dense problem ([`dispatch_kernel`], or [`dispatch_kernel_on`] on a device of known
-    /// compute capability), for ALiBi alone the [`Variant::Alibi`] kernel of that table's tile
-    /// where the build has one that runs on the device, else [`modified_kernel`] (or
-    /// [`modified_kernel_on`]) as for every other modified problem.
+    /// compute capability), for ALiBi or the softcap alone the single-modifier kernel of that
+    /// table's tile where the build has one that runs on the device, else [`modified_kernel`]
+    /// (or [`modified_kernel_on`]) as for every other modified problem.
     pub(crate) fn default_kernel(
         &self,
         dtype: Dtype,
@@ -351,11 +356,12 @@ impl ScoreRule {
         sm_count: usize,
         compute_capability: Option<(i32, i32)>,
     ) -> Result<&'static ForwardKernel, Error> {
-        if let (true, Some(compute_capability)) = (self.is_alibi_alone(), compute_capability) {
+        if let (Some(variant), Some(compute_capability)) = (self.one_modifier(), compute_capability)
+        {
             let dense =
                 dispatch_kernel_on(dtype, shape, self.causal(), sm_count, compute_capability)?;
             let twin = FORWARD_KERNELS.iter().find(|kernel| {
-                kernel.spec.variant == Variant::Alibi
+                kernel.spec.variant == variant
                     && kernel.spec.dtype == dtype
                     && kernel.spec.family == dense.spec.family
                     && kernel.spec.tile == dense.spec.tile

@@ -62,7 +62,8 @@ macro_rules! shared_tile {
 /// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
 /// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`],
 /// [`Variant::Modified`](flash_attn_params::Variant::Modified) and
-/// [`Variant::Alibi`](flash_attn_params::Variant::Alibi) ones [`ModifiedParams`], the
+/// [`Variant::Alibi`](flash_attn_params::Variant::Alibi) and
+/// [`Variant::Softcap`](flash_attn_params::Variant::Softcap) ones [`ModifiedParams`], the
 /// modified serving and paged ones [`ModifiedServingParams`]; a
 /// variant the main loops do not implement fails to compile here.
 #[macro_export]
@@ -89,7 +90,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Dense,
-                (false, false, false, false),
+                (false, false, false, false, false),
                 &params,
                 &$crate::SequenceParams::DENSE,
                 &$crate::ModifierParams::NONE
@@ -106,7 +107,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Serving,
-                (true, false, false, false),
+                (true, false, false, false, false),
                 &params.forward,
                 &params.sequences,
                 &$crate::ModifierParams::NONE
@@ -124,7 +125,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Paged,
-                (true, true, false, false),
+                (true, true, false, false, false),
                 &params.forward,
                 &params.sequences,
                 &$crate::ModifierParams::NONE
@@ -142,7 +143,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Modified,
-                (false, false, true, false),
+                (false, false, true, false, false),
                 &params.forward,
                 &$crate::SequenceParams::DENSE,
                 &params.modifiers
@@ -160,7 +161,25 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 Alibi,
-                (false, false, false, true),
+                (false, false, false, true, false),
+                &params.forward,
+                &$crate::SequenceParams::DENSE,
+                &params.modifiers
+            );
+        }
+    };
+    ($entry:ident, Softcap, $axes:tt) => {
+        /// A forward kernel entry point with the softcap and no other modifier; see its
+        /// family's main loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedParams) {
+            $crate::main_loop!(
+                $axes,
+                Softcap,
+                (false, false, false, false, true),
                 &params.forward,
                 &$crate::SequenceParams::DENSE,
                 &params.modifiers
@@ -178,7 +197,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 ServingModified,
-                (true, false, true, false),
+                (true, false, true, false, false),
                 &params.forward,
                 &params.sequences,
                 &params.modifiers
@@ -196,7 +215,7 @@ macro_rules! forward_entry {
             $crate::main_loop!(
                 $axes,
                 PagedModified,
-                (true, true, true, false),
+                (true, true, true, false, false),
                 &params.forward,
                 &params.sequences,
                 &params.modifiers
@@ -207,12 +226,12 @@ macro_rules! forward_entry {
 
 /// The call of a family's main loop ([`flash_attn_params::Family`]) on `$params`, specialised
 /// for one element type, tile and variant (`$variant`, and its switches `($serving, $paged,
-/// $modified, $alibi)`): one arm per family, so a family without a main loop (or a variant
-/// its loop lacks: the sm80 loop has no `$alibi`) fails to compile here.
+/// $modified, $alibi, $softcap)`): one arm per family, so a family without a main loop (or a
+/// variant its loop lacks: the sm80 loop has no `$alibi` or `$softcap`) fails to compile here.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
-    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, $paged:literal, $modified:literal, false), $params:expr, $sequences:expr, $modifiers:expr) => {
+    ((Sm80, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, $paged:literal, $modified:literal, false, false), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm80::forward::<
             $crate::mma::MmaSync<$crate::element::$dtype>,
             $crate::shared_tile!($layout, $head_dim),
@@ -231,9 +250,9 @@ macro_rules! main_loop {
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
-    // The sm90 loop has the dense, the modified and the ALiBi variants (no serving switches:
-    // `false, false`).
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+    // The sm90 loop has the dense, the modified and the single-modifier variants (no serving
+    // switches: `false, false`).
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -247,6 +266,7 @@ macro_rules! main_loop {
             { $crate::sm90_overlaps_blocks($head_dim, $stages) },
             $modified,
             $alibi,
+            $softcap,
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $modifiers)
     };

@@ -27,12 +27,15 @@ impl Family {
     }
 
     /// Whether the family's main loop implements `variant`: every variant but
-    /// [`Variant::Alibi`] for [`Family::Sm80`]; [`Variant::Dense`], [`Variant::Modified`] and
-    /// [`Variant::Alibi`] for [`Family::Sm90`].
+    /// the single-modifier ones ([`Variant::Alibi`], [`Variant::Softcap`]) for [`Family::Sm80`];
+    /// [`Variant::Dense`], [`Variant::Modified`] and the single-modifier ones for
+    /// [`Family::Sm90`].
     pub const fn has_variant(self, variant: Variant) -> bool {
         match self {
-            Family::Sm80 => !matches!(variant, Variant::Alibi),
-            Family::Sm90 => matches!(variant, Variant::Dense | Variant::Modified | Variant::Alibi),
+            Family::Sm80 => !variant.is_one_modifier(),
+            Family::Sm90 => {
+                matches!(variant, Variant::Dense | Variant::Modified) || variant.is_one_modifier()
+            }
         }
     }
 
@@ -128,8 +131,15 @@ pub enum Variant {
     /// switches, the window's limits, each warpgroup's own key range: BENCHMARKS.md log 65),
     /// which ALiBi alone does not need; over the plain kernel ALiBi took 1.01-1.15x here against
     /// 1.01-1.26x on the modified kernel (log 66). Entry names end in `_alibi`; its tiles are
-    /// [`SM90_ALIBI_TILES`], of the sm90 family only.
+    /// [`SM90_ONE_MODIFIER_TILES`], of the sm90 family only.
     Alibi,
+    /// [`Variant::Alibi`]'s counterpart for the softcap: the dense loop with the softcap on
+    /// every block and no other modifier (Gemma 2's global layers, Grok), for the same reason:
+    /// over the plain kernel the softcap took 1.15-1.45x here against 1.17-1.44x on the
+    /// modified kernel, 2-11% faster but at 8,16,2048,64 non-causal, 3-4% slower there
+    /// (BENCHMARKS.md log 67). Entry names end in `_softcap`; its tiles are
+    /// [`SM90_ONE_MODIFIER_TILES`].
+    Softcap,
 }
 
 impl Variant {
@@ -147,22 +157,36 @@ impl Variant {
     pub const fn is_modified(self) -> bool {
         matches!(
             self,
-            Variant::Modified | Variant::ServingModified | Variant::PagedModified | Variant::Alibi
+            Variant::Modified
+                | Variant::ServingModified
+                | Variant::PagedModified
+                | Variant::Alibi
+                | Variant::Softcap
         )
     }
 
+    /// Whether the variant is the dense loop with one score modifier always on
+    /// ([`Variant::Alibi`], [`Variant::Softcap`]): what a [`Variant::Modified`] kernel runs
+    /// too, with that modifier's switch on.
+    pub const fn is_one_modifier(self) -> bool {
+        matches!(self, Variant::Alibi | Variant::Softcap)
+    }
+
     /// Whether the variant's kernels run the problems that a kernel of `needed` runs: its own,
-    /// and [`Variant::Modified`]'s also those of [`Variant::Alibi`] (ALiBi as one of its
-    /// run-time switches).
+    /// and [`Variant::Modified`]'s also those of the single-modifier variants
+    /// ([`Variant::is_one_modifier`]: their modifier as one of its run-time switches).
     pub const fn runs_problems_of(self, needed: Variant) -> bool {
-        self as u8 == needed as u8 || matches!((self, needed), (Variant::Modified, Variant::Alibi))
+        self as u8 == needed as u8
+            || (matches!(self, Variant::Modified) && needed.is_one_modifier())
     }
 
     /// The variant that runs the same problems with the score modifiers: itself where it has
     /// them.
     pub const fn with_modifiers(self) -> Variant {
         match self {
-            Variant::Dense | Variant::Modified | Variant::Alibi => Variant::Modified,
+            Variant::Dense | Variant::Modified | Variant::Alibi | Variant::Softcap => {
+                Variant::Modified
+            }
             Variant::Serving | Variant::ServingModified => Variant::ServingModified,
             Variant::Paged | Variant::PagedModified => Variant::PagedModified,
         }
@@ -443,12 +467,13 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     ]
 };
 
-/// The tiles of the sm90 family's [`Variant::Alibi`] kernels: the sm_90a dispatch table's at
-/// the anchors' head dims, D=64 (the warp-specialised `m128_n128` and the 8-warp `m128_n64`)
-/// and D=128 (the warp-specialised `m128_n128`), where the target for ALiBi is set (at
-/// most 5% slower than the plain kernel of the same tile). ALiBi problems of the other head
-/// dims, and those with another modifier, run the modified kernels.
-pub const SM90_ALIBI_TILES: [TileConfig; 3] = [
+/// The tiles of the sm90 family's single-modifier kernels ([`Variant::Alibi`],
+/// [`Variant::Softcap`]): the sm_90a dispatch table's at the anchors' head dims, D=64 (the
+/// warp-specialised `m128_n128` and the 8-warp `m128_n64`) and D=128 (the warp-specialised
+/// `m128_n128`), where the targets for ALiBi and the softcap are set (at most 5% slower
+/// than the plain kernel of the same tile). Problems of the other head dims, and those with
+/// more than one modifier, run the modified kernels.
+pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 3] = [
     SM90_MODIFIED_TILES[0],
     SM90_MODIFIED_TILES[1],
     SM90_MODIFIED_TILES[3],
@@ -499,7 +524,9 @@ const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -
             Family::Sm80 => listed(&MODIFIED_TILES, tile),
             Family::Sm90 => listed(&SM90_MODIFIED_TILES, tile),
         },
-        Variant::Alibi => matches!(family, Family::Sm90) && listed(&SM90_ALIBI_TILES, tile),
+        Variant::Alibi | Variant::Softcap => {
+            matches!(family, Family::Sm90) && listed(&SM90_ONE_MODIFIER_TILES, tile)
+        }
         Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified => {
             let mut index = 0;
             while index < SERVING_TILES.len() {
@@ -587,7 +614,7 @@ impl KernelSpec {
 
     /// The blocks per SM that the entry's launch bounds ask ptxas to fit (`.minnctapersm`):
     /// four for the sm80 family's D=32 modified, serving, serving-modified and paged-modified
-    /// kernels, two for the sm90 family's 8-warp modified and ALiBi kernels up to head dim 96,
+    /// kernels, two for the sm90 family's 8-warp modified and single-modifier kernels up to head dim 96,
     /// one for every other entry (BENCHMARKS.md log 39 says why not more).
     ///
     /// Why: a modified kernel runs problems in its dense twin's place, and the twins fit more
@@ -622,7 +649,7 @@ impl KernelSpec {
                 | Variant::ServingModified
                 | Variant::PagedModified,
             ) if self.tile.head_dim == 32 => 4,
-            (Family::Sm90, Variant::Modified | Variant::Alibi)
+            (Family::Sm90, Variant::Modified | Variant::Alibi | Variant::Softcap)
                 if self.tile.producer_warps() == 0 && self.tile.head_dim <= 96 =>
             {
                 2
@@ -677,6 +704,7 @@ impl fmt::Display for KernelSpec {
             Variant::ServingModified => f.write_str("_serving_mod")?,
             Variant::PagedModified => f.write_str("_paged_mod")?,
             Variant::Alibi => f.write_str("_alibi")?,
+            Variant::Softcap => f.write_str("_softcap")?,
         }
         f.write_str(family.name_suffix())
     }
@@ -692,7 +720,7 @@ pub const CANDIDATE_FAMILIES: [Family; 2] = [Family::Sm80, Family::Sm90];
 /// The candidate element types (see [`CANDIDATE_FAMILIES`]).
 pub const CANDIDATE_DTYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 /// The candidate variants (see [`CANDIDATE_FAMILIES`]).
-pub const CANDIDATE_VARIANTS: [Variant; 7] = [
+pub const CANDIDATE_VARIANTS: [Variant; 8] = [
     Variant::Dense,
     Variant::Serving,
     Variant::Paged,
@@ -700,6 +728,7 @@ pub const CANDIDATE_VARIANTS: [Variant; 7] = [
     Variant::ServingModified,
     Variant::PagedModified,
     Variant::Alibi,
+    Variant::Softcap,
 ];
 
 /// Calls `visit(candidate, verdict)` for every candidate spec, in the order of the PTX entries:

@@ -6,7 +6,7 @@ use flash_attn::{
     CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
     CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES,
-    SM89_MAX_SMEM_PER_BLOCK, SM90_ALIBI_TILES, SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES,
+    SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES,
     SM90_PRODUCER_WARPS, SUPPORTED_HEAD_DIMS,
 };
 use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
@@ -76,7 +76,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
     assert!(FORWARD_KERNELS.len() >= shipping.len());
     assert_eq!(
         gated.len(),
-        850,
+        856,
         "the search space changed: update the README's counts"
     );
 }
@@ -98,6 +98,7 @@ fn entry_names_spell_out_their_spec() {
             Variant::ServingModified => "_serving_mod",
             Variant::PagedModified => "_paged_mod",
             Variant::Alibi => "_alibi",
+            Variant::Softcap => "_softcap",
         };
         let dtype = match dtype {
             Dtype::F16 => "f16",
@@ -408,7 +409,8 @@ fn the_space_spans_every_value_the_issue_asks_for() {
             Variant::Modified,
             Variant::ServingModified,
             Variant::PagedModified,
-            Variant::Alibi
+            Variant::Alibi,
+            Variant::Softcap
         ]
     );
 }
@@ -476,7 +478,7 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
             + 2 * MODIFIED_TILES.len()
             + 2 * (8 * 3 * 2 * 3 + 6 * 2 * 2)
             + 2 * SM90_MODIFIED_TILES.len()
-            + 2 * SM90_ALIBI_TILES.len()
+            + 2 * 2 * SM90_ONE_MODIFIER_TILES.len()
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.

@@ -11,7 +11,7 @@ use flash_attn::{
     plan_alibi_on, plan_kv_cache, plan_on, plan_paged_kv_cache, plan_varlen, supports, AlibiLayout,
     AlibiSlopes, AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, Mask, PagedKvCache,
     SlidingWindow, Variant, VarlenExtents, VarlenShape, FORWARD_KERNELS, MODIFIED_TILES,
-    SM90_ALIBI_TILES, SM90_MODIFIED_TILES,
+    SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES,
 };
 use half::f16;
 
@@ -539,11 +539,12 @@ fn a_kernel_of_the_other_variant_is_rejected() {
         kernel: Some(dense),
         ..ForwardOptions::default()
     };
+    // The softcap alone: a softcap kernel's problem, which a modified kernel runs too.
     assert_eq!(
         supports(Dtype::F16, &SHAPE, &capped, H100_SM_COUNT),
         Err(Error::KernelVariantMismatch {
             kernel: dense.entry,
-            needed: Variant::Modified
+            needed: Variant::Softcap
         })
     );
     let capped = ForwardOptions {
@@ -1331,74 +1332,98 @@ fn a_modified_problem_runs_the_family_and_tile_of_its_dense_kernel_on_the_device
 }
 
 #[test]
-fn alibi_alone_runs_the_alibi_kernel_of_the_dense_tile_where_one_is_built() {
-    let mut on_alibi_kernels = 0;
+fn one_modifier_alone_runs_its_kernel_of_the_dense_tile_where_one_is_built() {
+    // ALiBi alone and the softcap alone, and how many problems ran each's kernel.
+    let mut alone = [(Variant::Alibi, 0), (Variant::Softcap, 0)];
     for head_dim in [64, 96, 128] {
         let shapes = [(4, 8, 512), (16, 16, 512), (8, 16, 2048), (2, 16, 4096)];
         for (batch, heads, seq_len) in shapes {
             let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
             for dtype in [Dtype::F16, Dtype::Bf16] {
                 for causal in [false, true] {
-                    let options = ForwardOptions {
-                        causal,
-                        ..ForwardOptions::default()
-                    };
-                    let planned = |options: &ForwardOptions, compute_capability| {
-                        plan_alibi_on(
-                            dtype,
-                            &shape,
-                            options,
-                            AlibiLayout::PerHead,
-                            H100_SM_COUNT,
-                            compute_capability,
-                        )
-                        .unwrap()
-                        .kernel()
-                    };
-                    let dense =
-                        dispatch_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0)).unwrap();
-                    let kernel = planned(&options, (9, 0));
-                    let context = format!("{shape:?} {dtype:?} causal={causal}: {}", kernel.entry);
-                    if dense.spec.family == Family::Sm90
-                        && SM90_ALIBI_TILES.contains(&dense.spec.tile)
-                    {
-                        assert_eq!(kernel.spec.variant, Variant::Alibi, "{context}");
-                        assert_eq!(kernel.spec.family, Family::Sm90, "{context}");
-                        assert_eq!(kernel.spec.tile, dense.spec.tile, "{context}");
-                        on_alibi_kernels += 1;
-                    } else {
-                        let modified =
-                            modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0));
-                        assert_eq!(kernel, modified.unwrap(), "{context}");
-                    }
-                    // Another modifier with ALiBi, or a device without the sm90 family: the
-                    // modified kernels, which run every combination.
-                    let capped = ForwardOptions {
-                        softcap: Some(30.0),
-                        ..options
-                    };
-                    let windowed = ForwardOptions {
-                        window: window(Some(255), Some(0)),
-                        ..options
-                    };
-                    for other in [capped, windowed] {
+                    for (variant, on_its_kernels) in &mut alone {
+                        let alibi = *variant == Variant::Alibi;
+                        let options = ForwardOptions {
+                            causal,
+                            softcap: (!alibi).then_some(30.0),
+                            ..ForwardOptions::default()
+                        };
+                        let planned = |options: &ForwardOptions, compute_capability| {
+                            let plan = if alibi {
+                                let layout = AlibiLayout::PerHead;
+                                let sm_count = H100_SM_COUNT;
+                                plan_alibi_on(
+                                    dtype,
+                                    &shape,
+                                    options,
+                                    layout,
+                                    sm_count,
+                                    compute_capability,
+                                )
+                            } else {
+                                plan_on(dtype, &shape, options, H100_SM_COUNT, compute_capability)
+                            };
+                            plan.unwrap().kernel()
+                        };
+                        let dense =
+                            dispatch_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0));
+                        let dense = dense.unwrap();
+                        let kernel = planned(&options, (9, 0));
+                        let context =
+                            format!("{shape:?} {dtype:?} causal={causal}: {}", kernel.entry);
+                        if dense.spec.family == Family::Sm90
+                            && SM90_ONE_MODIFIER_TILES.contains(&dense.spec.tile)
+                        {
+                            assert_eq!(kernel.spec.variant, *variant, "{context}");
+                            assert_eq!(kernel.spec.family, Family::Sm90, "{context}");
+                            assert_eq!(kernel.spec.tile, dense.spec.tile, "{context}");
+                            *on_its_kernels += 1;
+                        } else {
+                            let modified =
+                                modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (9, 0));
+                            assert_eq!(kernel, modified.unwrap(), "{context}");
+                        }
+                        // Another modifier besides (the softcap with ALiBi, a window with
+                        // either), or a device without the sm90 family: the modified kernels,
+                        // which run every combination.
+                        let both = ForwardOptions {
+                            softcap: Some(30.0),
+                            ..options
+                        };
+                        let windowed = ForwardOptions {
+                            window: window(Some(255), Some(0)),
+                            ..options
+                        };
+                        let others: &[ForwardOptions] = if alibi {
+                            &[both, windowed]
+                        } else {
+                            &[windowed]
+                        };
+                        for other in others {
+                            assert_eq!(
+                                planned(other, (9, 0)).spec.variant,
+                                Variant::Modified,
+                                "{context}"
+                            );
+                        }
                         assert_eq!(
-                            planned(&other, (9, 0)).spec.variant,
-                            Variant::Modified,
+                            planned(&options, (8, 9)),
+                            modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (8, 9))
+                                .unwrap(),
                             "{context}"
                         );
                     }
-                    assert_eq!(
-                        planned(&options, (8, 9)),
-                        modified_kernel_on(dtype, &shape, causal, H100_SM_COUNT, (8, 9)).unwrap(),
-                        "{context}"
-                    );
                 }
             }
         }
     }
     // D=64 and D=128 at each shape, dtype and mask, where the sm_90a table runs the sm90 family.
-    assert!(on_alibi_kernels >= 2 * 4 * 2 * 2, "{on_alibi_kernels}");
+    for (variant, on_its_kernels) in alone {
+        assert!(
+            on_its_kernels >= 2 * 4 * 2 * 2,
+            "{variant:?}: {on_its_kernels}"
+        );
+    }
 }
 
 #[test]

@@ -173,8 +173,9 @@ fn each_device_runs_the_newest_ptx_target_of_each_family_it_can() {
 }
 
 /// A plain problem pays nothing for the score modifiers: only the modified kernels carry their
-/// code (the softcap's `tanh` standing for it), the dense and serving ones are compiled without,
-/// and so are the ALiBi kernels, which have ALiBi alone.
+/// code (the softcap's `tanh` standing for it, which the softcap kernels carry too), the dense
+/// and serving ones are compiled without, and so are the ALiBi kernels, which have ALiBi
+/// alone.
 #[test]
 fn only_the_modified_kernels_carry_the_modifiers() {
     for kernel in FORWARD_KERNELS {

@@ -167,9 +167,9 @@ fn every_kernel_bounded_above_one_block_per_sm_fits_as_many_as_its_dense_twin() 
         }
     });
     // The sm90 modified tiles up to D=96 but the warp-specialised one (two dtypes), the sm90
-    // ALiBi tile of that kind (D=64), and the sm80 D=32 modified, serving, serving-modified
-    // and paged-modified kernels.
-    assert_eq!(bounded.len(), 2 * 2 + 2 + 2 * 4, "{bounded:?}");
+    // ALiBi and softcap tile of that kind (D=64), and the sm80 D=32 modified, serving,
+    // serving-modified and paged-modified kernels.
+    assert_eq!(bounded.len(), 2 * 2 + 2 * 2 + 2 * 4, "{bounded:?}");
     for spec in bounded {
         let dense = KernelSpec {
             variant: Variant::Dense,

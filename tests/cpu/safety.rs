@@ -504,11 +504,16 @@ fn check_modifiers(case: &Case, plan: &LaunchPlan, alibi_slopes: Option<usize>) 
         assert!(!has_modifier, "a modifier ran on the {variant:?} kernel");
         return;
     };
-    // ALiBi alone runs an ALiBi kernel where the device has one of the dense problem's tile.
-    let alibi_alone =
-        case.alibi.is_some() && !window_bounds_something && case.options.softcap.is_none();
+    // ALiBi or the softcap alone runs a single-modifier kernel where the device has one of
+    // the dense problem's tile.
+    let alone = match (case.alibi.is_some(), case.options.softcap.is_some()) {
+        _ if window_bounds_something => None,
+        (true, false) => Some(Variant::Alibi),
+        (false, true) => Some(Variant::Softcap),
+        _ => None,
+    };
     assert!(
-        variant == Variant::Modified || (variant == Variant::Alibi && alibi_alone),
+        variant == Variant::Modified || Some(variant) == alone,
         "{variant:?}"
     );
     assert_eq!(

@@ -77,6 +77,7 @@ fn gpu_trials() -> Vec<Trial> {
         modifiers::every_sm90_modified_kernel_with_each_modifier,
         modifiers::every_persistent_modified_kernel_over_more_tiles_than_sms,
         modifiers::every_alibi_kernel_with_alibi_alone,
+        modifiers::every_softcap_kernel_with_the_softcap_alone,
         modifiers::a_window_of_1024_keys_at_4097_tokens,
         modifiers::key_blocks_outside_the_window_are_skipped,
         modifiers::a_window_no_wider_than_causal_is_the_dense_kernel,

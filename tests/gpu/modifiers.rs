@@ -413,23 +413,52 @@ const ALIBI_ALONE: [Modifiers; 2] = [
 /// causal or not, at [`ODD_PAIRS`] (rows that see no key among them), MHA and GQA, both
 /// layouts; also the sanitizer runs' problem for these kernels.
 pub(crate) fn every_alibi_kernel_with_alibi_alone() {
+    check_every_kernel_of(Variant::Alibi, &ALIBI_ALONE);
+}
+
+/// The softcap alone, one that bends unit-spread scores and Gemma 2's: the problems of the
+/// softcap kernels.
+const SOFTCAP_ALONE: [Modifiers; 2] = [
+    COMBINATIONS[3],
+    Modifiers {
+        window: None,
+        softcap: Some(30.0),
+        alibi: None,
+    },
+];
+
+/// Every softcap kernel ([`Variant::Softcap`]: the sm90 family's dense loop with the softcap
+/// on every block) with [`SOFTCAP_ALONE`], causal or not, at [`ODD_PAIRS`], MHA and GQA, both
+/// layouts; also the sanitizer runs' problem for these kernels.
+pub(crate) fn every_softcap_kernel_with_the_softcap_alone() {
+    check_every_kernel_of(Variant::Softcap, &SOFTCAP_ALONE);
+}
+
+/// Every selected kernel of `variant` that this device runs, on the problems of
+/// [`odd_problems`] under each of `alone`, causal and not.
+fn check_every_kernel_of(variant: Variant, alone: &[Modifiers]) {
     let gpu = gpu();
+    let what = format!("{variant:?}");
     let kernels = runnable_on(
         &gpu,
-        selected_kernels("ALiBi", |kernel| kernel.spec.variant == Variant::Alibi),
+        selected_kernels(&what, |kernel| kernel.spec.variant == variant),
     );
     for kernel in kernels {
         match kernel.spec.dtype {
-            Dtype::F16 => check_alibi_alone_on::<f16>(&gpu, kernel),
-            Dtype::Bf16 => check_alibi_alone_on::<bf16>(&gpu, kernel),
+            Dtype::F16 => check_alone_on::<f16>(&gpu, kernel, alone),
+            Dtype::Bf16 => check_alone_on::<bf16>(&gpu, kernel, alone),
         }
     }
 }
 
-/// [`every_alibi_kernel_with_alibi_alone`]'s problems on `kernel`, of element type `T`.
-fn check_alibi_alone_on<T: Element>(gpu: &FlashAttention, kernel: &'static ForwardKernel) {
+/// [`check_every_kernel_of`]'s problems on `kernel`, of element type `T`.
+fn check_alone_on<T: Element>(
+    gpu: &FlashAttention,
+    kernel: &'static ForwardKernel,
+    alone: &[Modifiers],
+) {
     for (shape, layout) in odd_problems(kernel.spec.tile.head_dim) {
-        for modifiers in ALIBI_ALONE {
+        for &modifiers in alone {
             for causal in [false, true] {
                 let problem = ModifiedProblem::<T>::new(shape, causal, modifiers);
                 problem.check(gpu, &problem.options(layout, Some(kernel)));

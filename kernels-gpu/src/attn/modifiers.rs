@@ -1,6 +1,7 @@
 //! The score modifiers of the modified kernels
 //! ([`Variant::Modified`](flash_attn_params::Variant::Modified); ALiBi alone in the
-//! [`Variant::Alibi`](flash_attn_params::Variant::Alibi) ones), applied to a warp's block of
+//! [`Variant::Alibi`](flash_attn_params::Variant::Alibi) ones, the softcap alone in the
+//! [`Variant::Softcap`](flash_attn_params::Variant::Softcap) ones), applied to a warp's block of
 //! scores after `S = Q Kᵀ` and before the mask: the softcap, then the ALiBi bias (the order of
 //! FlashAttention's, whose bias is added to the capped scores). The scores stay in the kernel's
 //! unscaled units, which the softmax multiplies by `scale_log2`; [`ModifierParams`] says how the
@@ -68,7 +69,7 @@ pub fn apply_modifiers<const M_TILES: usize, const KEY_STEPS: usize>(
 /// (`input_scale` is `softmax_scale / softcap`, and the softmax's `scale_log2` is
 /// `softcap * log2(e)`). One multiply and one `tanh.approx` per score.
 #[inline(always)]
-fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
+pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
     scores: &mut Scores<M_TILES, KEY_STEPS>,
     input_scale: f32,
 ) {

@@ -75,7 +75,7 @@ use crate::attn::epilogue::{write_logsumexp, write_output};
 use crate::attn::mask::{
     mask_scores, DiagonalFirst, LastToFirst, MaskBounds, RowsKeyBlocks, ScoresPlace,
 };
-use crate::attn::modifiers::{add_alibi, alibi_slope, apply_modifiers, window_mask};
+use crate::attn::modifiers::{add_alibi, alibi_slope, apply_modifiers, apply_softcap, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
@@ -211,7 +211,8 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// each warpgroup computes only the key blocks its own 64 rows see (a window's block span is
 /// the rows' plus the window's), visiting them from the last to the first
 /// ([`LastToFirst`]). The ALiBi kernels (`ALIBI`) are the dense ones with ALiBi's bias on
-/// every block (no switch, no window) and the key blocks in the modified kernels' order. With
+/// every block (no switch, no window) and the key blocks in an order for it; the softcap
+/// kernels (`SOFTCAP`) the dense ones with the softcap on every block. With
 /// `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel runs problems of a smaller head
 /// dim than its own.
 ///
@@ -242,6 +243,7 @@ pub unsafe fn forward<
     const OVERLAP: bool,
     const MODIFIED: bool,
     const ALIBI: bool,
+    const SOFTCAP: bool,
     const PADS: bool,
 >(
     params: &ForwardParams,
@@ -284,13 +286,15 @@ pub unsafe fn forward<
             QSource::SharedMemory,
         );
         assert!(
-            !(MODIFIED && ALIBI),
-            "ALiBi alone or every modifier, not both"
+            MODIFIED as u8 + ALIBI as u8 + SOFTCAP as u8 <= 1,
+            "one modifier alone or every modifier"
         );
         let variant = if MODIFIED {
             Variant::Modified
         } else if ALIBI {
             Variant::Alibi
+        } else if SOFTCAP {
+            Variant::Softcap
         } else {
             Variant::Dense
         };
@@ -303,15 +307,15 @@ pub unsafe fn forward<
     // ([`TileSchedule`]), its K/V ring running on from one tile to the next.
     let has_producer = tile.producer_warps() != 0;
     // Whether each warpgroup computes only the key blocks its own rows see, in key loops of
-    // its own: the modified kernels, and the ALiBi kernels without a producer (the 8-warp
-    // tiles, whose 64-key blocks leave a warpgroup's causal rows a diagonal block they do not
-    // see; the warp-specialised ones run the dense loop, which was faster with ALiBi alone:
-    // BENCHMARKS.md log 66). A macro, so that the dense and modified kernels' choice is made
+    // its own: the modified kernels, and the single-modifier kernels without a producer (the
+    // 8-warp tiles, whose 64-key blocks leave a warpgroup's causal rows a diagonal block they
+    // do not see; the warp-specialised ones run the dense loop, which was faster with ALiBi
+    // alone: BENCHMARKS.md log 66). Those loops visit from the last block to the first. A macro, so that the dense and modified kernels' choice is made
     // by their const parameters alone, as before the ALiBi kernels: through a value (a `let`,
     // or one of the constants above) it changed the dense kernels' PTX.
     macro_rules! own_ranges {
         () => {
-            MODIFIED || (ALIBI && !has_producer)
+            MODIFIED || ((ALIBI || SOFTCAP) && !has_producer)
         };
     }
     let thread = _thread_idx_x() as usize;
@@ -330,12 +334,13 @@ pub unsafe fn forward<
     // The key block of a visit: the modified and ALiBi kernels visit theirs from the last to
     // the first.
     // The ALiBi kernels of the dense loop (a producer's) visit the block of the first row's
-    // diagonal first ([`DiagonalFirst`]).
+    // diagonal first ([`DiagonalFirst`]); the softcap kernels of the dense loop visit the
+    // dense kernels' order.
     let visit_order = #[inline(always)]
     |order: LastToFirst, diagonal_first: DiagonalFirst, visit: u32| {
         if ALIBI && has_producer {
             diagonal_first.key_block(visit)
-        } else if ALIBI {
+        } else if ALIBI || (SOFTCAP && !has_producer) {
             order.key_block::<true>(visit)
         } else {
             order.key_block::<MODIFIED>(visit)
@@ -640,7 +645,7 @@ pub unsafe fn forward<
         // [`LastToFirst`] (their own ranges): the copies map visits without the
         // [`DiagonalFirst`] choice, which, in reach of every copy, made LLVM outline them.
         let copied_block_of = |visit: u32| {
-            if ALIBI {
+            if ALIBI || SOFTCAP {
                 order.key_block::<true>(visit)
             } else {
                 order.key_block::<MODIFIED>(visit)
@@ -722,6 +727,9 @@ pub unsafe fn forward<
             } else if ALIBI {
                 Some(add_alibi(scores, &[[head_slope; 2]], place))
             } else {
+                if SOFTCAP {
+                    apply_softcap(scores, modifiers.softcap_input_scale);
+                }
                 None
             };
             mask_scores(scores, place, bounds);

@@ -12,9 +12,10 @@
 //! ALiBi slopes are passed by device address (`forward_alibi_raw`), so that no upload is timed.
 //! A case of ALiBi slopes all 0 ("modified, none on") runs the modified kernel (named) with
 //! every modifier off: what the modified kernel costs before any modifier does. ALiBi alone
-//! runs the ALiBi kernel where the device has one of the plain problem's tile (the sm90
-//! family's, `Variant::Alibi`); "alibi, modified kernel" runs it on the modified kernel, named,
-//! as before those kernels, for comparison (not one of the target's cases).
+//! and the softcap alone run their single-modifier kernel where the device has one of the
+//! plain problem's tile (the sm90 family's, `Variant::Alibi` and `Variant::Softcap`); "alibi,
+//! modified kernel" and "softcap, modified kernel" run them on the modified kernel, named, as
+//! before those kernels, for comparison (not the target's cases).
 //!
 //! `flash-attn-modifier-timing`: one line per case: the kernel, median and p10-p90 in
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
@@ -217,6 +218,13 @@ fn time_dtype<T: Element>(gpu: &FlashAttention, worst: &mut Worst) -> Result<(),
                     false,
                 ),
                 ("softcap", None, Some(SOFTCAP), None, true),
+                (
+                    "softcap, modified kernel",
+                    modified,
+                    Some(SOFTCAP),
+                    None,
+                    false,
+                ),
                 ("alibi", None, None, Some(&buffers.slopes), true),
                 (
                     "alibi, modified kernel",
