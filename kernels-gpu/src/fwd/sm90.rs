@@ -228,7 +228,8 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
 /// kernels: `modifiers` satisfies [`ModifierParams`]' contract (window
 /// offsets within `±2^30`; `alibi_slopes`, if not 0, holding the slope of every (batch, query
 /// head) of the grid). ALiBi kernels: `modifiers.alibi_slopes` is not 0 and holds those slopes
-/// (the other modifiers are not read).
+/// (the other modifiers are not read); softcap kernels: `modifiers.softcap_input_scale` is the
+/// softcap's (the other modifiers are not read).
 #[inline(always)]
 pub unsafe fn forward<
     T: Element,
@@ -310,9 +311,10 @@ pub unsafe fn forward<
     // its own: the modified kernels, and the single-modifier kernels without a producer (the
     // 8-warp tiles, whose 64-key blocks leave a warpgroup's causal rows a diagonal block they
     // do not see; the warp-specialised ones run the dense loop, which was faster with ALiBi
-    // alone: BENCHMARKS.md log 66). Those loops visit from the last block to the first. A macro, so that the dense and modified kernels' choice is made
-    // by their const parameters alone, as before the ALiBi kernels: through a value (a `let`,
-    // or one of the constants above) it changed the dense kernels' PTX.
+    // alone: BENCHMARKS.md log 66). Those loops visit from the last block to the first. A
+    // macro, so that the dense and modified kernels' choice is made by their const parameters
+    // alone, as before the single-modifier kernels: through a value (a `let`, or one of the
+    // constants above) it changed the dense kernels' PTX.
     macro_rules! own_ranges {
         () => {
             MODIFIED || ((ALIBI || SOFTCAP) && !has_producer)
@@ -331,11 +333,10 @@ pub unsafe fn forward<
     let warpgroup_row = SM90_WARPGROUP_ROWS * (warp / 4);
     let warp_row = 16 * warp;
     let this_lane = Lane::of(lane);
-    // The key block of a visit: the modified and ALiBi kernels visit theirs from the last to
-    // the first.
-    // The ALiBi kernels of the dense loop (a producer's) visit the block of the first row's
-    // diagonal first ([`DiagonalFirst`]); the softcap kernels of the dense loop visit the
-    // dense kernels' order.
+    // The key block of a visit: the modified kernels and the loops of `own_ranges` visit theirs
+    // from the last to the first ([`LastToFirst`]); the ALiBi kernels of the dense loop (a
+    // producer's) the block of the first row's diagonal first ([`DiagonalFirst`]); the dense
+    // and softcap kernels of the dense loop from the first to the last.
     let visit_order = #[inline(always)]
     |order: LastToFirst, diagonal_first: DiagonalFirst, visit: u32| {
         if ALIBI && has_producer {
@@ -639,10 +640,8 @@ pub unsafe fn forward<
                 finish_block(visit);
             }
         };
-        // The K, or the V, tile of visit `visit`'s key block (the 8-warp tiles: every thread
-        // copies).
-        // The consumers copy only without a producer, where the ALiBi kernels' order is
-        // [`LastToFirst`] (their own ranges): the copies map visits without the
+        // The consumers copy only without a producer, where the single-modifier kernels' order
+        // is [`LastToFirst`] (their own ranges): the copies map visits without the
         // [`DiagonalFirst`] choice, which, in reach of every copy, made LLVM outline them.
         let copied_block_of = |visit: u32| {
             if ALIBI || SOFTCAP {
@@ -651,6 +650,8 @@ pub unsafe fn forward<
                 order.key_block::<MODIFIED>(visit)
             }
         };
+        // The K, or the V, tile of visit `visit`'s key block (the 8-warp tiles: every thread
+        // copies).
         let copy_key =
             |visit: u32, stage: u32| copy_key_tile(&info, copied_block_of(visit), stage, copier);
         let copy_value =
