@@ -356,23 +356,9 @@ impl ScoreRule {
         sm_count: usize,
         compute_capability: Option<(i32, i32)>,
     ) -> Result<&'static ForwardKernel, Error> {
-        if let (Some(variant), Some(compute_capability)) = (self.one_modifier(), compute_capability)
-        {
-            let dense =
-                dispatch_kernel_on(dtype, shape, self.causal(), sm_count, compute_capability)?;
-            let twin = FORWARD_KERNELS.iter().find(|kernel| {
-                kernel.spec.variant == variant
-                    && kernel.spec.dtype == dtype
-                    && kernel.spec.family == dense.spec.family
-                    && kernel.spec.tile == dense.spec.tile
-                    && kernel.runs_on(compute_capability)
-            });
-            if let Some(twin) = twin {
-                return Ok(twin);
-            }
-        }
         if self.is_modified() {
-            return modified_kernel_for(dtype, shape, self.causal(), sm_count, compute_capability);
+            let (causal, alone) = (self.causal(), self.one_modifier());
+            return modified_kernel_for(dtype, shape, causal, sm_count, compute_capability, alone);
         }
         match compute_capability {
             Some(compute_capability) => {
@@ -472,7 +458,7 @@ pub fn modified_kernel(
     causal: bool,
     sm_count: usize,
 ) -> Result<&'static ForwardKernel, Error> {
-    modified_kernel_for(dtype, shape, causal, sm_count, None)
+    modified_kernel_for(dtype, shape, causal, sm_count, None, None)
 }
 
 /// [`modified_kernel`] on a device of `compute_capability`, what the default API runs for a
@@ -498,17 +484,27 @@ pub fn modified_kernel_on(
     sm_count: usize,
     compute_capability: (i32, i32),
 ) -> Result<&'static ForwardKernel, Error> {
-    modified_kernel_for(dtype, shape, causal, sm_count, Some(compute_capability))
+    modified_kernel_for(
+        dtype,
+        shape,
+        causal,
+        sm_count,
+        Some(compute_capability),
+        None,
+    )
 }
 
 /// [`modified_kernel`] (`compute_capability` `None`: the sm80 family) and
-/// [`modified_kernel_on`].
+/// [`modified_kernel_on`]; with `alone` (a single-modifier variant, [`Variant::is_one_modifier`])
+/// that variant's kernel of the dense kernel's tile first, where the build has one the device
+/// runs.
 pub(crate) fn modified_kernel_for(
     dtype: Dtype,
     shape: &AttentionShape,
     causal: bool,
     sm_count: usize,
     compute_capability: Option<(i32, i32)>,
+    alone: Option<Variant>,
 ) -> Result<&'static ForwardKernel, Error> {
     let head_dim = kernel_head_dim(dtype, Variant::Modified, shape.head_dim)?;
     let dense = match compute_capability {
@@ -517,27 +513,35 @@ pub(crate) fn modified_kernel_for(
         }
         None => dispatch_kernel(dtype, shape, causal, sm_count)?,
     };
-    let modified = |kernel: &&ForwardKernel| {
-        kernel.spec.variant == Variant::Modified
-            && kernel.spec.dtype == dtype
-            && kernel.spec.tile.head_dim == head_dim
-            && match compute_capability {
-                Some(compute_capability) => kernel.runs_on(compute_capability),
-                None => kernel.spec.family == Family::Sm80,
-            }
+    // The kernels of `variant` at the head dim that the device runs, of the dense kernel's
+    // family.
+    let of_dense_family = |variant: Variant| {
+        FORWARD_KERNELS.iter().filter(move |kernel| {
+            kernel.spec.variant == variant
+                && kernel.spec.dtype == dtype
+                && kernel.spec.tile.head_dim == head_dim
+                && kernel.spec.family == dense.spec.family
+                && match compute_capability {
+                    Some(compute_capability) => kernel.runs_on(compute_capability),
+                    None => kernel.spec.family == Family::Sm80,
+                }
+        })
     };
-    let candidates = || FORWARD_KERNELS.iter().filter(modified);
-    let of_dense_family = || candidates().filter(|kernel| kernel.spec.family == dense.spec.family);
-    // The dense tile's modified twin, else the head dim's first modified kernel of the family
-    // (the sm80 family's dispatch table and modified tiles were tuned apart; the sm90 family's
-    // table tiles have twins at D=64, 96 and 128: `SM90_MODIFIED_TILES` says why not beyond).
-    of_dense_family()
-        .find(|kernel| kernel.spec.tile == dense.spec.tile)
-        .or_else(|| of_dense_family().next())
+    let twin = |variant: Variant| {
+        of_dense_family(variant).find(|kernel| kernel.spec.tile == dense.spec.tile)
+    };
+    // The dense tile's single-modifier twin where `alone` names one, else its modified twin,
+    // else the head dim's first modified kernel of the family (the sm80 family's dispatch table
+    // and modified tiles were tuned apart; the sm90 family's table tiles have twins at D=64, 96
+    // and 128: `SM90_MODIFIED_TILES` says why not beyond).
+    alone
+        .and_then(twin)
+        .or_else(|| twin(Variant::Modified))
+        .or_else(|| of_dense_family(Variant::Modified).next())
         .map(Ok)
         .unwrap_or_else(|| match dense.spec.family {
             // No sm90 modified kernel at the head dim: the sm80 family's choice.
-            Family::Sm90 => modified_kernel_for(dtype, shape, causal, sm_count, None),
+            Family::Sm90 => modified_kernel_for(dtype, shape, causal, sm_count, None, None),
             Family::Sm80 => Err(Error::UnsupportedHeadDim {
                 head_dim: shape.head_dim,
                 variant: Variant::Modified,
