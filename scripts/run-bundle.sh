@@ -276,6 +276,9 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
     note "sm90 timing and peers ($((SECONDS - start)) s):"
     note "$(grep -E '^[0-9]+,[0-9]+,[0-9]+,[0-9]+ ' "$out/timing-sm90.log")"
     start=$SECONDS
+    # The single-modifier kernels (the dense loop with one modifier alone), each `name:test`:
+    # entries `_<name>_sm90a`, their test `modifiers::<test>`.
+    one_modifier_tests="alibi:every_alibi_kernel_with_alibi_alone softcap:every_softcap_kernel_with_the_softcap_alone"
     for tool in memcheck racecheck synccheck initcheck; do
         FLASH_ATTN_KERNEL_FILTER=${SM90_SANITIZE:-_w8_s2_sm90a} \
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
@@ -286,15 +289,12 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
             ./gpu-tests --test-threads=1 --exact modifiers::every_modified_kernel_on_a_small_problem \
             > "sanitizer90mod-$tool.log" 2>&1 &
-        # The ALiBi and softcap ones (the dense loop with one modifier alone).
-        FLASH_ATTN_KERNEL_FILTER=_alibi_sm90a \
-            timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-            ./gpu-tests --test-threads=1 --exact modifiers::every_alibi_kernel_with_alibi_alone \
-            > "sanitizer90alibi-$tool.log" 2>&1 &
-        FLASH_ATTN_KERNEL_FILTER=_softcap_sm90a \
-            timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-            ./gpu-tests --test-threads=1 --exact modifiers::every_softcap_kernel_with_the_softcap_alone \
-            > "sanitizer90softcap-$tool.log" 2>&1 &
+        for alone in $one_modifier_tests; do
+            FLASH_ATTN_KERNEL_FILTER="_${alone%%:*}_sm90a" \
+                timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+                ./gpu-tests --test-threads=1 --exact "modifiers::${alone#*:}" \
+                > "sanitizer90${alone%%:*}-$tool.log" 2>&1 &
+        done
         # The warp-specialised ones (a producer warpgroup: `_w12_`), D=128's shipping tile.
         FLASH_ATTN_KERNEL_FILTER=_w12_ \
             timeout "${SANITIZER_TIMEOUT:-560}" compute-sanitizer --tool "$tool" --error-exitcode 1 \
@@ -310,12 +310,10 @@ json.dump(merged, open(sys.argv[1], "w"))' timing-sm90.json timing-sm90-*.json
     FLASH_ATTN_KERNEL_FILTER=_mod_sm90a ./gpu-tests --test-threads=2 --exact \
         modifiers::every_sm90_modified_kernel_with_each_modifier >> "$out/gpu-tests-sm90.log" 2>&1
     note "every sm90 modified kernel with each modifier (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
-    ./gpu-tests --test-threads=2 --exact modifiers::every_alibi_kernel_with_alibi_alone \
-        >> "$out/gpu-tests-sm90.log" 2>&1
-    note "every ALiBi kernel with ALiBi alone (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
-    ./gpu-tests --test-threads=2 --exact modifiers::every_softcap_kernel_with_the_softcap_alone \
-        >> "$out/gpu-tests-sm90.log" 2>&1
-    note "every softcap kernel with the softcap alone (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    for alone in $one_modifier_tests; do
+        ./gpu-tests --test-threads=2 --exact "modifiers::${alone#*:}" >> "$out/gpu-tests-sm90.log" 2>&1
+        note "${alone#*:} (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
+    done
     ./gpu-tests --test-threads=2 sweep:: >> "$out/gpu-tests-sm90.log" 2>&1
     note "the sweep through the default API (exit $?): $(grep 'test result' "$out/gpu-tests-sm90.log" | tail -n 1)"
     ./gpu-tests --test-threads=2 --exact forward::every_head_dim_through_the_default_api >> "$out/gpu-tests-sm90.log" 2>&1

@@ -61,7 +61,7 @@ macro_rules! shared_tile {
 /// passes it its part of the list. [`Variant::Dense`](flash_attn_params::Variant::Dense)
 /// entries take [`ForwardParams`], [`Variant::Serving`](flash_attn_params::Variant::Serving)
 /// and [`Variant::Paged`](flash_attn_params::Variant::Paged) ones [`ServingParams`],
-/// [`Variant::Modified`](flash_attn_params::Variant::Modified) and
+/// [`Variant::Modified`](flash_attn_params::Variant::Modified),
 /// [`Variant::Alibi`](flash_attn_params::Variant::Alibi) and
 /// [`Variant::Softcap`](flash_attn_params::Variant::Softcap) ones [`ModifiedParams`], the
 /// modified serving and paged ones [`ModifiedServingParams`]; a

@@ -287,8 +287,8 @@ impl ModifierParams {
     };
 }
 
-/// The argument of a [`Variant::Modified`] or [`Variant::Alibi`] kernel, passed by value as one
-/// `.param` block.
+/// The argument of a [`Variant::Modified`], [`Variant::Alibi`] or [`Variant::Softcap`] kernel,
+/// passed by value as one `.param` block.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ModifiedParams {

@@ -55,8 +55,9 @@ impl LastToFirst {
     }
 
     /// The key block of visit `visit` (one of `first..end`) of a loop that visits its blocks
-    /// in this order where `LAST_TO_FIRST` (the modified and ALiBi kernels' loops), and the
-    /// block itself otherwise (the first to the last).
+    /// in this order where `LAST_TO_FIRST` (the modified kernels' loops, and the sm90
+    /// single-modifier kernels' loops of each warpgroup's own blocks), and the block itself
+    /// otherwise (the first to the last).
     #[inline(always)]
     pub fn key_block<const LAST_TO_FIRST: bool>(self, visit: u32) -> u32 {
         if LAST_TO_FIRST {
