@@ -222,4 +222,23 @@ impl TileMask {
     pub fn diagonal_column(self, row: i32) -> i32 {
         row + self.diagonal
     }
+
+    /// Every column up to `last_column` that a row from `first_row` on sees lies at or before
+    /// the row's diagonal key (distance at least 0): the columns do (past the first row's
+    /// diagonal only columns past the last key, which no row sees), or the rule's right side
+    /// ends at the diagonal or before it (causal masking's `Some(0)`). ALiBi's bias is then one
+    /// signed product per score on every block such rows see, the diagonal's included.
+    #[inline(always)]
+    pub fn sees_no_key_past_the_diagonal(self, first_row: i32, last_column: i32) -> bool {
+        last_column.min(self.keys_left - 1) <= self.diagonal_column(first_row)
+            || (self.right.bounded && self.right.offset <= 0)
+    }
+
+    /// Every column from 0 on that a row up to `last_row` sees lies at or after the row's
+    /// diagonal key (distance at most 0): the first column does, or the rule's left side starts
+    /// at the diagonal or after it.
+    #[inline(always)]
+    pub fn sees_no_key_before_the_diagonal(self, last_row: i32) -> bool {
+        self.diagonal_column(last_row) <= 0 || (self.left.bounded && self.left.offset <= 0)
+    }
 }

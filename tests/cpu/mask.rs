@@ -263,6 +263,71 @@ fn the_tile_form_of_a_window_is_the_same_rule() {
     }
 }
 
+/// ALiBi's one-sided bodies (`attn::modifiers::add_alibi`) trust these two claims: where
+/// `sees_no_key_past_the_diagonal(first_row, last_column)` holds, no key that a query of rows
+/// `first_row..` sees among columns `..=last_column` lies past its diagonal; where
+/// `sees_no_key_before_the_diagonal(last_row)` holds, none that a query of rows `..=last_row`
+/// sees lies before it. Checked key by key over every window, tile and warp's rows (16 at a
+/// time, and a single row as a packed decode block's); and causal masking, whose every block
+/// should take the one-sided body, must pass the first on every tile.
+#[test]
+fn the_alibi_side_claims_hold_for_every_key_a_warp_sees() {
+    for seq_len_q in LENGTHS {
+        for seq_len_kv in LENGTHS {
+            for (left, right) in WINDOWS {
+                let mask = Mask::windowed(seq_len_q, seq_len_kv, left, right);
+                let causal = (left, right) == (None, Some(0));
+                for (block_m, block_n) in [(16, 16), (64, 32), (128, 64), (128, 128)] {
+                    for first_query in (0..seq_len_q).step_by(block_m) {
+                        for first_key in (0..seq_len_kv).step_by(block_n) {
+                            let tile = mask.in_tile(first_query, first_key);
+                            let last_column = block_n as i32 - 1;
+                            let warps = (0..block_m as i32)
+                                .step_by(16)
+                                .map(|first| (first, first + 15))
+                                .chain([(0, 0)]);
+                            for (first_row, last_row) in warps {
+                                let after =
+                                    tile.sees_no_key_past_the_diagonal(first_row, last_column);
+                                let before = tile.sees_no_key_before_the_diagonal(last_row);
+                                if causal {
+                                    assert!(after, "{seq_len_q}x{seq_len_kv} causal: tile ({first_query}, {first_key}), rows {first_row}..");
+                                }
+                                for row in first_row..=last_row {
+                                    let query = first_query + row as u32;
+                                    if query >= seq_len_q {
+                                        continue;
+                                    }
+                                    for column in 0..block_n as u32 {
+                                        let key = first_key + column;
+                                        if !visible_in_window(
+                                            (seq_len_q, seq_len_kv),
+                                            (left, right),
+                                            query,
+                                            key,
+                                        ) {
+                                            continue;
+                                        }
+                                        let distance = mask.distance_from_diagonal(query, key);
+                                        let context = format!(
+                                            "{seq_len_q} queries, {seq_len_kv} keys, window \
+                                             ({left:?}, {right:?}): tile ({first_query}, \
+                                             {first_key}), rows {first_row}..={last_row}, row \
+                                             {row}, column {column}, distance {distance}"
+                                        );
+                                        assert!(!after || distance >= 0, "{context}");
+                                        assert!(!before || distance <= 0, "{context}");
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The key blocks a kernel computes for one block of queries, from the rule's methods as
 /// `fwd/sm80.rs` combines them (`BlockInfo::key_blocks` and the modified kernels' three loops):
 /// `(first, unmasked_start, unmasked_end, end)`.

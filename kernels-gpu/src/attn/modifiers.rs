@@ -95,14 +95,15 @@ pub fn apply_softcap<const M_TILES: usize, const KEY_STEPS: usize>(
 /// block each row's own head's), less the returned per-row offsets, which the softmax adds back
 /// ([`crate::attn::softmax::RowOffsets`]).
 ///
-/// Where every key of the block lies on one side of every row's diagonal of the warp (the
-/// causal kernels' blocks but the diagonal's; a non-causal row's blocks but one or two), the
-/// distance is `sign * (first_distance - c)`, `c` the score's column past this lane's first (a
-/// compile-time constant) and `first_distance` the row's distance at that first column, so the
-/// bias is `sign * slope * c` per score, one fused multiply-add, and `-sign * slope *
-/// first_distance` per row, the offset. Elsewhere, per score a subtraction of `c` and one fused
-/// multiply-add on the distance's absolute value, and offsets 0. The side is warp-uniform: one
-/// branch per block.
+/// Where every key that the warp's rows see in the block lies on one side of each row's
+/// diagonal (every block of a causal problem, the diagonal's included, whose keys past it the
+/// mask removes; a non-causal row's blocks but one or two), the distance is `sign *
+/// (first_distance - c)`, `c` the score's column past this lane's first (a compile-time
+/// constant) and `first_distance` the row's distance at that first column, so the bias is `sign
+/// * slope * c` per score, one fused multiply-add, and `-sign * slope * first_distance` per row,
+/// the offset. Elsewhere, per score one fused multiply-add on the distance's absolute value,
+/// and offsets 0; the distances are subtractions of `c`, which a lane's two rows share (see
+/// `add_alibi_across_the_diagonal`). The side is warp-uniform: one branch per block.
 ///
 /// Distances are exact in f32 up to 2^24 keys; beyond that they round to f32 (a relative error
 /// of 2^-24 in the bias).
@@ -115,10 +116,11 @@ pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
     let ScoresPlace { rule, lane, .. } = place;
     let (first_row, last_row) = place.warp_rows::<M_TILES>();
     let last_column = 16 * KEY_STEPS as i32 - 1;
-    // +1: every distance at least 0 (the keys at or before every row's diagonal); -1: at most 0.
-    let side = if rule.diagonal_column(first_row) >= last_column {
+    // +1: every distance the rows see at least 0 (the keys at or before every row's diagonal);
+    // -1: at most 0.
+    let side = if rule.sees_no_key_past_the_diagonal(first_row, last_column) {
         Some(1.0)
-    } else if rule.diagonal_column(last_row) <= 0 {
+    } else if rule.sees_no_key_before_the_diagonal(last_row) {
         Some(-1.0)
     } else {
         None
@@ -141,21 +143,45 @@ pub fn add_alibi<const M_TILES: usize, const KEY_STEPS: usize>(
                 });
             }
         }
+    } else if place.one_query {
+        add_alibi_across_the_diagonal::<M_TILES, KEY_STEPS, 0>(scores, slopes, &first_distances);
     } else {
-        for m in 0..M_TILES {
-            for half_m in 0..2 {
-                let (first_distance, slope) = (first_distances[m][half_m], slopes[m][half_m]);
-                for_each_row_score(scores, m, half_m, |column_past_first, score| {
-                    core::intrinsics::fmaf32(
-                        (first_distance - column_past_first).abs(),
-                        -slope,
-                        score,
-                    )
-                });
-            }
-        }
+        add_alibi_across_the_diagonal::<M_TILES, KEY_STEPS, 8>(scores, slopes, &first_distances);
     }
     offsets
+}
+
+/// ALiBi's bias on a block whose keys lie on both sides of some row's diagonal: per score
+/// `-slope * |first_distance - c|` (see [`add_alibi`]), where a lane's row `(m, 1)` is
+/// `ROW_STEP` rows after its row `(m, 0)` ([`Lane::row`]'s 8; 0 in a packed decode block, whose
+/// rows are one query). Row `(m, 1)`'s distance at column `c` is then row `(m, 0)`'s at `c -
+/// ROW_STEP`, the same subtraction of the same exact integers, which LLVM computes once: a
+/// lane's two rows share all but two of their subtractions (34 for 64 scores at 128 keys).
+#[inline(always)]
+fn add_alibi_across_the_diagonal<
+    const M_TILES: usize,
+    const KEY_STEPS: usize,
+    const ROW_STEP: usize,
+>(
+    scores: &mut Scores<M_TILES, KEY_STEPS>,
+    slopes: &LaneRows<M_TILES>,
+    first_distances: &LaneRows<M_TILES>,
+) {
+    let row_step = ROW_STEP as f32;
+    for m in 0..M_TILES {
+        for half_m in 0..2 {
+            let slope = slopes[m][half_m];
+            for_each_row_score(scores, m, half_m, |column_past_first, score| {
+                // Constant-folded per score: which row's subtraction this score shares.
+                let distance = if half_m == 1 && column_past_first >= row_step {
+                    first_distances[m][0] - (column_past_first - row_step)
+                } else {
+                    first_distances[m][half_m] - column_past_first
+                };
+                core::intrinsics::fmaf32(distance.abs(), -slope, score)
+            });
+        }
+    }
 }
 
 /// Replaces each score of row `(m, half_m)` with `update(c, score)`, `c` the score's column
