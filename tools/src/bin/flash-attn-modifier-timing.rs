@@ -20,7 +20,8 @@
 //! `flash-attn-modifier-timing`: one line per case: the kernel, median and p10-p90 in
 //! microseconds, and the ratios; a final line per target with the worst ratio and whether it
 //! is met. `--every-tile` adds, per shape, each modifier on every modified kernel of its head
-//! dim against the dense kernel of the same tile, and the window on each of them (the data for
+//! dim against the dense kernel of the same tile (and the softcap and ALiBi alone on the tile's
+//! single-modifier kernels where built), and the window on each of them (the data for
 //! choosing a modified kernel's tile); with `--head-dim D` only those of head dim D, and not the
 //! targets' cases; with `--shape B,H,S,D` at that shape instead of the anchors, and not the
 //! targets' cases. `--profile-launches [--shape B,H,S,D] [--causal]` instead
@@ -160,13 +161,18 @@ fn time<T: Element>(
 }
 
 /// The dense kernel of `kernel`'s tile and element type.
-fn dense_of(kernel: &ForwardKernel) -> Option<&'static ForwardKernel> {
-    FORWARD_KERNELS.iter().find(|dense| {
-        dense.spec.variant == Variant::Dense
-            && dense.spec.family == kernel.spec.family
-            && dense.spec.dtype == kernel.spec.dtype
-            && dense.spec.tile == kernel.spec.tile
+/// The kernel of `variant` with `kernel`'s family, element type and tile, where one is built.
+fn twin_of(kernel: &ForwardKernel, variant: Variant) -> Option<&'static ForwardKernel> {
+    FORWARD_KERNELS.iter().find(|twin| {
+        twin.spec.variant == variant
+            && twin.spec.family == kernel.spec.family
+            && twin.spec.dtype == kernel.spec.dtype
+            && twin.spec.tile == kernel.spec.tile
     })
+}
+
+fn dense_of(kernel: &ForwardKernel) -> Option<&'static ForwardKernel> {
+    twin_of(kernel, Variant::Dense)
 }
 
 fn print_case(label: &str, kernel: &ForwardKernel, times: &LaunchTimes, ratios: &str) {
@@ -372,15 +378,37 @@ fn time_every_tile<T: Element>(
                     }
                     None => None,
                 };
-                for (name, softcap, alibi) in [
-                    ("tile none on", None, Some(&buffers.zero_slopes)),
-                    ("tile softcap", Some(SOFTCAP), None),
-                    ("tile alibi", None, Some(&buffers.slopes)),
-                    ("tile softcap+alibi", Some(SOFTCAP), Some(&buffers.slopes)),
-                ] {
+                // The tile's single-modifier kernels, where built, with their one modifier.
+                let alibi_kernel = twin_of(modified, Variant::Alibi);
+                let softcap_kernel = twin_of(modified, Variant::Softcap);
+                let cases = [
+                    (
+                        "tile none on",
+                        None,
+                        Some(&buffers.zero_slopes),
+                        Some(modified),
+                    ),
+                    ("tile softcap", Some(SOFTCAP), None, Some(modified)),
+                    ("tile softcap kernel", Some(SOFTCAP), None, softcap_kernel),
+                    ("tile alibi", None, Some(&buffers.slopes), Some(modified)),
+                    (
+                        "tile alibi kernel",
+                        None,
+                        Some(&buffers.slopes),
+                        alibi_kernel,
+                    ),
+                    (
+                        "tile softcap+alibi",
+                        Some(SOFTCAP),
+                        Some(&buffers.slopes),
+                        Some(modified),
+                    ),
+                ];
+                for (name, softcap, alibi, kernel) in cases {
+                    let Some(kernel) = kernel else { continue };
                     let options = ForwardOptions {
                         softcap,
-                        kernel: Some(modified),
+                        kernel: Some(kernel),
                         ..plain
                     };
                     let (times, _) = time(gpu, &buffers, shape, &options, alibi)?;
@@ -390,7 +418,7 @@ fn time_every_tile<T: Element>(
                             times.median() / median
                         )
                     });
-                    print_case(&format!("{label} {name}"), modified, &times, &ratio);
+                    print_case(&format!("{label} {name}"), kernel, &times, &ratio);
                 }
             }
         }
