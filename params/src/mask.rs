@@ -224,13 +224,13 @@ impl TileMask {
     }
 
     /// Every column up to `last_column` that a row from `first_row` on sees lies at or before
-    /// the row's diagonal key (distance at least 0): the columns do (past the first row's
-    /// diagonal only columns past the last key, which no row sees), or the rule's right side
-    /// ends at the diagonal or before it (causal masking's `Some(0)`). ALiBi's bias is then one
-    /// signed product per score on every block such rows see, the diagonal's included.
+    /// the row's diagonal key (distance at least 0): the columns do, or the rule's right side
+    /// ends at the diagonal or before it (causal masking's `Some(0)`), which holds for every
+    /// block of the problem. ALiBi's bias is then one signed product per score on every block
+    /// such rows see, the diagonal's included.
     #[inline(always)]
     pub fn sees_no_key_past_the_diagonal(self, first_row: i32, last_column: i32) -> bool {
-        last_column.min(self.keys_left - 1) <= self.diagonal_column(first_row)
+        last_column <= self.diagonal_column(first_row)
             || (self.right.bounded && self.right.offset <= 0)
     }
 
