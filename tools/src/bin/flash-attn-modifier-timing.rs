@@ -160,7 +160,6 @@ fn time<T: Element>(
     Ok((times, kernel))
 }
 
-/// The dense kernel of `kernel`'s tile and element type.
 /// The kernel of `variant` with `kernel`'s family, element type and tile, where one is built.
 fn twin_of(kernel: &ForwardKernel, variant: Variant) -> Option<&'static ForwardKernel> {
     FORWARD_KERNELS.iter().find(|twin| {
@@ -171,6 +170,7 @@ fn twin_of(kernel: &ForwardKernel, variant: Variant) -> Option<&'static ForwardK
     })
 }
 
+/// The dense kernel of `kernel`'s tile and element type.
 fn dense_of(kernel: &ForwardKernel) -> Option<&'static ForwardKernel> {
     twin_of(kernel, Variant::Dense)
 }
