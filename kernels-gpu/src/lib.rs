@@ -44,8 +44,9 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    copy_warps, pads_head_dim, sm90_overlaps_blocks, ForwardParams, ModifiedParams,
-    ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams, Variant,
+    copy_warps, pads_head_dim, sm90_consumer_registers, sm90_overlaps_blocks, ForwardParams,
+    ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams,
+    Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -268,6 +269,9 @@ macro_rules! main_loop {
             $alibi,
             $softcap,
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
+            { $crate::sm90_consumer_registers($block_m) },
+            { 2 * $block_m as u32 },
+            $crate::fwd::sm90::TurnsOf<$block_m>,
         >($params, $modifiers)
     };
 }

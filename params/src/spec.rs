@@ -426,18 +426,21 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// warp-specialised form, persistent, 1.12-1.14x slower than the 128-key one (log 53). At D=64 both
 /// of the table's tiles: the warp-specialised `m128_n128` (from 2048 keys on, and on small
 /// grids), whose modified kernel ran 1.09-1.14x faster than the sm80 family's at 4,8,512,64 and
-/// 8,16,2048,64 but 7-17% slower at S=512 on large grids (log 48); and the 8-warp `m128_n64` of
-/// S=512 and 1024 on large grids, whose modified kernel ran 1.4-1.6x slower than its dense one
+/// 8,16,2048,64 but 7-17% slower at S=512 on large grids (log 48); the warp-specialised
+/// `m192_n128` of three consumer warpgroups, the table's from 1025 keys on large grids (log 70);
+/// and the 8-warp `m128_n64` of S=512 and 1024 on large grids, whose modified kernel ran
+/// 1.4-1.6x slower than its dense one
 /// at one block per SM (log 48) and, at the two its launch bounds now ask for
 /// ([`KernelSpec::min_blocks_per_sm`]), 1.02-1.15x faster than the sm80 family's modified
 /// kernels at 16,16,512,64 (log 50). The host runs the dispatch table's tile where a modified
 /// kernel of it exists (at D=64, 96 and 128), else the head dim's first here, else the sm80
 /// family's choice.
-pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
+pub const SM90_MODIFIED_TILES: [TileConfig; 9] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
-        with_warps(block_n, 128 / 16, stages, head_dim)
+        with_warps(128, block_n, 128 / 16, stages, head_dim)
     }
     const fn with_warps(
+        block_m: usize,
         block_n: usize,
         warps: usize,
         stages: usize,
@@ -445,7 +448,7 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
     ) -> TileConfig {
         TileConfig::new_for(
             Family::Sm90,
-            128,
+            block_m,
             block_n,
             warps,
             stages,
@@ -455,11 +458,13 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
         )
     }
     [
-        // Warp-specialised: a producer warpgroup beside the two of the rows.
-        with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 64),
+        // Warp-specialised: a producer warpgroup beside the two of the rows, or at D=64 the
+        // three of 192.
+        with_warps(128, 128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 64),
+        with_warps(192, 128, 192 / 16 + SM90_PRODUCER_WARPS, 2, 64),
         tile(64, 2, 64),
         tile(64, 2, 96),
-        with_warps(128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
+        with_warps(128, 128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
         tile(64, 2, 160),
         tile(64, 2, 192),
         tile(64, 1, 224),
@@ -469,14 +474,15 @@ pub const SM90_MODIFIED_TILES: [TileConfig; 8] = {
 
 /// The tiles of the sm90 family's single-modifier kernels ([`Variant::Alibi`],
 /// [`Variant::Softcap`]): the sm_90a dispatch table's at the anchors' head dims, D=64 (the
-/// warp-specialised `m128_n128` and the 8-warp `m128_n64`) and D=128 (the warp-specialised
-/// `m128_n128`), where the targets for ALiBi and the softcap are set (at most 5% slower
+/// warp-specialised `m128_n128` and `m192_n128`, and the 8-warp `m128_n64`) and D=128 (the
+/// warp-specialised `m128_n128`), where the targets for ALiBi and the softcap are set (at most 5% slower
 /// than the plain kernel of the same tile). Problems of the other head dims, and those with
 /// more than one modifier, run the modified kernels.
-pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 3] = [
+pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
     SM90_MODIFIED_TILES[0],
     SM90_MODIFIED_TILES[1],
-    SM90_MODIFIED_TILES[3],
+    SM90_MODIFIED_TILES[2],
+    SM90_MODIFIED_TILES[4],
 ];
 
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its

@@ -29,6 +29,23 @@ pub const SM90_WARPGROUP_ROWS: usize = 64;
 /// warp-specialised where it has these warps beyond its rows' ([`TileConfig::producer_warps`]).
 pub const SM90_PRODUCER_WARPS: usize = 4;
 
+/// Registers per thread of a warp-specialised sm90 tile's producer warpgroup after
+/// `setmaxnreg` (FlashAttention-3's split; see [`sm90_consumer_registers`]).
+pub const SM90_PRODUCER_REGISTERS: u32 = 24;
+
+/// Registers per thread of each consumer warpgroup of a warp-specialised sm90 tile of
+/// `block_m` rows after `setmaxnreg`, beside the producer's [`SM90_PRODUCER_REGISTERS`]: two
+/// consumers 240 (128 x 24 + 256 x 240 = 64,512 of the SM's 65,536, what the block starts with
+/// at 168 each, `.maxntid 384`), three (D=64's 192-row tile, [`sm90_feeds_consumers`]) 160
+/// (128 x 24 + 384 x 160 = 64,512, from 128 each, `.maxntid 512`).
+pub const fn sm90_consumer_registers(block_m: usize) -> u32 {
+    if block_m == 3 * SM90_WARPGROUP_ROWS {
+        160
+    } else {
+        240
+    }
+}
+
 /// Shared-memory bytes of a warp-specialised sm90 tile's `mbarrier`s, after its K/V ring: a
 /// "landed" and a "free" barrier of 8 bytes per slot (three slots at most) and one for the Q
 /// tile (free for the next tile's Q), padded.
@@ -371,8 +388,8 @@ impl TileConfig {
     }
 
     /// The gates of the sm90 family's tiles: one warpgroup of 4 warps per 64 query rows
-    /// (`warps == block_m / 16`, or [`SM90_PRODUCER_WARPS`] more for a producer warpgroup: two
-    /// consumer warpgroups in the overlapped schedule), key blocks a multiple of 16 (wgmma's
+    /// (`warps == block_m / 16`, or [`SM90_PRODUCER_WARPS`] more for a producer warpgroup where
+    /// [`sm90_feeds_consumers`] allows one), key blocks a multiple of 16 (wgmma's
     /// k-step over P.V), head dims a multiple of 32 up to 256 (the kernel swizzles 64-byte rows at D=96 and 128-byte
     /// ones otherwise, so D need not be a multiple of 64 as the sm80 family's swizzle needs),
     /// swizzled tiles with Q in shared memory, every tile at a 1024-byte boundary
@@ -413,12 +430,11 @@ impl TileConfig {
                  and at most a producer warpgroup more",
             );
         }
-        if config.producer_warps() != 0
-            && (block_m != 2 * SM90_WARPGROUP_ROWS || !sm90_overlaps_blocks(head_dim, stages))
-        {
+        if config.producer_warps() != 0 && !sm90_feeds_consumers(block_m, head_dim, stages) {
             return Err(
-                "sm90: a producer warpgroup only with two consumer warpgroups (block_m 128) in \
-                 the overlapped schedule (head_dim 64 or from 128 on, two or three stages)",
+                "sm90: a producer warpgroup only in the overlapped schedule (head_dim 64 or from \
+                 128 on, two or three stages), with two consumer warpgroups (block_m 128) or, at \
+                 head_dim 64, three (block_m 192)",
             );
         }
         if block_n == 0 || !block_n.is_multiple_of(16) || block_n > 256 {
@@ -483,12 +499,14 @@ impl TileConfig {
     /// its blocks walk the problem's tiles ([`Self::walk_grid`]), so that the producer copies
     /// a tile's Q and first K while the consumers finish the tile before, and stage their
     /// output in a tile of its own ([`Self::output_tile_offset`]), the Q tile being the next
-    /// tile's by then. A warp-specialised tile can (a producer warpgroup copies ahead of the
-    /// compute) where that output tile fits the shared memory (not D=160's 128-key tile), up to
-    /// head dim 160: at 192 and 224 the walk took the consumers past their 240 registers
-    /// (ptxas spilled 8 bytes of the two-stage tiles).
+    /// tile's by then. A warp-specialised tile of two consumer warpgroups can (a producer
+    /// warpgroup copies ahead of the compute; the walk was built and measured with two
+    /// consumers of 240 registers) where that output tile fits the shared memory (not D=160's
+    /// 128-key tile), up to head dim 160: at 192 and 224 the walk took the consumers past their
+    /// 240 registers (ptxas spilled 8 bytes of the two-stage tiles).
     pub const fn can_persist(&self) -> bool {
         self.producer_warps() != 0
+            && self.block_m == 2 * SM90_WARPGROUP_ROWS
             && self.head_dim <= 160
             && self.output_tile_offset() + self.q_tile_bytes() <= SM90_MAX_SMEM_PER_BLOCK
     }
@@ -698,6 +716,18 @@ pub const fn sm90_overlaps_blocks(head_dim: usize, stages: usize) -> bool {
     stages >= 2 && (head_dim == 64 || head_dim >= 128)
 }
 
+/// Whether an sm90 tile of `block_m` rows may have a producer warpgroup
+/// ([`TileConfig::producer_warps`]) feeding its consumers (one warpgroup per 64 rows): in the
+/// overlapped schedule ([`sm90_overlaps_blocks`]), two consumer warpgroups (`block_m` 128), or
+/// three (192) at D=64, FlashAttention-3's tile there. Three consumers share the registers
+/// that two have elsewhere (160 each after `setmaxnreg`, against 240), which D=64's
+/// accumulators fit.
+pub const fn sm90_feeds_consumers(block_m: usize, head_dim: usize, stages: usize) -> bool {
+    sm90_overlaps_blocks(head_dim, stages)
+        && (block_m == 2 * SM90_WARPGROUP_ROWS
+            || (block_m == 3 * SM90_WARPGROUP_ROWS && head_dim == 64))
+}
+
 /// The candidate head dims of the sm90 family's tiles: every kernel head dim of the sm80 family
 /// ([`CANDIDATE_HEAD_DIMS`]; the kernel takes any multiple of 32 up to 256).
 pub const SM90_CANDIDATE_HEAD_DIMS: [usize; 8] = CANDIDATE_HEAD_DIMS;
@@ -740,8 +770,7 @@ pub(crate) fn for_each_tile_candidate(
                     for stages in SM90_CANDIDATE_STAGES {
                         // One warp per 16 rows, and where the tile can have one, a producer
                         // warpgroup more.
-                        let warp_specialised = block_m == 2 * SM90_WARPGROUP_ROWS
-                            && sm90_overlaps_blocks(head_dim, stages);
+                        let warp_specialised = sm90_feeds_consumers(block_m, head_dim, stages);
                         let producers: &[usize] = if warp_specialised {
                             &[0, SM90_PRODUCER_WARPS]
                         } else {

@@ -28,15 +28,16 @@
 //! stores; the logsumexp goes out if asked for.
 //!
 //! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
-//! two that own the 128 rows; overlapped schedule only) split the copies from the compute, as
-//! FlashAttention-3 does. The producer (24 registers per thread after `setmaxnreg`) issues the
+//! two that own the 128 rows, or at D=64 the three that own 192; overlapped schedule only)
+//! split the copies from the compute, as FlashAttention-3 does. The producer (24 registers
+//! per thread after `setmaxnreg`) issues the
 //! `cp.async` of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as soon as
 //! its slots are free, and each of its threads arrives on the group's `landed` `mbarrier` once
 //! its own copies have landed (`cp.async.mbarrier.arrive.noinc`); the consumers (240
-//! registers) wait on `landed`, fence the async proxy themselves, and after the block's MMAs
+//! registers, 160 of three) wait on `landed`, fence the async proxy themselves, and after the block's MMAs
 //! each warp arrives on the group's `freed` barrier. No block barrier is left in the loop: the
 //! warpgroups drift apart, so that one's softmax runs under the other's MMAs; and they take
-//! turns to issue their MMAs (FlashAttention-3's ping-pong, two named barriers), which makes
+//! turns to issue their MMAs (FlashAttention-3's ping-pong, a named barrier each), which makes
 //! that overlap the rule rather than the chance of the schedule. Measured on an
 //! H100 (`m128_n128_s2`, D=128): the producer made it 1.19x faster than the tile without one
 //! at 2,16,4096,128 (1.28x causal) and 1.09-1.11x at 4,8,512,128 (BENCHMARKS.md log 45; the
@@ -66,8 +67,9 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, Family, ForwardParams, ModifierParams, QSource, SequenceParams, SmemLayout,
-    TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
+    persists, sm90_consumer_registers, Family, ForwardParams, ModifierParams, QSource,
+    SequenceParams, SmemLayout, TileConfig, Variant, SM90_PRODUCER_REGISTERS, SM90_PRODUCER_WARPS,
+    SM90_WARPGROUP_ROWS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -82,25 +84,121 @@ use crate::fragment::{Accumulator, Lane, OperandA};
 use crate::fwd::copy::copy_tile_async;
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
-    bar_arrive_named, bar_sync_0, bar_sync_named, barrier_sync_0, cp_async_commit_group,
-    cp_async_mbarrier_arrive_noinc_shared, cp_async_wait_group, fence_f32,
-    fence_proxy_async_shared_cta, fence_u32, mbarrier_arrive_shared, mbarrier_init_shared,
-    mbarrier_try_wait_parity_shared, opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc,
-    shared_window_address, shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence,
-    wgmma_wait_group,
+    bar_arrive_named, bar_arrive_named_at, bar_sync_0, bar_sync_named, bar_sync_named_at,
+    barrier_sync_0, cp_async_commit_group, cp_async_mbarrier_arrive_noinc_shared,
+    cp_async_wait_group, fence_f32, fence_proxy_async_shared_cta, fence_u32,
+    mbarrier_arrive_shared, mbarrier_init_shared, mbarrier_try_wait_parity_shared,
+    opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
+    shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
 };
 use crate::smem::WgmmaTile;
+
+/// How the consumer warpgroups of a warp-specialised tile but the first take turns to issue
+/// their MMAs (the ping-pong in [`forward`]): consumer `w` of `n` waits for its turn on named
+/// barrier `2 + w` and hands it on at `2 + (w + 1) % n`, each barrier counting 256 threads (the
+/// waiter's 128 `bar.sync`, the one before's 128 `bar.arrive`); the first (barriers 2 and 3,
+/// whatever `n`) is `forward`'s own. A type, not a value, and the first's calls outside it, so
+/// that the two-consumer kernels' PTX stays byte for byte what it was before the
+/// three-consumer tile: chosen by a value, written as one rule in registers, or with the
+/// first's wait here, the choice changed the modified two-consumer kernels' PTX and spilled the
+/// D=128 one (40 bytes; BENCHMARKS.md log 70).
+pub trait ConsumerTurns {
+    /// A consumer but the first waits for its turn.
+    ///
+    /// # Safety
+    /// Every thread of the warpgroup calls it, in the order of turns above, so that each
+    /// barrier's phases count 256 threads (see [`bar_sync_named`]).
+    unsafe fn wait_other();
+    /// A consumer but the first hands the turn on.
+    ///
+    /// # Safety
+    /// Every thread of the warpgroup calls it, in the order of turns above, so that each
+    /// barrier's phases count 256 threads (see [`bar_sync_named`]).
+    unsafe fn pass_other();
+    /// Every consumer but the first, before its first turn: the last hands the first its
+    /// first turn.
+    ///
+    /// # Safety
+    /// Every thread of the warpgroup calls it, in the order of turns above, so that each
+    /// barrier's phases count 256 threads (see [`bar_sync_named`]).
+    unsafe fn hand_first_turn();
+}
+
+/// Two consumer warpgroups: barriers 2 and 3, named as constants.
+pub struct TwoConsumers;
+
+impl ConsumerTurns for TwoConsumers {
+    #[inline(always)]
+    unsafe fn wait_other() {
+        bar_sync_named::<3, 256>();
+    }
+    #[inline(always)]
+    unsafe fn pass_other() {
+        bar_arrive_named::<2, 256>();
+    }
+    #[inline(always)]
+    unsafe fn hand_first_turn() {
+        bar_arrive_named::<2, 256>();
+    }
+}
+
+/// Three consumer warpgroups (D=64's 192-row tile): barriers 2 to 4, the others' named in a
+/// register from the warpgroup's index.
+pub struct ThreeConsumers;
+
+impl ThreeConsumers {
+    /// This consumer warpgroup's index, 1 or 2 for the others.
+    #[inline(always)]
+    fn consumer() -> u32 {
+        // SAFETY: reads a special register.
+        unsafe { _thread_idx_x() as u32 / 128 }
+    }
+}
+
+impl ConsumerTurns for ThreeConsumers {
+    #[inline(always)]
+    unsafe fn wait_other() {
+        bar_sync_named_at::<256>(2 + Self::consumer());
+    }
+    #[inline(always)]
+    unsafe fn pass_other() {
+        bar_arrive_named_at::<256>(if Self::consumer() == 2 { 2 } else { 4 });
+    }
+    #[inline(always)]
+    unsafe fn hand_first_turn() {
+        if Self::consumer() == 2 {
+            bar_arrive_named::<2, 256>();
+        }
+    }
+}
+
+/// The turns of the warp-specialised tiles of `BLOCK_M` rows ([`TurnsOf`]).
+pub trait TurnsFor {
+    /// The tile's [`ConsumerTurns`].
+    type Turns: ConsumerTurns;
+}
+
+/// A tile of `BLOCK_M` rows, for [`TurnsOf`].
+pub struct Rows<const BLOCK_M: usize>;
+
+impl TurnsFor for Rows<64> {
+    type Turns = TwoConsumers;
+}
+impl TurnsFor for Rows<128> {
+    type Turns = TwoConsumers;
+}
+impl TurnsFor for Rows<192> {
+    type Turns = ThreeConsumers;
+}
+
+/// The [`ConsumerTurns`] of a tile of `BLOCK_M` rows: two consumers for 128 (and 64, which has
+/// no producer and takes no turns), three for 192.
+pub type TurnsOf<const BLOCK_M: usize> = <Rows<BLOCK_M> as TurnsFor>::Turns;
 
 /// The dynamic shared-memory window. Its alignment is the swizzle's period (8 rows of 128
 /// bytes), which `wgmma` reads the tiles' swizzle against.
 #[repr(C, align(1024))]
 struct SharedMemoryBase;
-
-/// Registers per thread of a warp-specialised block's producer warpgroup and of each of its two
-/// consumer warpgroups (`setmaxnreg`; FlashAttention-3's split): 128 x 24 + 256 x 240 = 64,512
-/// of the SM's 65,536, what the block starts with at 168 each (`.maxntid 384`).
-const PRODUCER_REGISTERS: u32 = 24;
-const CONSUMER_REGISTERS: u32 = 240;
 
 /// One tile's part of the problem, as both roles of a kernel use it: its [`BlockInfo`] (with
 /// the kernel's visibility rule), the key blocks it computes (`first..end`) and its query rows.
@@ -246,6 +344,9 @@ pub unsafe fn forward<
     const ALIBI: bool,
     const SOFTCAP: bool,
     const PADS: bool,
+    const CONSUMER_REGISTERS: u32,
+    const CONSUMER_THREADS: u32,
+    Turns: ConsumerTurns,
 >(
     params: &ForwardParams,
     modifiers: &ModifierParams,
@@ -257,7 +358,7 @@ pub unsafe fn forward<
     // the tiles are the swizzled layout's (see `WgmmaTile`). Whether the tile is persistent
     // and where its output tile lies, at compile time too (as calls, not inlined across the
     // crates, they left ptxas an unresolved function).
-    let (tile, persistent, output_tile_offset): (TileConfig, bool, usize) = const {
+    let (tile, persistent, output_tile_offset, takes_turns): (TileConfig, bool, usize, bool) = const {
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(
             COPY_WARPS == WARPS || (COPY_WARPS == SM90_PRODUCER_WARPS && WARPS * 16 > BLOCK_M),
@@ -273,8 +374,8 @@ pub unsafe fn forward<
             "the loop of one block at a time has one or two slots"
         );
         assert!(
-            WARPS * 16 == BLOCK_M || (OVERLAP && BLOCK_M == 128),
-            "a producer warpgroup feeds two consumer warpgroups in the overlapped loop"
+            WARPS * 16 == BLOCK_M || (OVERLAP && (BLOCK_M == 128 || BLOCK_M == 192)),
+            "a producer warpgroup feeds two or three consumer warpgroups in the overlapped loop"
         );
         let tile = TileConfig::new_for(
             Family::Sm90,
@@ -285,6 +386,11 @@ pub unsafe fn forward<
             HEAD_DIM,
             SmemLayout::Swizzled,
             QSource::SharedMemory,
+        );
+        assert!(
+            CONSUMER_REGISTERS == sm90_consumer_registers(BLOCK_M)
+                && CONSUMER_THREADS as usize == 32 * tile.consumer_warps(),
+            "CONSUMER_REGISTERS and CONSUMER_THREADS are the tile's (sm90_consumer_registers)"
         );
         assert!(
             MODIFIED as u8 + ALIBI as u8 + SOFTCAP as u8 <= 1,
@@ -299,7 +405,17 @@ pub unsafe fn forward<
         } else {
             Variant::Dense
         };
-        (tile, persists(variant, &tile), tile.output_tile_offset())
+        // Whether the consumers take turns (the ping-pong below): with a producer. Here, not
+        // in a `let` below: tested through a value the two-consumer kernels' PTX changed
+        // (their blocks laid out anew: 2% slower at 4,8,512,64 and 4,8,512,128 on an H200,
+        // BENCHMARKS.md log 69).
+        let takes_turns = tile.producer_warps() != 0;
+        (
+            tile,
+            persists(variant, &tile),
+            tile.output_tile_offset(),
+            takes_turns,
+        )
     };
     // Warp-specialised: a producer warpgroup (the last, beyond the rows' warpgroups) copies
     // Q, K and V, and the consumers wait for each block's copies on `mbarrier`s and free its
@@ -457,7 +573,7 @@ pub unsafe fn forward<
         }
         bar_sync_0();
         if warp >= tile.consumer_warps() {
-            setmaxnreg_dec::<PRODUCER_REGISTERS>();
+            setmaxnreg_dec::<SM90_PRODUCER_REGISTERS>();
             // One tile's groups: `ring` the groups of the block's tiles before, `tiles_done`
             // their count; returns this tile's. Group `g` goes into slot `g % STAGES` once the
             // consumers freed its last group there, and the tile's Q once they are done with
@@ -520,46 +636,49 @@ pub unsafe fn forward<
         setmaxnreg_inc::<CONSUMER_REGISTERS>();
     }
 
-    // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer: the two consumer
-    // warpgroups take turns to issue their MMAs, one group each in group order, so that one
-    // warpgroup's softmax runs while the other's MMAs do. Consumer `w` waits for its turn
-    // on barrier `2 + w` and hands it on at the other's; each counts 256 threads (the
-    // waiter's 128 `bar.sync`, the other's 128 `bar.arrive`). Every warpgroup takes one
-    // turn per group (a modified kernel's too for the groups outside its rows), the first
-    // consumer first, so the counts match; the turns run on from one tile to the next.
+    // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer (`takes_turns`): the
+    // consumer warpgroups take turns to issue their MMAs, one group each in group order, so
+    // that one warpgroup's softmax runs while another's MMAs do. Consumer `w` waits for its
+    // turn on barrier `2 + w` and hands it on at the next one's (the first's after the last;
+    // `Turns`, [`ConsumerTurns`], for all but the first). Every warpgroup takes one turn per
+    // group (a modified kernel's too for the groups outside its rows), the first consumer
+    // first, so the counts match; the turns run on from one tile to the next. With three
+    // consumers (D=64's 192-row tile) the first against the other two (barriers of 384
+    // threads, the second and third issuing together) ran 1.05-1.13x slower than two
+    // consumers, the rotation 1.07-1.17x faster (H200, BENCHMARKS.md logs 69 and 70).
     let first_consumer = warpgroup_row == 0;
     let wait_turn = #[inline(always)]
     || {
-        if has_producer {
+        if takes_turns {
             if first_consumer {
                 bar_sync_named::<2, 256>();
             } else {
-                bar_sync_named::<3, 256>();
+                Turns::wait_other();
             }
         }
     };
     let pass_turn = #[inline(always)]
     || {
-        if has_producer {
+        if takes_turns {
             if first_consumer {
                 bar_arrive_named::<3, 256>();
             } else {
-                bar_arrive_named::<2, 256>();
+                Turns::pass_other();
             }
         }
     };
-    // The first consumer goes first: the second hands it its first turn. And the second
-    // hands on one turn more than the first takes, which the first takes at the end, so that no
-    // barrier is left half-met. Once per tile, or in a walk once per block.
+    // The first consumer goes first: the last hands it its first turn. And the last hands on
+    // one turn more than the first takes, which the first takes at the end, so that no barrier
+    // is left half-met. Once per tile, or in a walk once per block.
     let first_turn = #[inline(always)]
     || {
-        if has_producer && !first_consumer {
-            bar_arrive_named::<2, 256>();
+        if takes_turns && !first_consumer {
+            Turns::hand_first_turn();
         }
     };
     let last_turn = #[inline(always)]
     || {
-        if has_producer && first_consumer {
+        if takes_turns && first_consumer {
             wait_turn();
         }
     };
@@ -1031,8 +1150,8 @@ pub unsafe fn forward<
                 finish_q();
             }
             if !persistent {
-                // Barrier 1, of the two consumer warpgroups.
-                bar_sync_named::<1, 256>();
+                // Barrier 1, of the consumer warpgroups.
+                bar_sync_named::<1, CONSUMER_THREADS>();
             }
         } else {
             cp_async_wait_group::<0>();

@@ -87,6 +87,16 @@ pub unsafe fn bar_sync_named<const ID: u32, const THREADS: u32>() {
     asm!("bar.sync {0}, {1};", const ID, const THREADS, options(nostack));
 }
 
+/// `bar.sync id, THREADS` with the barrier's `id` in a register: [`bar_sync_named`] for a
+/// barrier that the warp picks at run time.
+///
+/// # Safety
+/// As for [`bar_sync_named`].
+#[inline(always)]
+pub unsafe fn bar_sync_named_at<const THREADS: u32>(id: u32) {
+    asm!("bar.sync {0}, {1};", in(reg32) id, const THREADS, options(nostack));
+}
+
 /// `bar.arrive ID, THREADS`: this warp's arrival at barrier `ID` of `THREADS` threads, without
 /// waiting for it (the others wait with [`bar_sync_named`]); orders nothing.
 ///
@@ -118,4 +128,14 @@ pub unsafe fn setmaxnreg_inc<const REGISTERS: u32>() {
 #[inline(always)]
 pub unsafe fn setmaxnreg_dec<const REGISTERS: u32>() {
     asm!("setmaxnreg.dec.sync.aligned.u32 {0};", const REGISTERS, options(nostack));
+}
+
+/// `bar.arrive id, THREADS` with the barrier's `id` in a register: [`bar_arrive_named`] for a
+/// barrier that the warp picks at run time.
+///
+/// # Safety
+/// As for [`bar_sync_named`].
+#[inline(always)]
+pub unsafe fn bar_arrive_named_at<const THREADS: u32>(id: u32) {
+    asm!("bar.arrive {0}, {1};", in(reg32) id, const THREADS, options(nostack));
 }

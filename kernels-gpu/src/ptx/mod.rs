@@ -17,9 +17,9 @@ pub use cp_async::{
 };
 pub use ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
 pub use mbarrier::{
-    bar_arrive_named, bar_sync_named, cp_async_mbarrier_arrive_noinc_shared,
-    mbarrier_arrive_shared, mbarrier_init_shared, mbarrier_try_wait_parity_shared, setmaxnreg_dec,
-    setmaxnreg_inc,
+    bar_arrive_named, bar_arrive_named_at, bar_sync_named, bar_sync_named_at,
+    cp_async_mbarrier_arrive_noinc_shared, mbarrier_arrive_shared, mbarrier_init_shared,
+    mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc,
 };
 pub use memory::{
     atom_add_acq_rel_gpu_u32, bar_red_or_0, bar_sync_0, bar_warp_sync, barrier_sync_0,
