@@ -605,7 +605,7 @@ impl KernelSpec {
     /// ```
     /// use flash_attn_params::{Dtype, Family, KernelSpec, TileConfig, Variant, SM90_MODIFIED_TILES};
     ///
-    /// let tile = SM90_MODIFIED_TILES[1];
+    /// let tile = SM90_MODIFIED_TILES[2];
     /// let spec = |family, variant| KernelSpec { family, dtype: Dtype::F16, variant, tile };
     /// assert_eq!(tile.block_m, 128);
     /// assert_eq!(spec(Family::Sm90, Variant::Modified).key_block_rows(), 64);
@@ -641,7 +641,7 @@ impl KernelSpec {
     /// use flash_attn_params::{Dtype, Family, KernelSpec, Variant, SM90_MODIFIED_TILES};
     ///
     /// let spec = |tile, variant| KernelSpec { family: Family::Sm90, dtype: Dtype::F16, variant, tile };
-    /// let eight_warps_d96 = SM90_MODIFIED_TILES[2];
+    /// let eight_warps_d96 = SM90_MODIFIED_TILES[3];
     /// assert_eq!((eight_warps_d96.warps, eight_warps_d96.head_dim), (8, 96));
     /// assert_eq!(spec(eight_warps_d96, Variant::Modified).min_blocks_per_sm(), 2);
     /// assert_eq!(spec(eight_warps_d96, Variant::Dense).min_blocks_per_sm(), 1);
