@@ -62,50 +62,51 @@ pub fn build_kernels() {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_toolchain(&rustc);
 
-    // One nvptx build per PTX target (each needs one target-cpu for all its crates), over the
-    // shard crates of the target's family, in its own target directory, all at once: on two
-    // cores the builds overlap their serial parts. A target whose family has no entry in this
-    // build (the sm90 family in a shipping set that names none of its kernels) is skipped: its
-    // build of `core` alone would cost the cold build seconds.
+    // The nvptx builds ([`nvptx_builds`]): one for today's table, over the shard crates of
+    // every family, each shard at its family's PTX target. A target whose family has no entry
+    // in this build (the sm90 family in a shipping set that names none of its kernels) is
+    // skipped.
     let start = Instant::now();
     let targets: Vec<&Architecture> = built_ptx_targets().collect();
-    let builds: Vec<(&Architecture, std::process::Child)> = targets
-        .iter()
-        .map(|&arch| {
-            let child = nvptx_build(&kernels, &kernel_target_dir.join(arch.name), arch)
+    let builds: Vec<(Vec<&Architecture>, std::process::Child)> = nvptx_builds()
+        .into_iter()
+        .enumerate()
+        .map(|(build, targets)| {
+            let target_dir = nvptx_target_dir(&kernel_target_dir, build);
+            let child = nvptx_build(&kernels, &target_dir, &targets)
                 .spawn()
                 .unwrap_or_else(|error| {
                     panic!("could not run cargo to build the kernels: {error}; {INSTALL_HINT}")
                 });
-            (arch, child)
+            (targets, child)
         })
         .collect();
-    for (arch, mut child) in builds {
+    for (targets, mut child) in builds {
+        let names: Vec<&str> = targets.iter().map(|arch| arch.name).collect();
         let status = child.wait().unwrap_or_else(|error| {
-            panic!(
-                "could not wait for the kernel build for {}: {error}",
-                arch.name
-            )
+            panic!("could not wait for the kernel build for {names:?}: {error}")
         });
         if !status.success() {
             panic!(
-                "building kernels-gpu for {NVPTX_TARGET} ({}) failed ({status}); see the errors above",
-                arch.name
+                "building kernels-gpu for {NVPTX_TARGET} ({names:?}) failed ({status}); see the \
+                 errors above"
             );
         }
         // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and
         // cargo, missing that output, rebuilt every shard (45 s) at each run of this script.
         // The `.s` is that PTX.
-        for shard in 0..arch.family.shards() {
-            let asm = shard_ptx(&kernel_target_dir, arch, shard);
-            let linked = asm.with_extension("ptx");
-            std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
-                panic!(
-                    "cannot copy {} to {}: {error}",
-                    asm.display(),
-                    linked.display()
-                )
-            });
+        for arch in targets {
+            for shard in 0..arch.family.shards() {
+                let asm = shard_ptx(&kernel_target_dir, arch, shard);
+                let linked = asm.with_extension("ptx");
+                std::fs::copy(&asm, &linked).unwrap_or_else(|error| {
+                    panic!(
+                        "cannot copy {} to {}: {error}",
+                        asm.display(),
+                        linked.display()
+                    )
+                });
+            }
         }
     }
     eprintln!(
@@ -254,41 +255,80 @@ fn shard_package(family: Family, shard: usize) -> String {
     format!("flash-attn-kernels-{}{shard}", family.shard_dir_prefix())
 }
 
-/// The PTX of shard `shard` of `arch`'s family in the nvptx build for `arch`.
+/// The nvptx builds, each a list of PTX targets of distinct families: build `n` compiles the
+/// `n`-th PTX target of each family with entries in this build (in table order), its shards
+/// each at their family's target. A crate compiles for one `-Ctarget-cpu` in one build, so a
+/// family with two PTX targets needs two builds; families share one, and with it one build of
+/// `core` and `compiler_builtins`: two builds, one per family, took 140.7 s of a cold build's
+/// 212 s on two cores, one build 93.8 s alone, with the shards' PTX the same byte for byte
+/// (BENCHMARKS.md log 71).
+fn nvptx_builds() -> Vec<Vec<&'static Architecture>> {
+    let mut builds: Vec<Vec<&'static Architecture>> = Vec::new();
+    for arch in built_ptx_targets() {
+        let build = nvptx_build_of(arch);
+        if builds.len() <= build {
+            builds.resize_with(build + 1, Vec::new);
+        }
+        builds[build].push(arch);
+    }
+    builds
+}
+
+/// Which of [`nvptx_builds`] compiles the PTX target `arch`: its place among its family's.
+fn nvptx_build_of(arch: &Architecture) -> usize {
+    family_ptx_targets(arch.family)
+        .position(|target| target.name == arch.name)
+        .expect("only a PTX target is built")
+}
+
+/// The target directory of nvptx build `build` ([`nvptx_builds`]).
+fn nvptx_target_dir(kernel_target_dir: &Path, build: usize) -> PathBuf {
+    kernel_target_dir.join(format!("nvptx-{build}"))
+}
+
+/// The PTX of shard `shard` of `arch`'s family, as the nvptx build for `arch` left it.
 fn shard_ptx(kernel_target_dir: &Path, arch: &Architecture, shard: usize) -> PathBuf {
     let library = shard_package(arch.family, shard).replace('-', "_");
-    kernel_target_dir
-        .join(arch.name)
+    nvptx_target_dir(kernel_target_dir, nvptx_build_of(arch))
         .join(NVPTX_TARGET)
         .join(format!("release/deps/{library}.s"))
 }
 
-/// The inner cargo that compiles the shard crates of `arch`'s family in `kernels` to PTX for
-/// `arch` into `target_dir`.
-fn nvptx_build(kernels: &Path, target_dir: &Path, arch: &Architecture) -> Command {
+/// The inner cargo that compiles the shard crates of each of `targets`' families in `kernels`
+/// to PTX for that target, into `target_dir`.
+fn nvptx_build(kernels: &Path, target_dir: &Path, targets: &[&Architecture]) -> Command {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command.current_dir(kernels).args([
         "build",
         "--release",
         "-Zbuild-std=core",
+        // Each shard's `-Ctarget-cpu` as its package's profile rustflags, below.
+        "-Zprofile-rustflags",
         "--target",
         NVPTX_TARGET,
     ]);
-    for shard in 0..arch.family.shards() {
-        command.args(["-p", &shard_package(arch.family, shard)]);
+    for arch in targets {
+        for shard in 0..arch.family.shards() {
+            let package = shard_package(arch.family, shard);
+            command.args(["-p", &package]).arg("--config").arg(format!(
+                "profile.release.package.{package}.rustflags=[\"-Ctarget-cpu={}\"]",
+                arch.name
+            ));
+        }
     }
     command
         .arg("--target-dir")
         .arg(target_dir)
         // RUSTFLAGS reach every crate of the nvptx build (core included, and no build script:
-        // those are host artifacts). Each crate writes its PTX (`asm`) next to its library; the
-        // bitcode linker of the shards' cdylibs is not installable here, and the PTX is
-        // complete without it.
+        // those are host artifacts); `core` and `compiler_builtins` compile at the target's
+        // default CPU, which the shards' PTX does not see (their own code is in no PTX kept:
+        // the shards take their MIR and compile it at their own target). Each crate writes
+        // its PTX (`asm`) next to its library; the bitcode linker of the shards' cdylibs is
+        // not installable here, and the PTX is complete without it.
         .env(
             "RUSTFLAGS",
             [
-                &format!("-Ctarget-cpu={}", arch.name),
                 "--emit=asm,link",
                 "-Clinker=/bin/true",
                 // Fragment arrays are indexed by loop counters; fully unrolled they live in

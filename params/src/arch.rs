@@ -30,18 +30,18 @@ pub struct Architecture {
     /// `(major, minor)` of the devices that load this architecture's cubins (exactly).
     pub compute_capability: (i32, i32),
     /// The kernel family whose PTX, cubins and gate columns this row is: each family's entries
-    /// are compiled for its own PTX targets only (an nvptx build has one `-Ctarget-cpu` for all
-    /// its crates), assembled and gated for its own architectures only.
+    /// are compiled for its own PTX targets only (its shard crates at the target's
+    /// `-Ctarget-cpu`), assembled and gated for its own architectures only.
     pub family: Family,
     /// Whether the PTX uses architecture-specific features (the `a` of `sm_90a`: wgmma,
     /// setmaxnreg), which are not forward compatible: such PTX and its cubins run only on
     /// devices of exactly [`Self::compute_capability`], not on every newer one.
     pub arch_specific: bool,
-    /// Whether the build compiles the kernels' PTX for this architecture (`-Ctarget-cpu`, one
-    /// nvptx build each). Such PTX serves, through the driver's JIT, every device from this
-    /// compute capability up to the next PTX target of the same family (the newest one for all
-    /// devices above it; only its own compute capability if [`Self::arch_specific`]): see
-    /// [`ptx_target_for`].
+    /// Whether the build compiles the kernels' PTX for this architecture (`-Ctarget-cpu`; one
+    /// nvptx build for the first PTX target of every family, another for each second one). Such
+    /// PTX serves, through the driver's JIT, every device from this compute capability up to the
+    /// next PTX target of the same family (the newest one for all devices above it; only its
+    /// own compute capability if [`Self::arch_specific`]): see [`ptx_target_for`].
     pub ptx_target: bool,
     /// Whether the build assembles cubins for this architecture (with ptxas, from the PTX of
     /// [`ptx_target_for`] its family and compute capability), for devices of exactly this

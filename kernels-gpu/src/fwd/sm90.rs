@@ -358,7 +358,7 @@ pub unsafe fn forward<
     // the tiles are the swizzled layout's (see `WgmmaTile`). Whether the tile is persistent
     // and where its output tile lies, at compile time too (as calls, not inlined across the
     // crates, they left ptxas an unresolved function).
-    let (tile, persistent, output_tile_offset, takes_turns): (TileConfig, bool, usize, bool) = const {
+    let (tile, persistent, output_tile_offset): (TileConfig, bool, usize) = const {
         assert!(KEY_STEPS * 16 == BLOCK_N, "KEY_STEPS != BLOCK_N / 16");
         assert!(
             COPY_WARPS == WARPS || (COPY_WARPS == SM90_PRODUCER_WARPS && WARPS * 16 > BLOCK_M),
@@ -405,17 +405,7 @@ pub unsafe fn forward<
         } else {
             Variant::Dense
         };
-        // Whether the consumers take turns (the ping-pong below): with a producer. Here, not
-        // in a `let` below: tested through a value the two-consumer kernels' PTX changed
-        // (their blocks laid out anew: 2% slower at 4,8,512,64 and 4,8,512,128 on an H200,
-        // BENCHMARKS.md log 69).
-        let takes_turns = tile.producer_warps() != 0;
-        (
-            tile,
-            persists(variant, &tile),
-            tile.output_tile_offset(),
-            takes_turns,
-        )
+        (tile, persists(variant, &tile), tile.output_tile_offset())
     };
     // Warp-specialised: a producer warpgroup (the last, beyond the rows' warpgroups) copies
     // Q, K and V, and the consumers wait for each block's copies on `mbarrier`s and free its
@@ -636,7 +626,7 @@ pub unsafe fn forward<
         setmaxnreg_inc::<CONSUMER_REGISTERS>();
     }
 
-    // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer (`takes_turns`): the
+    // Ping-pong (FlashAttention-3's warpgroup scheduler), with a producer (`has_producer`): the
     // consumer warpgroups take turns to issue their MMAs, one group each in group order, so
     // that one warpgroup's softmax runs while another's MMAs do. Consumer `w` waits for its
     // turn on barrier `2 + w` and hands it on at the next one's (the first's after the last;
@@ -649,7 +639,7 @@ pub unsafe fn forward<
     let first_consumer = warpgroup_row == 0;
     let wait_turn = #[inline(always)]
     || {
-        if takes_turns {
+        if has_producer {
             if first_consumer {
                 bar_sync_named::<2, 256>();
             } else {
@@ -659,7 +649,7 @@ pub unsafe fn forward<
     };
     let pass_turn = #[inline(always)]
     || {
-        if takes_turns {
+        if has_producer {
             if first_consumer {
                 bar_arrive_named::<3, 256>();
             } else {
@@ -672,13 +662,13 @@ pub unsafe fn forward<
     // is left half-met. Once per tile, or in a walk once per block.
     let first_turn = #[inline(always)]
     || {
-        if takes_turns && !first_consumer {
+        if has_producer && !first_consumer {
             Turns::hand_first_turn();
         }
     };
     let last_turn = #[inline(always)]
     || {
-        if takes_turns && first_consumer {
+        if has_producer && first_consumer {
             wait_turn();
         }
     };

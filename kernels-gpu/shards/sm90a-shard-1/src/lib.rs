@@ -1,6 +1,6 @@
 //! Shard 1 of the sm90 family's PTX entries: every configuration that
 //! `for_each_kernel_entry_of_shard!(Sm90, 1, ..)` lists, defined by `forward_entries!`. Built
-//! only by the sm_90a nvptx build (`-Ctarget-cpu=sm_90a`).
+//! only for sm_90a (`-Ctarget-cpu=sm_90a`, its package's rustflags in the nvptx build).
 #![no_std]
 #![feature(abi_ptx)]
 // Empty (no entry uses the PTX ABI) where the build has no sm90 kernel: a default build whose
