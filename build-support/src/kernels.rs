@@ -259,9 +259,9 @@ fn shard_package(family: Family, shard: usize) -> String {
 /// `n`-th PTX target of each family with entries in this build (in table order), its shards
 /// each at their family's target. A crate compiles for one `-Ctarget-cpu` in one build, so a
 /// family with two PTX targets needs two builds; families share one, and with it one build of
-/// `core` and `compiler_builtins`: two builds, one per family, took 140.7 s of a cold build's
-/// 212 s on two cores, one build 93.8 s alone, with the shards' PTX the same byte for byte
-/// (BENCHMARKS.md log 71).
+/// `core` and `compiler_builtins`. One build where there had been one per family (the shards'
+/// PTX the same byte for byte) took the cold `cargo build --workspace` from 179-212 s to
+/// 144-156 s on two cores, its CPU time from 345-378 s to 285 s (BENCHMARKS.md log 71).
 fn nvptx_builds() -> Vec<Vec<&'static Architecture>> {
     let mut builds: Vec<Vec<&'static Architecture>> = Vec::new();
     for arch in built_ptx_targets() {
