@@ -71,18 +71,18 @@ pub fn build_kernels() {
     let builds: Vec<(Vec<&Architecture>, std::process::Child)> = nvptx_builds()
         .into_iter()
         .enumerate()
-        .map(|(build, targets)| {
+        .map(|(build, build_targets)| {
             let target_dir = nvptx_target_dir(&kernel_target_dir, build);
-            let child = nvptx_build(&kernels, &target_dir, &targets)
+            let child = nvptx_build(&kernels, &target_dir, &build_targets)
                 .spawn()
                 .unwrap_or_else(|error| {
                     panic!("could not run cargo to build the kernels: {error}; {INSTALL_HINT}")
                 });
-            (targets, child)
+            (build_targets, child)
         })
         .collect();
-    for (targets, mut child) in builds {
-        let names: Vec<&str> = targets.iter().map(|arch| arch.name).collect();
+    for (build_targets, mut child) in builds {
+        let names: Vec<&str> = build_targets.iter().map(|arch| arch.name).collect();
         let status = child.wait().unwrap_or_else(|error| {
             panic!("could not wait for the kernel build for {names:?}: {error}")
         });
@@ -95,7 +95,7 @@ pub fn build_kernels() {
         // The linker would have written each shard's `.ptx`; `/bin/true` writes nothing, and
         // cargo, missing that output, rebuilt every shard (45 s) at each run of this script.
         // The `.s` is that PTX.
-        for arch in targets {
+        for arch in build_targets {
             for shard in 0..arch.family.shards() {
                 let asm = shard_ptx(&kernel_target_dir, arch, shard);
                 let linked = asm.with_extension("ptx");
