@@ -180,36 +180,50 @@ impl<const ROWS: usize, const HEAD_DIM: usize> WgmmaTile<ROWS, HEAD_DIM> {
         }
     }
 
+    /// The descriptor of the operand `offset` bytes past the tile's start, built as `steps`
+    /// says.
+    #[inline(always)]
+    fn descriptor(
+        self,
+        offset: usize,
+        leading_bytes: usize,
+        steps: DescriptorSteps,
+    ) -> SmemDescriptor {
+        let descriptor = |address: u32| {
+            SmemDescriptor::new(
+                address,
+                Self::SWIZZLE_BYTES,
+                leading_bytes,
+                Self::ROW_GROUP_BYTES,
+            )
+        };
+        match steps {
+            DescriptorSteps::FromAddress => descriptor(self.base + offset as u32),
+            DescriptorSteps::Advanced => descriptor(self.base).advanced(offset),
+        }
+    }
+
     /// The descriptor of the K-major `[rows, 16]` operand whose first row is `row` (a multiple
     /// of 8) and whose 16 columns are `16 k_step..`: rows 8 apart by
     /// [`Self::SWIZZLE_BYTES`]` * 8` bytes, the columns within one block's row.
     #[inline(always)]
-    pub fn k_major(self, row: usize, k_step: usize) -> SmemDescriptor {
+    pub fn k_major(self, row: usize, k_step: usize, steps: DescriptorSteps) -> SmemDescriptor {
         let steps_per_block = Self::SWIZZLE_BYTES / 32;
         let offset = (k_step / steps_per_block) * Self::COLUMN_BLOCK_BYTES
             + row * Self::SWIZZLE_BYTES
             + (k_step % steps_per_block) * 32;
-        SmemDescriptor::new(
-            self.base + offset as u32,
-            Self::SWIZZLE_BYTES,
-            // Unused by a swizzled K-major operand, whose 16 columns lie in one swizzle row.
-            CHUNK_BYTES,
-            Self::ROW_GROUP_BYTES,
-        )
+        // The leading byte offset is unused by a swizzled K-major operand, whose 16 columns
+        // lie in one swizzle row.
+        self.descriptor(offset, CHUNK_BYTES, steps)
     }
 
     /// The descriptor of the N-major (transposed) `[16, HEAD_DIM]` operand of rows `16 k_step..`
     /// (the B operand of `P V`: keys are its k, head dims its n): along n the column blocks,
     /// [`Self::COLUMN_BLOCK_BYTES`] apart; along k the 8-row groups.
     #[inline(always)]
-    pub fn n_major(self, k_step: usize) -> SmemDescriptor {
+    pub fn n_major(self, k_step: usize, steps: DescriptorSteps) -> SmemDescriptor {
         let offset = 16 * k_step * Self::SWIZZLE_BYTES;
-        SmemDescriptor::new(
-            self.base + offset as u32,
-            Self::SWIZZLE_BYTES,
-            Self::COLUMN_BLOCK_BYTES,
-            Self::ROW_GROUP_BYTES,
-        )
+        self.descriptor(offset, Self::COLUMN_BLOCK_BYTES, steps)
     }
 }
 
@@ -252,6 +266,19 @@ impl<const ROWS: usize, const HEAD_DIM: usize> SharedTile for WgmmaTile<ROWS, HE
     }
 }
 
+/// How a [`WgmmaTile`]'s descriptors are built for the steps of an operand (the `k` steps of
+/// `Q Kᵀ`, the key steps of `P V`), which differ only in their start address. Both give the
+/// same descriptors; they differ in the instructions ptxas schedules around the `wgmma`s.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum DescriptorSteps {
+    /// Each step's descriptor built from the step's address: a shift, a mask and an OR of
+    /// uniform registers per step.
+    FromAddress,
+    /// The tile's descriptor built once and each step's an addition to it
+    /// ([`SmemDescriptor::advanced`]): 18-48 fewer instructions in each key loop.
+    Advanced,
+}
+
 /// A `wgmma` shared-memory matrix descriptor (sm_90): the operand's start address, the byte
 /// offsets between its core-matrix groups along the leading and the strided dimension, and the
 /// swizzle; the format of the PTX ISA's "Matrix Descriptor Format".
@@ -276,5 +303,16 @@ impl SmemDescriptor {
                 | (((stride_bytes as u64) >> 4) << 32)
                 | (swizzle << 62),
         )
+    }
+
+    /// The descriptor of the operand `bytes` (a multiple of 16) past this one's start: the
+    /// tile's descriptor built once and each step's an addition to its start address field,
+    /// as CUTLASS's descriptor iterator does, not a descriptor built from the step's address.
+    /// The field cannot carry into the next: it holds `address >> 4` in 14 bits, so it
+    /// reaches 256 KiB, and an sm_90 block's shared memory ends below 228 KiB.
+    #[inline(always)]
+    pub fn advanced(self, bytes: usize) -> Self {
+        let start = self.0 as u32 + (bytes >> 4) as u32;
+        Self((self.0 & !u64::from(u32::MAX)) | u64::from(start))
     }
 }

@@ -91,7 +91,7 @@ use crate::ptx::{
     opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
     shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
 };
-use crate::smem::WgmmaTile;
+use crate::smem::{DescriptorSteps, WgmmaTile};
 
 /// How the consumer warpgroups of a warp-specialised tile but the first take turns to issue
 /// their MMAs (the ping-pong in [`forward`]): consumer `w` of `n` waits for its turn on named
@@ -234,19 +234,20 @@ unsafe fn issue_scores<
     q: WgmmaTile<BLOCK_M, HEAD_DIM>,
     k: WgmmaTile<BLOCK_N, HEAD_DIM>,
     warpgroup_row: usize,
+    steps: DescriptorSteps,
 ) where
     Wgmma<T>: WarpgroupMma<KEY_STEPS>,
 {
     <Wgmma<T> as WarpgroupMma<KEY_STEPS>>::ss::<false>(
         scores,
-        q.k_major(warpgroup_row, 0),
-        k.k_major(0, 0),
+        q.k_major(warpgroup_row, 0, steps),
+        k.k_major(0, 0, steps),
     );
     for d in 1..DIM_STEPS {
         <Wgmma<T> as WarpgroupMma<KEY_STEPS>>::ss::<true>(
             scores,
-            q.k_major(warpgroup_row, d),
-            k.k_major(0, d),
+            q.k_major(warpgroup_row, d, steps),
+            k.k_major(0, d, steps),
         );
     }
 }
@@ -264,11 +265,12 @@ unsafe fn issue_values<
     output: &mut Output<1, DIM_STEPS>,
     probabilities: &[OperandA; KEY_STEPS],
     v: WgmmaTile<BLOCK_N, HEAD_DIM>,
+    steps: DescriptorSteps,
 ) where
     Wgmma<T>: WarpgroupMma<DIM_STEPS>,
 {
     for (n, p) in probabilities.iter().enumerate() {
-        <Wgmma<T> as WarpgroupMma<DIM_STEPS>>::rs::<true>(output, p, v.n_major(n));
+        <Wgmma<T> as WarpgroupMma<DIM_STEPS>>::rs::<true>(output, p, v.n_major(n, steps));
     }
 }
 
@@ -413,6 +415,15 @@ pub unsafe fn forward<
     // computes tiles `blockIdx.x, blockIdx.x + gridDim.x, ...` of the problem
     // ([`TileSchedule`]), its K/V ring running on from one tile to the next.
     let has_producer = tile.producer_warps() != 0;
+    // The 8-warp tiles advance each tile's descriptor from step to step: 1-2% faster at
+    // 16,16,512,64 and 32,16,512,64 on an H200. The warp-specialised ones build each step's
+    // from its address: advanced, their key loops ran 30-42 instructions fewer but 1-2% slower
+    // at 4,8,512,64 and with ALiBi alone at 8,16,2048,64 (BENCHMARKS.md log 72).
+    let descriptor_steps = if has_producer {
+        DescriptorSteps::FromAddress
+    } else {
+        DescriptorSteps::Advanced
+    };
     // Whether each warpgroup computes only the key blocks its own rows see, in key loops of
     // its own: the modified kernels, and the single-modifier kernels without a producer (the
     // 8-warp tiles, whose 64-key blocks leave a warpgroup's causal rows a diagonal block they
@@ -779,6 +790,7 @@ pub unsafe fn forward<
                 q_tile,
                 k,
                 warpgroup_row,
+                descriptor_steps,
             );
             wgmma_commit_group();
             wgmma_wait_group::<0>();
@@ -791,7 +803,12 @@ pub unsafe fn forward<
                           v: WgmmaTile<BLOCK_N, HEAD_DIM>| {
             fence_accumulator(output);
             wgmma_fence();
-            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(output, p, v);
+            issue_values::<T, BLOCK_N, HEAD_DIM, KEY_STEPS, DIM_STEPS>(
+                output,
+                p,
+                v,
+                descriptor_steps,
+            );
             wgmma_commit_group();
             wgmma_wait_group::<0>();
             fence_accumulator(output);
@@ -956,6 +973,7 @@ pub unsafe fn forward<
                     q_tile,
                     k_tile(slot(block)),
                     warpgroup_row,
+                    descriptor_steps,
                 );
                 wgmma_commit_group();
                 if adds_previous {
@@ -963,6 +981,7 @@ pub unsafe fn forward<
                         &mut output,
                         &previous,
                         v_tile(slot(block - 1)),
+                        descriptor_steps,
                     );
                     wgmma_commit_group();
                 }
