@@ -269,7 +269,7 @@ impl<const ROWS: usize, const HEAD_DIM: usize> SharedTile for WgmmaTile<ROWS, HE
 /// How a [`WgmmaTile`]'s descriptors are built for the steps of an operand (the `k` steps of
 /// `Q Kᵀ`, the key steps of `P V`), which differ only in their start address. Both give the
 /// same descriptors; they differ in the instructions ptxas schedules around the `wgmma`s.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum DescriptorSteps {
     /// Each step's descriptor built from the step's address: a shift, a mask and an OR of
     /// uniform registers per step.

@@ -415,10 +415,11 @@ pub unsafe fn forward<
     // computes tiles `blockIdx.x, blockIdx.x + gridDim.x, ...` of the problem
     // ([`TileSchedule`]), its K/V ring running on from one tile to the next.
     let has_producer = tile.producer_warps() != 0;
-    // The 8-warp tiles advance each tile's descriptor from step to step: 1-2% faster at
-    // 16,16,512,64 and 32,16,512,64 on an H200. The warp-specialised ones build each step's
-    // from its address: advanced, their key loops ran 30-42 instructions fewer but 1-2% slower
-    // at 4,8,512,64 and with ALiBi alone at 8,16,2048,64 (BENCHMARKS.md log 72).
+    // The 8-warp tiles advance each tile's descriptor from step to step: on an H200 the D=64
+    // one ran 16,16,512,64 and 32,16,512,64 1.6-1.9% faster non-causal, 0.5-1.1% causal. The
+    // warp-specialised ones build each step's from its address: advanced, their key loops ran
+    // 30-42 instructions fewer but 1-2% slower at 4,8,512,64 and with ALiBi alone at
+    // 8,16,2048,64 (BENCHMARKS.md log 72).
     let descriptor_steps = if has_producer {
         DescriptorSteps::FromAddress
     } else {
