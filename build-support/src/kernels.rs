@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use flash_attn_params::{
     architectures_of, ptx_target_for, Architecture, Family, KernelSpec, SpecArgs, ARCHITECTURES,
-    BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET,
+    BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET, KV_TENSOR_MAPS_BYTES,
 };
 
 use crate::dispatch::write_default_api_tables;
@@ -394,11 +394,11 @@ fn split_entries(kernel_target_dir: &Path, out_dir: &Path) -> Vec<EntryModule> {
         })
         .collect();
     for arch in built_ptx_targets() {
-        // Each built entry of the target's family and its launch bounds.
-        let expected: HashMap<String, LaunchBounds> = modules
+        // Each built entry of the target's family and what its declaration gets.
+        let expected: HashMap<String, EntryDeclaration> = modules
             .iter()
             .filter(|module| module.spec.family == arch.family)
-            .map(|module| (module.entry.clone(), LaunchBounds::of(&module.spec)))
+            .map(|module| (module.entry.clone(), EntryDeclaration::of(&module.spec)))
             .collect();
         let arch_dir = modules_dir.join(arch.name);
         std::fs::create_dir_all(&arch_dir)
@@ -718,9 +718,14 @@ fn write_cubin_table(path: &Path, cubins: &Result<Vec<BuiltCubin>, String>) {
 /// a whole-space bundle cover the shipping build's modules byte for byte, and the PTX digests
 /// of the ptxas gate hold for both.
 ///
-/// Each entry also gets its launch bounds ([`with_launch_bounds`]), `bounds(entry)` (none for
-/// an entry that is not a built spec, which the caller then rejects).
-fn entry_modules(ptx: &str, bounds: impl Fn(&str) -> Option<LaunchBounds>) -> Vec<(&str, String)> {
+/// Each entry's declaration also gets what `declaration(entry)` says (none for an entry that
+/// is not a built spec, which the caller then rejects): its launch bounds
+/// ([`with_launch_bounds`]) and the alignment of its tensor maps
+/// ([`with_aligned_tensor_maps`]).
+fn entry_modules(
+    ptx: &str,
+    declaration: impl Fn(&str) -> Option<EntryDeclaration>,
+) -> Vec<(&str, String)> {
     const ENTRY: &str = ".visible .entry ";
     let Some(first) = ptx.find(ENTRY) else {
         return Vec::new();
@@ -741,27 +746,38 @@ fn entry_modules(ptx: &str, bounds: impl Fn(&str) -> Option<LaunchBounds>) -> Ve
         // An entry's body ends at the first closing brace at the start of a line.
         let end = start + ptx[start..].find("\n}\n").expect("an entry has a body") + 3;
         let name = &ptx[name_start..name_end];
-        let body = with_launch_bounds(&labels_as_function_zero(&ptx[start..end]), bounds(name));
+        let declaration = declaration(name);
+        let body = with_launch_bounds(&labels_as_function_zero(&ptx[start..end]), declaration);
+        let body = match declaration {
+            Some(declaration) if declaration.takes_kv_tensor_maps => {
+                with_aligned_tensor_maps(&body, name)
+            }
+            _ => body,
+        };
         modules.push((name, format!("{preamble}{body}")));
         rest = end;
     }
     modules
 }
 
-/// An entry's launch bounds: its block size (the host launches it with that, which is then also
-/// the most it accepts) and the blocks per SM ptxas is to fit
-/// ([`KernelSpec::min_blocks_per_sm`]).
+/// What the build adds to an entry's declaration: its launch bounds, its block size (the host
+/// launches it with that, which is then also the most it accepts) and the blocks per SM ptxas
+/// is to fit ([`KernelSpec::min_blocks_per_sm`]); and whether it takes tensor maps.
 #[derive(Clone, Copy)]
-struct LaunchBounds {
+struct EntryDeclaration {
     threads: usize,
     min_blocks_per_sm: usize,
+    /// Whether the entry takes the K/V tensor maps, whose parameter the build aligns
+    /// ([`with_aligned_tensor_maps`]).
+    takes_kv_tensor_maps: bool,
 }
 
-impl LaunchBounds {
+impl EntryDeclaration {
     fn of(spec: &KernelSpec) -> Self {
-        LaunchBounds {
+        EntryDeclaration {
             threads: spec.tile.threads(),
             min_blocks_per_sm: spec.min_blocks_per_sm(),
+            takes_kv_tensor_maps: spec.takes_kv_tensor_maps(),
         }
     }
 }
@@ -775,14 +791,15 @@ impl LaunchBounds {
 /// slower at D=64 under causal masking than the 162-register schedule ptxas gives it with the
 /// bounds, which loads eight ahead (log 39). So most entries ask for one block per SM and leave
 /// how many share an SM to their registers and shared memory.
-fn with_launch_bounds(body: &str, bounds: Option<LaunchBounds>) -> String {
+fn with_launch_bounds(body: &str, bounds: Option<EntryDeclaration>) -> String {
     const PARAMETERS_END: &str = "\n)\n";
     match (body.find(PARAMETERS_END), bounds) {
         (
             Some(at),
-            Some(LaunchBounds {
+            Some(EntryDeclaration {
                 threads,
                 min_blocks_per_sm,
+                ..
             }),
         ) => {
             let (head, tail) = body.split_at(at + PARAMETERS_END.len());
@@ -790,6 +807,22 @@ fn with_launch_bounds(body: &str, bounds: Option<LaunchBounds>) -> String {
         }
         _ => body.to_owned(),
     }
+}
+
+/// `body`, the PTX of entry `name`, which takes the K and V tensor maps
+/// ([`KernelSpec::takes_kv_tensor_maps`]), with their parameter (the second) declared 64-byte
+/// aligned, as TMA reads a tensor map: rustc declares it 8-byte aligned, as a `[u64; 32]`, and
+/// crashes on a parameter type of 64-byte alignment. Panics where the declaration is not
+/// there: the kernel's TMA copies would fail on a misaligned map.
+fn with_aligned_tensor_maps(body: &str, name: &str) -> String {
+    let declared =
+        |align: usize| format!(".param .align {align} .b8 {name}_param_1[{KV_TENSOR_MAPS_BYTES}]");
+    assert!(
+        body.contains(&declared(8)),
+        "{name} takes the K/V tensor maps, but its PTX declares no `{}`",
+        declared(8)
+    );
+    body.replacen(&declared(8), &declared(64), 1)
 }
 
 /// `body`, one function's PTX, with its basic-block labels `$L__BB<n>_<block>` renamed to

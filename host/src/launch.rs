@@ -3,7 +3,10 @@
 use std::ffi::c_void;
 
 use cust::sys::{cuLaunchKernel, CUfunction, CUstream};
-use flash_attn_params::KernelSpec;
+use flash_attn_params::{
+    Dtype, ForwardParams, KernelSpec, TensorStrides, CHUNK_BYTES, CHUNK_ELEMS,
+    KV_TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
+};
 
 use crate::{driver, Error};
 
@@ -12,8 +15,8 @@ use crate::{driver, Error};
 /// # Safety
 /// - `function` is the entry compiled for `spec`, from a module loaded in the context current
 ///   on this thread, and `stream` belongs to that context.
-/// - `params` is the kernel's argument type (`ForwardParams` for a dense kernel,
-///   `ServingParams` for a serving one) and satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
+/// - `params` is the kernel's argument type (`ForwardParams` for a dense kernel that takes no
+///   tensor maps, else [`launch_dense`]; `ServingParams` for a serving one) and satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
 ///   row its strides name for `grid` is a 16-byte-aligned device address that stays valid until
 ///   the kernel finishes, readable for q, k, v and writable for o (and lse, if not 0); output
 ///   rows don't overlap each other or the inputs.
@@ -26,7 +29,134 @@ pub(crate) unsafe fn launch_forward(
 ) -> Result<(), Error> {
     // The kernel takes one by-value argument, a `#[repr(C)]` parameter struct: the driver
     // copies its size (from the kernel's signature) from this pointer before returning.
-    let mut arguments = [&mut params as *mut _ as *mut c_void];
+    launch_with_arguments(
+        stream,
+        function,
+        spec,
+        grid,
+        &mut [&mut params as *mut _ as *mut c_void],
+    )
+}
+
+/// The K and V tensor maps (`CUtensorMap`s) that a dense sm90 kernel takes after its
+/// `ForwardParams` ([`KernelSpec::takes_kv_tensor_maps`]), 64-byte aligned as TMA reads them.
+#[repr(C, align(64))]
+struct KvTensorMaps([[u64; TENSOR_MAP_BYTES / 8]; 2]);
+
+const _: () = assert!(std::mem::size_of::<KvTensorMaps>() == KV_TENSOR_MAPS_BYTES);
+
+/// The tensor map of K or V (at `address`, `strides` in elements) for `spec`'s TMA copies
+/// ([`KernelSpec::copies_kv_by_tma`]): `[batch, heads_kv, seq_len_kv, head_dim]`, innermost
+/// first, in boxes of [`TMA_BOX_COLUMNS`] columns and `block_n` rows laid out with the 128-byte
+/// swizzle (the kernel's shared-memory tile), keys past the end read as zeros. A dimension of
+/// one element gets stride 0: its stride is never used, and may be any value the problem
+/// allows, where the driver takes only those below 2^40 bytes. The plan checked the others
+/// ([`crate::problem`]).
+fn tensor_map(
+    spec: &KernelSpec,
+    params: &ForwardParams,
+    address: u64,
+    strides: &TensorStrides,
+) -> Result<[u64; TENSOR_MAP_BYTES / 8], Error> {
+    // `CU_TENSOR_MAP_DATA_TYPE_FLOAT16` and `_BFLOAT16`, `CU_TENSOR_MAP_SWIZZLE_128B`,
+    // `CU_TENSOR_MAP_L2_PROMOTION_L2_256B`; interleave and out-of-bounds fill none (zeros).
+    let data_type = match spec.dtype {
+        Dtype::F16 => 6,
+        Dtype::Bf16 => 9,
+    };
+    const SWIZZLE_128B: u32 = 3;
+    const L2_PROMOTION_256B: u32 = 3;
+    let element_bytes = (CHUNK_BYTES / CHUNK_ELEMS) as u64;
+    let dims = [
+        params.head_dim as u64,
+        params.seq_len_kv as u64,
+        (params.heads_q / params.kv_group_size) as u64,
+        params.batch as u64,
+    ];
+    let byte_stride = |stride: u64, extent: u64| {
+        if extent > 1 {
+            stride * element_bytes
+        } else {
+            0
+        }
+    };
+    let byte_strides = [
+        byte_stride(strides.seq, dims[1]),
+        byte_stride(strides.head, dims[2]),
+        byte_stride(strides.batch, dims[3]),
+    ];
+    let box_dims = [TMA_BOX_COLUMNS as u32, spec.tile.block_n as u32, 1, 1];
+    let element_strides = [1u32; 4];
+    let encode = driver::tensor_map_encode_tiled()?;
+    let mut map = [0u64; TENSOR_MAP_BYTES / 8];
+    // SAFETY: the arrays have the lengths rank 4 needs (3 strides); the driver reads them and
+    // writes `map`, nothing else.
+    let result = unsafe {
+        encode(
+            &mut map,
+            data_type,
+            4,
+            address as *mut c_void,
+            dims.as_ptr(),
+            byte_strides.as_ptr(),
+            box_dims.as_ptr(),
+            element_strides.as_ptr(),
+            0,
+            SWIZZLE_128B,
+            L2_PROMOTION_256B,
+            0,
+        )
+    };
+    driver::check("cuTensorMapEncodeTiled", result)?;
+    Ok(map)
+}
+
+/// [`launch_forward`] for a dense kernel: one that takes the K and V tensor maps gets them
+/// besides (zeros for one that does not copy by TMA, which never reads them).
+///
+/// # Safety
+/// As for [`launch_forward`].
+pub(crate) unsafe fn launch_dense(
+    stream: CUstream,
+    function: CUfunction,
+    spec: &KernelSpec,
+    grid: (u32, u32, u32),
+    mut params: ForwardParams,
+) -> Result<(), Error> {
+    if !spec.takes_kv_tensor_maps() {
+        return launch_forward(stream, function, spec, grid, params);
+    }
+    let mut maps = KvTensorMaps([[0; TENSOR_MAP_BYTES / 8]; 2]);
+    if spec.copies_kv_by_tma() {
+        maps.0 = [
+            tensor_map(spec, &params, params.k, &params.k_strides)?,
+            tensor_map(spec, &params, params.v, &params.v_strides)?,
+        ];
+    }
+    launch_with_arguments(
+        stream,
+        function,
+        spec,
+        grid,
+        &mut [
+            &mut params as *mut _ as *mut c_void,
+            &mut maps as *mut _ as *mut c_void,
+        ],
+    )
+}
+
+/// `cuLaunchKernel` of `spec`'s block on `grid` with `arguments`, one pointer per kernel
+/// parameter, whose values the driver copies before returning.
+///
+/// # Safety
+/// As for [`launch_forward`], for the kernel's parameters.
+unsafe fn launch_with_arguments(
+    stream: CUstream,
+    function: CUfunction,
+    spec: &KernelSpec,
+    grid: (u32, u32, u32),
+    arguments: &mut [*mut c_void],
+) -> Result<(), Error> {
     let result = cuLaunchKernel(
         function,
         grid.0,

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 
 use flash_attn_params::{
     padded_head_dim, Dtype, ForwardParams, ModifierParams, SequenceParams, TensorStrides,
-    TileConfig, Variant, CHUNK_ELEMS,
+    TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
 };
 
 use crate::modifiers::{AlibiLayout, ScoreRule};
@@ -650,6 +650,28 @@ pub(crate) fn check_problem(
                     tensor,
                     stride: name,
                     value,
+                });
+            }
+        }
+    }
+    // A kernel that copies K and V by TMA reads them through tensor maps, whose byte strides the
+    // driver takes below 2^40 only, where the dimension has more than one element (the launch
+    // gives the others stride 0).
+    if kernel.spec.copies_kv_by_tma() {
+        let limit = TMA_STRIDE_BYTES_LIMIT / (CHUNK_BYTES / CHUNK_ELEMS) as u64 - 1;
+        for (dimension, value, extent) in [
+            ("k batch stride", strides.k.batch, shape.batch),
+            ("k head stride", strides.k.head, shape.heads_kv),
+            ("k seq stride", strides.k.seq, shape.seq_len_kv),
+            ("v batch stride", strides.v.batch, shape.batch),
+            ("v head stride", strides.v.head, shape.heads_kv),
+            ("v seq stride", strides.v.seq, shape.seq_len_kv),
+        ] {
+            if extent > 1 && value > limit {
+                return Err(Error::ProblemTooLarge {
+                    dimension,
+                    value: value as usize,
+                    limit: limit as usize,
                 });
             }
         }

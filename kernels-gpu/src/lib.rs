@@ -81,6 +81,41 @@ macro_rules! forward_entries {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! forward_entry {
+    ($entry:ident, Dense, (Sm90, $($axes:tt)*)) => {
+        /// A forward kernel entry point of the sm90 family, which takes the K and V tensor
+        /// maps besides (`KernelSpec::takes_kv_tensor_maps`: this arm is that rule); see its
+        /// main loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop; `_kv_maps` holds the tensor maps of the K and V that
+        /// `params` names where the kernel copies by TMA (`KernelSpec::copies_kv_by_tma`).
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(
+            params: $crate::ForwardParams,
+            _kv_maps: $crate::fwd::sm90::KvTensorMaps,
+        ) {
+            // The generic address of the maps' parameter (`sym` names the entry's own
+            // parameter), which TMA reads in place: a Rust reference to it would copy it to
+            // local memory.
+            let kv_maps: u64;
+            core::arch::asm!(
+                "mov.u64 {maps}, {entry}_param_1;",
+                "cvta.param.u64 {maps}, {maps};",
+                maps = out(reg64) kv_maps,
+                entry = sym $entry,
+                options(nostack, nomem, pure),
+            );
+            $crate::main_loop!(
+                (Sm90, $($axes)*),
+                Dense,
+                (false, false, false, false, false),
+                &params,
+                &$crate::SequenceParams::DENSE,
+                &$crate::ModifierParams::NONE,
+                kv_maps
+            );
+        }
+    };
     ($entry:ident, Dense, $axes:tt) => {
         /// A forward kernel entry point; see its family's main loop for the launch contract.
         ///
@@ -252,8 +287,20 @@ macro_rules! main_loop {
         >($params, $sequences, $modifiers)
     };
     // The sm90 loop has the dense, the modified and the single-modifier variants (no serving
-    // switches: `false, false`).
+    // switches: `false, false`). The kernels without tensor maps (the modified and
+    // single-modifier ones) pass no address: none of them copies by TMA.
     ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
+        $crate::main_loop!(
+            (Sm90, $dtype, $block_m, $block_n, $warps, $stages, $head_dim, $layout, $q_source),
+            $variant,
+            (false, false, $modified, $alibi, $softcap),
+            $params,
+            $sequences,
+            $modifiers,
+            0
+        )
+    };
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $kv_maps:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -272,7 +319,7 @@ macro_rules! main_loop {
             { $crate::sm90_consumer_registers($block_m) },
             { 2 * $block_m as u32 },
             $crate::fwd::sm90::TurnsOf<$block_m>,
-        >($params, $modifiers)
+        >($params, $modifiers, $kv_maps)
     };
 }
 

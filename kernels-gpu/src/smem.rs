@@ -145,6 +145,8 @@ impl<const ROWS: usize, const HEAD_DIM: usize> WgmmaTile<ROWS, HEAD_DIM> {
     const BLOCK_CHUNKS: usize = Self::SWIZZLE_BYTES / CHUNK_BYTES;
     /// Bytes of one column block: `ROWS` rows of [`Self::SWIZZLE_BYTES`].
     pub const COLUMN_BLOCK_BYTES: usize = ROWS * Self::SWIZZLE_BYTES;
+    /// Column blocks of the tile: one TMA box each where they are 128 bytes wide.
+    pub const COLUMN_BLOCKS: usize = HEAD_DIM * 2 / Self::SWIZZLE_BYTES;
     /// Bytes from one 8-row group of a column block to the next: the swizzle's period.
     const ROW_GROUP_BYTES: usize = 8 * Self::SWIZZLE_BYTES;
     const FITS: () = assert!(

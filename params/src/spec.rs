@@ -10,8 +10,8 @@ use core::fmt;
 
 pub use crate::arch::Family;
 use crate::tile::{
-    for_each_tile_candidate, QSource, SmemLayout, TileConfig, SM90_PRODUCER_WARPS,
-    SM90_WARPGROUP_ROWS,
+    for_each_tile_candidate, sm90_overlaps_blocks, QSource, SmemLayout, TileConfig,
+    SM90_PIPELINE_BARRIER_BYTES, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS, TMA_BOX_COLUMNS,
 };
 
 // `Family` is defined beside the architecture table that gives each family its PTX targets
@@ -575,17 +575,69 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
     matches!(variant, Variant::Modified) && tile.can_persist()
 }
 
+/// Whether the sm90 kernel of `variant` on `tile` copies its K and V tiles with TMA
+/// (`cp.async.bulk.tensor`, one thread issuing a block's boxes against an `mbarrier`) rather
+/// than with `cp.async` from every thread: the dense kernels of the 8-warp tiles (no producer
+/// warpgroup) in the overlapped schedule, at head dims of whole 128-byte swizzle blocks
+/// ([`TMA_BOX_COLUMNS`]). The one rule, which the kernel (`kernels-gpu`'s sm90 loop) and the
+/// host ([`KernelSpec::copies_kv_by_tma`]: the tensor maps it encodes, the shared memory) both
+/// ask. On an H200 the D=64 8-warp tile ran 1.07-1.09x faster at 16,16,512,64 and 32,16,512,64
+/// and the D=256 one 1.14-1.17x at 4,16,2048,256: its eight warps no longer compute the
+/// copies' addresses, nor wait for them, fence them and hand them to the async proxy at every
+/// block (BENCHMARKS.md log 74). The warp-specialised tiles' producer still uses `cp.async`.
+///
+/// ```
+/// use flash_attn_params::{
+///     sm90_copies_kv_by_tma, Family, QSource, SmemLayout, TileConfig, Variant,
+/// };
+/// let tile = |block_m, block_n, warps, head_dim| {
+///     TileConfig::new_for(
+///         Family::Sm90, block_m, block_n, warps, 2, head_dim, SmemLayout::Swizzled,
+///         QSource::SharedMemory,
+///     )
+/// };
+/// // The 8-warp tiles of D=64 and D=256 do, dense only.
+/// assert!(sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 64)));
+/// assert!(sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 256)));
+/// assert!(!sm90_copies_kv_by_tma(Variant::Alibi, &tile(128, 64, 8, 64)));
+/// // At D=96 a row is not whole 128-byte swizzle blocks; a producer copies its own tiles.
+/// assert!(!sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 96)));
+/// assert!(!sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 128, 12, 64)));
+/// ```
+pub const fn sm90_copies_kv_by_tma(variant: Variant, tile: &TileConfig) -> bool {
+    matches!(variant, Variant::Dense)
+        && tile.producer_warps() == 0
+        && sm90_overlaps_blocks(tile.head_dim, tile.stages)
+        && tile.head_dim.is_multiple_of(TMA_BOX_COLUMNS)
+}
+
 impl KernelSpec {
     /// Whether the kernel is persistent ([`persists`]).
     pub const fn is_persistent(&self) -> bool {
         persists(self.variant, &self.tile)
     }
 
+    /// Whether the kernel takes the K and V tensor maps ([`crate::KV_TENSOR_MAPS_BYTES`]) as its
+    /// second parameter: every dense sm90 kernel (the entry's signature is the family's and the
+    /// variant's). Those that do not copy by TMA ([`Self::copies_kv_by_tma`]) ignore them.
+    pub const fn takes_kv_tensor_maps(&self) -> bool {
+        matches!(self.family, Family::Sm90) && matches!(self.variant, Variant::Dense)
+    }
+
+    /// Whether the kernel copies K and V by TMA ([`sm90_copies_kv_by_tma`]).
+    pub const fn copies_kv_by_tma(&self) -> bool {
+        matches!(self.family, Family::Sm90) && sm90_copies_kv_by_tma(self.variant, &self.tile)
+    }
+
     /// Dynamic shared memory per block: the tile's ([`TileConfig::smem_bytes`]), and a
-    /// persistent kernel's output tile ([`TileConfig::output_tile_offset`]).
+    /// persistent kernel's output tile ([`TileConfig::output_tile_offset`]) or the `landed`
+    /// barriers of a kernel that copies K and V by TMA ([`Self::copies_kv_by_tma`]), after
+    /// its K/V ring as a warp-specialised tile's.
     pub const fn smem_bytes(&self) -> usize {
         if self.is_persistent() {
             self.tile.output_tile_offset() + self.tile.q_tile_bytes()
+        } else if self.copies_kv_by_tma() {
+            self.tile.smem_bytes() + SM90_PIPELINE_BARRIER_BYTES
         } else {
             self.tile.smem_bytes()
         }

@@ -2,8 +2,8 @@
 
 use flash_attn::{
     default_kernel, dispatch_kernel, kernel_by_name, modified_kernel, padded_head_dim, plan,
-    supports, AttentionShape, Dtype, Error, ForwardKernel, ForwardOptions, ForwardStrides, Layout,
-    TensorStrides, Variant, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
+    plan_on, supports, AttentionShape, Dtype, Error, ForwardKernel, ForwardOptions, ForwardStrides,
+    Layout, TensorStrides, Variant, FORWARD_KERNELS, SUPPORTED_HEAD_DIMS,
 };
 
 use crate::H100_SM_COUNT;
@@ -324,6 +324,65 @@ fn strides_that_misalign_rows_are_rejected() {
             value: 68
         })
     );
+}
+
+#[test]
+fn kv_strides_past_the_tensor_maps_bound_are_rejected_for_the_tma_kernels() {
+    // The D=64 8-warp sm90 kernel copies K and V by TMA; its tensor maps take byte strides
+    // below 2^40, so an element stride from 2^39 on is refused, where its dimension has more
+    // than one element, and any stride of a dimension of one element is taken.
+    let kernel = kernel_by_name("flash_fwd_f16_d64_m128_n64_w8_s2_sm90a").unwrap();
+    assert!(kernel.spec.copies_kv_by_tma());
+    let shape = AttentionShape::new(1, 2, 100, 64);
+    let dense = Layout::Bhsd.strides(2, 100, 64).unwrap();
+    let plan_with = |k: TensorStrides| {
+        let options = ForwardOptions {
+            kernel: Some(kernel),
+            strides: Some(ForwardStrides {
+                q: dense,
+                k,
+                v: dense,
+                o: dense,
+            }),
+            ..Default::default()
+        };
+        plan_on(Dtype::F16, &shape, &options, H100_SM_COUNT, (9, 0)).map(|_| ())
+    };
+    let limit = (1u64 << 39) - 1;
+    let too_far = limit + 1;
+    assert_eq!(
+        plan_with(TensorStrides {
+            head: too_far.next_multiple_of(8),
+            ..dense
+        }),
+        Err(Error::ProblemTooLarge {
+            dimension: "k head stride",
+            value: too_far.next_multiple_of(8) as usize,
+            limit: limit as usize,
+        })
+    );
+    assert_eq!(
+        plan_with(TensorStrides {
+            batch: too_far.next_multiple_of(8),
+            ..dense
+        }),
+        Ok(())
+    );
+    // The same strides on a kernel that copies with `cp.async` are taken.
+    let options = ForwardOptions {
+        kernel: Some(kernel_by_name("flash_fwd_f16_d64_m64_n64_w4_s3").unwrap()),
+        strides: Some(ForwardStrides {
+            q: dense,
+            k: TensorStrides {
+                head: too_far.next_multiple_of(8),
+                ..dense
+            },
+            v: dense,
+            o: dense,
+        }),
+        ..Default::default()
+    };
+    assert!(plan_on(Dtype::F16, &shape, &options, H100_SM_COUNT, (9, 0)).is_ok());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use flash_attn::{
     architectures_of, entry_ptx, entry_ptx_for, ptx_target_for, Family, ForwardParams,
     ModifiedParams, ModifiedServingParams, ServingParams, Variant, ARCHITECTURES, BUILT_CONFIGS,
-    FORWARD_KERNELS, PTX_TARGETS,
+    FORWARD_KERNELS, KV_TENSOR_MAPS_BYTES, PTX_TARGETS,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
@@ -61,8 +61,18 @@ fn every_module_targets_its_familys_ptx_and_holds_its_entry_alone_taking_its_par
             "{}",
             kernel.entry
         );
+        // The dense sm90 entries take the K and V tensor maps besides, which the build declares
+        // 64-byte aligned, as TMA reads them.
+        let tensor_maps = if kernel.spec.takes_kv_tensor_maps() {
+            format!(
+                ",\n\t.param .align 64 .b8 {entry}_param_1[{KV_TENSOR_MAPS_BYTES}]",
+                entry = kernel.entry
+            )
+        } else {
+            String::new()
+        };
         let signature = format!(
-            ".visible .entry {entry}(\n\t.param .align 8 .b8 {entry}_param_0[{size}]\n)",
+            ".visible .entry {entry}(\n\t.param .align 8 .b8 {entry}_param_0[{size}]{tensor_maps}\n)",
             entry = kernel.entry
         );
         assert!(ptx.contains(&signature), "no entry {signature:?}");

@@ -4,7 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use flash_attn::{AttentionShape, Dtype, Error, Family, Layout, Variant};
+use flash_attn::reference::{error_stats, within_tolerance};
+use flash_attn::{
+    AttentionShape, Dtype, Element, Error, Family, FlashAttention, ForwardKernel, ForwardOptions,
+    ForwardStrides, HalfElement, Layout, TensorStrides, Variant,
+};
 use half::{bf16, f16};
 
 use crate::forward::report_not_applicable;
@@ -84,4 +88,108 @@ pub(crate) fn every_sm90_kernel_on_odd_shapes() {
             }
         }
     }
+}
+
+/// Every exposed kernel that copies K and V by TMA (`KernelSpec::copies_kv_by_tma`: its
+/// tensor maps carry the strides), reading them through strides other than a packed `[B, H, S,
+/// D]`: all four tensors `[B, S, H, D]` (a head's rows `H * D` apart), and K and V in rows
+/// padded by 8 NaN elements with 3 NaN rows more between heads, so that a box read past a row
+/// or a head would reach the output. MHA and GQA, causal and not, on odd lengths. On a device
+/// of another compute capability each must refuse to load.
+pub(crate) fn every_tma_kernel_through_other_kv_strides() {
+    let gpu = gpu();
+    let kernels = selected_kernels("TMA sm90", |kernel| kernel.spec.copies_kv_by_tma());
+    if !kernels[0].runs_on(gpu.compute_capability()) {
+        let names: BTreeSet<&str> = kernels.iter().map(|kernel| kernel.entry).collect();
+        report_not_applicable(&gpu, &names);
+        for kernel in kernels {
+            let shape = AttentionShape::new(1, 1, 17, kernel.spec.tile.head_dim);
+            let problem = Problem::<f16>::new(shape, false, None);
+            let result = problem.run(&gpu, &problem.options(Layout::Bhsd, Some(kernel)));
+            assert!(
+                matches!(result, Err(Error::KernelNotForDevice { .. })),
+                "{}: expected KernelNotForDevice, got {:?}",
+                kernel.entry,
+                result.map(|_| ())
+            );
+        }
+        return;
+    }
+    for kernel in kernels {
+        for (batch, heads_q, heads_kv) in HEAD_CONFIGS {
+            let shape = AttentionShape {
+                batch,
+                heads_q,
+                heads_kv,
+                seq_len_q: 77,
+                seq_len_kv: 201,
+                head_dim: kernel.spec.tile.head_dim,
+            };
+            for causal in [false, true] {
+                match kernel.spec.dtype {
+                    Dtype::F16 => check_other_kv_strides::<f16>(&gpu, kernel, shape, causal),
+                    Dtype::Bf16 => check_other_kv_strides::<bf16>(&gpu, kernel, shape, causal),
+                }
+            }
+        }
+    }
+}
+
+/// [`every_tma_kernel_through_other_kv_strides`] for one kernel, shape and masking.
+fn check_other_kv_strides<T: Element + HalfElement>(
+    gpu: &FlashAttention,
+    kernel: &'static ForwardKernel,
+    shape: AttentionShape,
+    causal: bool,
+) {
+    let problem = Problem::<T>::new(shape, causal, None);
+    problem.check(gpu, &problem.options(Layout::Bshd, Some(kernel)));
+
+    let d = shape.head_dim;
+    let padded_row = d + 8;
+    let padded_head = (shape.seq_len_kv + 3) * padded_row;
+    let padded = |dense: &[T]| {
+        let mut rows = vec![T::from_f64(f64::NAN); shape.batch * shape.heads_kv * padded_head];
+        for (slice, row) in dense.chunks(d).enumerate() {
+            let (head, token) = (slice / shape.seq_len_kv, slice % shape.seq_len_kv);
+            let at = head * padded_head + token * padded_row;
+            rows[at..at + d].copy_from_slice(row);
+        }
+        rows
+    };
+    let kv_strides = TensorStrides {
+        batch: (shape.heads_kv * padded_head) as u64,
+        head: padded_head as u64,
+        seq: padded_row as u64,
+    };
+    let q_strides = Layout::Bhsd
+        .strides(shape.heads_q, shape.seq_len_q, d)
+        .unwrap();
+    let options = ForwardOptions {
+        strides: Some(ForwardStrides {
+            q: q_strides,
+            k: kv_strides,
+            v: kv_strides,
+            o: q_strides,
+        }),
+        ..problem.options(Layout::Bhsd, Some(kernel))
+    };
+    let output = gpu
+        .forward_host(
+            &problem.q,
+            &padded(&problem.k),
+            &padded(&problem.v),
+            shape,
+            &options,
+        )
+        .unwrap_or_else(|error| panic!("{}: {error}", kernel.entry));
+    let ours = error_stats(output.iter().map(|x| x.to_f64()), &problem.reference.output);
+    assert!(
+        within_tolerance(&ours, &problem.plain_error),
+        "{} {shape:?} causal={causal}, K and V in padded rows: ours {ours:?}, plain {:?} \
+         (seed {})",
+        kernel.entry,
+        problem.plain_error,
+        problem.seed
+    );
 }

@@ -4,7 +4,10 @@
 //! One block computes `BLOCK_M = 64 WARPGROUPS` query rows of one (batch, query head); each
 //! warpgroup (4 warps) owns 64 of them, each warp 16, and issues its `wgmma` on its own rows.
 //! The tiles live in shared memory in the layout `wgmma` reads ([`WgmmaTile`]), copied in by
-//! every thread with `cp.async` into one, two or three K/V slots. Per key block `j`:
+//! every thread with `cp.async` into one, two or three K/V slots, or, in the dense 8-warp
+//! tiles ([`sm90_copies_kv_by_tma`]), K and V by TMA: thread 0 issues each block's boxes
+//! (`cp.async.bulk.tensor`, the 128-byte swizzle of the tensor maps being the tile's) against
+//! the slot's `mbarrier`, which every thread waits on. Per key block `j`:
 //! - `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
 //! - mask the keys past the end and, if causal, past the diagonal, and fold S into the online
 //!   softmax in registers: the accumulator of a warp has the m16n8 layout of `mma.sync`, so
@@ -22,8 +25,9 @@
 //!   copied under block `j`'s MMAs; with three, each copy starts one block earlier.
 //!
 //! Before every block the copies it needs are waited for, handed to the async proxy that
-//! `wgmma` reads through (`fence.proxy.async`), and the block barrier makes them visible and
-//! says that every warpgroup is past the MMAs that read the slots about to be refilled. At the
+//! `wgmma` reads through (`fence.proxy.async`; TMA writes through that proxy already), and the
+//! block barrier makes them visible and says that every warpgroup is past the MMAs that read
+//! the slots about to be refilled. At the
 //! end O is divided by the row sums, staged through the Q tile and written with 16-byte
 //! stores; the logsumexp goes out if asked for.
 //!
@@ -67,9 +71,10 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, sm90_consumer_registers, Family, ForwardParams, ModifierParams, QSource,
-    SequenceParams, SmemLayout, TileConfig, Variant, SM90_PRODUCER_REGISTERS, SM90_PRODUCER_WARPS,
-    SM90_WARPGROUP_ROWS,
+    persists, sm90_consumer_registers, sm90_copies_kv_by_tma, Family, ForwardParams,
+    ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig, Variant, KV_TENSOR_MAPS_BYTES,
+    SM90_PRODUCER_REGISTERS, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS, TENSOR_MAP_BYTES,
+    TMA_BOX_COLUMNS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -86,12 +91,13 @@ use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
     bar_arrive_named, bar_arrive_named_at, bar_sync_0, bar_sync_named, bar_sync_named_at,
     barrier_sync_0, cp_async_commit_group, cp_async_mbarrier_arrive_noinc_shared,
-    cp_async_wait_group, fence_f32, fence_proxy_async_shared_cta, fence_u32,
-    mbarrier_arrive_shared, mbarrier_init_shared, mbarrier_try_wait_parity_shared,
-    opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
-    shfl_sync_idx_lane0_u32, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
+    cp_async_wait_group, fence_f32, fence_mbarrier_init, fence_proxy_async_shared_cta, fence_u32,
+    mbarrier_arrive_expect_tx_shared, mbarrier_arrive_shared, mbarrier_init_shared,
+    mbarrier_try_wait_parity_shared, opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc,
+    shared_window_address, shfl_sync_idx_lane0_u32, tma_load_4d, wgmma_commit_group, wgmma_fence,
+    wgmma_wait_group,
 };
-use crate::smem::{DescriptorSteps, WgmmaTile};
+use crate::smem::{DescriptorSteps, SharedTile, WgmmaTile};
 
 /// How the consumer warpgroups of a warp-specialised tile but the first take turns to issue
 /// their MMAs (the ping-pong in [`forward`]): consumer `w` of `n` waits for its turn on named
@@ -203,6 +209,49 @@ struct SharedMemoryBase;
 /// One tile's part of the problem, as both roles of a kernel use it: its [`BlockInfo`] (with
 /// the kernel's visibility rule), the key blocks it computes (`first..end`) and its query rows.
 type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
+
+/// The tensor maps of K and V (`CUtensorMap`s, encoded by the host), the second parameter of
+/// the dense sm90 kernels ([`flash_attn_params::KernelSpec::takes_kv_tensor_maps`]). The kernel
+/// reads them only where they lie, through the parameter's address (TMA reads a map from the
+/// parameter space; a Rust reference to the parameter would copy it to local memory). A
+/// 64-byte-aligned type crashes rustc's nvptx backend as a kernel parameter, so this one is
+/// declared 8-byte aligned and the build rewrites its declaration to 64 bytes, as TMA needs.
+#[repr(C)]
+pub struct KvTensorMaps([u64; KV_TENSOR_MAPS_BYTES / 8]);
+
+/// The kernel's tile: the sm90 family's of these parameters, in `wgmma`'s swizzled layout with
+/// Q in shared memory.
+const fn sm90_tile(
+    block_m: usize,
+    block_n: usize,
+    warps: usize,
+    stages: usize,
+    head_dim: usize,
+) -> TileConfig {
+    TileConfig::new_for(
+        Family::Sm90,
+        block_m,
+        block_n,
+        warps,
+        stages,
+        head_dim,
+        SmemLayout::Swizzled,
+        QSource::SharedMemory,
+    )
+}
+
+/// The variant of a kernel of [`forward`]'s switches (one modifier alone, or every one).
+const fn variant_of(modified: bool, alibi: bool, softcap: bool) -> Variant {
+    if modified {
+        Variant::Modified
+    } else if alibi {
+        Variant::Alibi
+    } else if softcap {
+        Variant::Softcap
+    } else {
+        Variant::Dense
+    }
+}
 
 /// Pins every register of `acc` at this point among the volatile assembly (see
 /// [`fence_f32`]): before a `wgmma.fence` for the values the MMAs read, after a wait for
@@ -352,6 +401,7 @@ pub unsafe fn forward<
 >(
     params: &ForwardParams,
     modifiers: &ModifierParams,
+    kv_maps: u64,
 ) where
     Wgmma<T>: WarpgroupMma<KEY_STEPS> + WarpgroupMma<DIM_STEPS>,
 {
@@ -379,16 +429,7 @@ pub unsafe fn forward<
             WARPS * 16 == BLOCK_M || (OVERLAP && (BLOCK_M == 128 || BLOCK_M == 192)),
             "a producer warpgroup feeds two or three consumer warpgroups in the overlapped loop"
         );
-        let tile = TileConfig::new_for(
-            Family::Sm90,
-            BLOCK_M,
-            BLOCK_N,
-            WARPS,
-            STAGES,
-            HEAD_DIM,
-            SmemLayout::Swizzled,
-            QSource::SharedMemory,
-        );
+        let tile = sm90_tile(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
         assert!(
             CONSUMER_REGISTERS == sm90_consumer_registers(BLOCK_M)
                 && CONSUMER_THREADS as usize == 32 * tile.consumer_warps(),
@@ -398,17 +439,29 @@ pub unsafe fn forward<
             MODIFIED as u8 + ALIBI as u8 + SOFTCAP as u8 <= 1,
             "one modifier alone or every modifier"
         );
-        let variant = if MODIFIED {
-            Variant::Modified
-        } else if ALIBI {
-            Variant::Alibi
-        } else if SOFTCAP {
-            Variant::Softcap
-        } else {
-            Variant::Dense
-        };
+        let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
+        let tma = sm90_copies_kv_by_tma(variant, &tile);
+        assert!(
+            !tma || (OVERLAP
+                && !PADS
+                && WgmmaTile::<BLOCK_N, HEAD_DIM>::SWIZZLE_BYTES == 2 * TMA_BOX_COLUMNS),
+            "TMA copies whole rows of 128-byte swizzle blocks, in the overlapped loop"
+        );
         (tile, persists(variant, &tile), tile.output_tile_offset())
     };
+    // Whether K and V are copied by TMA ([`sm90_copies_kv_by_tma`], asserted above). A macro
+    // over the const parameters, as `own_ranges!` below: through a value from the block above
+    // the modified kernels' PTX changed, though none of them copies by TMA.
+    macro_rules! tma {
+        () => {
+            const {
+                sm90_copies_kv_by_tma(
+                    variant_of(MODIFIED, ALIBI, SOFTCAP),
+                    &sm90_tile(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM),
+                )
+            }
+        };
+    }
     // Warp-specialised: a producer warpgroup (the last, beyond the rows' warpgroups) copies
     // Q, K and V, and the consumers wait for each block's copies on `mbarrier`s and free its
     // slots on others, with no block barrier in the loop. Such a block is persistent: it
@@ -561,6 +614,16 @@ pub unsafe fn forward<
     let freed = |group: u32| barriers + 8 * (STAGES as u32 + ring_slot(group));
     let q_freed = barriers + 16 * STAGES as u32;
     let phase_parity = |group: u32| (group / STAGES as u32) & 1;
+    // With TMA, one `landed` barrier per slot: thread 0's arrival, with the bytes it expects.
+    if tma!() {
+        if thread == 0 {
+            for slot in 0..STAGES as u32 {
+                mbarrier_init_shared(barriers + 8 * slot, 1);
+            }
+            fence_mbarrier_init();
+        }
+        bar_sync_0();
+    }
     if has_producer {
         if thread == 0 {
             let consumer_warps = tile.consumer_warps() as u32;
@@ -722,7 +785,15 @@ pub unsafe fn forward<
                 bar_sync_0();
             }
         };
-        let copies_landed = |latest_in_flight: bool| {
+        let copies_landed = |block: u32, latest_in_flight: bool| {
+            if tma!() {
+                while !mbarrier_try_wait_parity_shared(
+                    landed(group(block)),
+                    phase_parity(group(block)),
+                ) {}
+                block_barrier();
+                return;
+            }
             if latest_in_flight {
                 cp_async_wait_group::<1>();
             } else {
@@ -815,9 +886,59 @@ pub unsafe fn forward<
             fence_accumulator(output);
         };
 
+        // With TMA ([`sm90_copies_kv_by_tma`]), visit `visit`'s group: its K and the V of the
+        // visit before (none before the first), a box of `TMA_BOX_COLUMNS` columns and `BLOCK_N`
+        // rows per column block of the tile, issued by thread 0, whose arrival on the group's
+        // `landed` barrier expects their bytes. The boxes are counted whole: TMA zero-fills the
+        // keys past the end (and completes their bytes), as the `cp.async` copies do.
+        let tma_group = #[inline(always)]
+        |visit: u32| {
+            if thread == 0 {
+                let barrier = landed(group(visit));
+                let copies_key = visit < key_blocks;
+                let copies_value = visit > first_block && visit - 1 < key_blocks;
+                let boxes = WgmmaTile::<BLOCK_N, HEAD_DIM>::COLUMN_BLOCKS as u32
+                    * (copies_key as u32 + copies_value as u32);
+                let box_bytes = WgmmaTile::<BLOCK_N, HEAD_DIM>::COLUMN_BLOCK_BYTES as u32;
+                mbarrier_arrive_expect_tx_shared(barrier, boxes * box_bytes);
+                let load = |tile: WgmmaTile<BLOCK_N, HEAD_DIM>, map: u64, visit: u32| {
+                    let row = copied_block_of(visit) * BLOCK_N as u32;
+                    for column_block in 0..WgmmaTile::<BLOCK_N, HEAD_DIM>::COLUMN_BLOCKS {
+                        tma_load_4d(
+                            tile.base() + (column_block * box_bytes as usize) as u32,
+                            map,
+                            [
+                                (column_block * TMA_BOX_COLUMNS) as i32,
+                                row as i32,
+                                info.kv_head as i32,
+                                info.batch as i32,
+                            ],
+                            barrier,
+                        );
+                    }
+                };
+                if copies_key {
+                    load(k_tile(slot(visit)), kv_maps, visit);
+                }
+                if copies_value {
+                    let v_map = kv_maps + TENSOR_MAP_BYTES as u64;
+                    load(v_tile(slot(visit - 1)), v_map, visit - 1);
+                }
+            }
+        };
+
         // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
-        // group.
-        if !has_producer {
+        // group. With TMA, Q's `cp.async` copies are waited for and handed to the async proxy
+        // here, once: the first block's barrier makes them visible.
+        if tma!() {
+            copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
+            cp_async_commit_group();
+            if first_block < key_blocks {
+                tma_group(first_block);
+            }
+            cp_async_wait_group::<0>();
+            fence_proxy_async_shared_cta();
+        } else if !has_producer {
             copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
             if first_block < key_blocks && STAGES > 1 {
                 copy_key(first_block, 0);
@@ -889,6 +1010,10 @@ pub unsafe fn forward<
             // before (the group after the prologue's, `first + 1`, holds the first block's V).
             let copy_group = #[inline(always)]
             |key_block: u32| {
+                if tma!() {
+                    tma_group(key_block);
+                    return;
+                }
                 if key_block < key_blocks {
                     copy_key(key_block, slot(key_block));
                 }
@@ -916,7 +1041,7 @@ pub unsafe fn forward<
                     wait_landed(block);
                     wait_turn();
                 } else {
-                    copies_landed(STAGES == 3);
+                    copies_landed(block, STAGES == 3);
                     copy_group(block + STAGES as u32 - 1);
                 }
             };
@@ -936,7 +1061,7 @@ pub unsafe fn forward<
                     wait_landed(key_blocks);
                     wait_turn();
                 } else {
-                    copies_landed(false);
+                    copies_landed(key_blocks, false);
                 }
             };
             // The probabilities of the block before, for its `P V` (with `own_ranges` the
@@ -1091,9 +1216,9 @@ pub unsafe fn forward<
                     copy_key(block, 0);
                     copy_value(block, 0);
                     cp_async_commit_group();
-                    copies_landed(false);
+                    copies_landed(block, false);
                 } else {
-                    copies_landed(false);
+                    copies_landed(block, false);
                     if block + 1 < key_blocks {
                         copy_key(block + 1, stage ^ 1);
                         copy_value(block + 1, stage ^ 1);

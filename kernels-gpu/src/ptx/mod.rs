@@ -10,6 +10,7 @@ mod mbarrier;
 mod memory;
 mod mma;
 mod special;
+mod tma;
 mod wgmma;
 
 pub use cp_async::{
@@ -33,6 +34,7 @@ pub use special::{
     opaque_to_optimizer, shfl_sync_bfly_f32, shfl_sync_idx_lane0_u32, tanh_approx_f32,
     vote_sync_any,
 };
+pub use tma::{fence_mbarrier_init, mbarrier_arrive_expect_tx_shared, tma_load_4d};
 pub use wgmma::{
     fence_f32, fence_proxy_async_shared_cta, fence_u32, wgmma_commit_group, wgmma_fence,
     wgmma_wait_group, WgmmaBf16, WgmmaF16, WgmmaShape,

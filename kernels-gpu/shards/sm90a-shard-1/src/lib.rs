@@ -2,7 +2,7 @@
 //! `for_each_kernel_entry_of_shard!(Sm90, 1, ..)` lists, defined by `forward_entries!`. Built
 //! only for sm_90a (`-Ctarget-cpu=sm_90a`, its package's rustflags in the nvptx build).
 #![no_std]
-#![feature(abi_ptx)]
+#![feature(abi_ptx, asm_experimental_arch)]
 // Empty (no entry uses the PTX ABI) where the build has no sm90 kernel: a default build whose
 // host/dispatch-table-sm90a.tsv names none.
 #![allow(unused_features)]
