@@ -437,34 +437,16 @@ pub const MODIFIED_TILES: [TileConfig; 10] = [
 /// family's choice.
 pub const SM90_MODIFIED_TILES: [TileConfig; 9] = {
     const fn tile(block_n: usize, stages: usize, head_dim: usize) -> TileConfig {
-        with_warps(128, block_n, 128 / 16, stages, head_dim)
-    }
-    const fn with_warps(
-        block_m: usize,
-        block_n: usize,
-        warps: usize,
-        stages: usize,
-        head_dim: usize,
-    ) -> TileConfig {
-        TileConfig::new_for(
-            Family::Sm90,
-            block_m,
-            block_n,
-            warps,
-            stages,
-            head_dim,
-            SmemLayout::Swizzled,
-            QSource::SharedMemory,
-        )
+        TileConfig::sm90(128, block_n, 128 / 16, stages, head_dim)
     }
     [
         // Warp-specialised: a producer warpgroup beside the two of the rows, or at D=64 the
         // three of 192.
-        with_warps(128, 128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 64),
-        with_warps(192, 128, 192 / 16 + SM90_PRODUCER_WARPS, 2, 64),
+        TileConfig::sm90(128, 128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 64),
+        TileConfig::sm90(192, 128, 192 / 16 + SM90_PRODUCER_WARPS, 2, 64),
         tile(64, 2, 64),
         tile(64, 2, 96),
-        with_warps(128, 128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
+        TileConfig::sm90(128, 128, 128 / 16 + SM90_PRODUCER_WARPS, 2, 128),
         tile(64, 2, 160),
         tile(64, 2, 192),
         tile(64, 1, 224),
@@ -587,14 +569,9 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// block (BENCHMARKS.md log 74). The warp-specialised tiles' producer still uses `cp.async`.
 ///
 /// ```
-/// use flash_attn_params::{
-///     sm90_copies_kv_by_tma, Family, QSource, SmemLayout, TileConfig, Variant,
-/// };
+/// use flash_attn_params::{sm90_copies_kv_by_tma, TileConfig, Variant};
 /// let tile = |block_m, block_n, warps, head_dim| {
-///     TileConfig::new_for(
-///         Family::Sm90, block_m, block_n, warps, 2, head_dim, SmemLayout::Swizzled,
-///         QSource::SharedMemory,
-///     )
+///     TileConfig::sm90(block_m, block_n, warps, 2, head_dim)
 /// };
 /// // The 8-warp tiles of D=64 and D=256 do, dense only.
 /// assert!(sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 64)));

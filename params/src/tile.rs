@@ -380,6 +380,27 @@ impl TileConfig {
         }
     }
 
+    /// [`TileConfig::new_for`] of the sm90 family, in its one layout and Q source: `wgmma`'s
+    /// swizzled tiles, Q in shared memory.
+    pub const fn sm90(
+        block_m: usize,
+        block_n: usize,
+        warps: usize,
+        stages: usize,
+        head_dim: usize,
+    ) -> Self {
+        Self::new_for(
+            Family::Sm90,
+            block_m,
+            block_n,
+            warps,
+            stages,
+            head_dim,
+            SmemLayout::Swizzled,
+            QSource::SharedMemory,
+        )
+    }
+
     /// [`TileConfig::check`] for the tiles of `family`'s main loop: the sm80 family's gates,
     /// or for [`Family::Sm90`] its own ([`TileConfig::check_sm90`]).
     #[allow(clippy::too_many_arguments)]

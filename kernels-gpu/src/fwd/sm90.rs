@@ -71,10 +71,9 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, sm90_consumer_registers, sm90_copies_kv_by_tma, Family, ForwardParams,
-    ModifierParams, QSource, SequenceParams, SmemLayout, TileConfig, Variant, KV_TENSOR_MAPS_BYTES,
-    SM90_PRODUCER_REGISTERS, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS, TENSOR_MAP_BYTES,
-    TMA_BOX_COLUMNS,
+    persists, sm90_consumer_registers, sm90_copies_kv_by_tma, ForwardParams, ModifierParams,
+    SequenceParams, TileConfig, Variant, KV_TENSOR_MAPS_BYTES, SM90_PRODUCER_REGISTERS,
+    SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -218,27 +217,6 @@ type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
 /// declared 8-byte aligned and the build rewrites its declaration to 64 bytes, as TMA needs.
 #[repr(C)]
 pub struct KvTensorMaps([u64; KV_TENSOR_MAPS_BYTES / 8]);
-
-/// The kernel's tile: the sm90 family's of these parameters, in `wgmma`'s swizzled layout with
-/// Q in shared memory.
-const fn sm90_tile(
-    block_m: usize,
-    block_n: usize,
-    warps: usize,
-    stages: usize,
-    head_dim: usize,
-) -> TileConfig {
-    TileConfig::new_for(
-        Family::Sm90,
-        block_m,
-        block_n,
-        warps,
-        stages,
-        head_dim,
-        SmemLayout::Swizzled,
-        QSource::SharedMemory,
-    )
-}
 
 /// The variant of a kernel of [`forward`]'s switches (one modifier alone, or every one).
 const fn variant_of(modified: bool, alibi: bool, softcap: bool) -> Variant {
@@ -429,7 +407,7 @@ pub unsafe fn forward<
             WARPS * 16 == BLOCK_M || (OVERLAP && (BLOCK_M == 128 || BLOCK_M == 192)),
             "a producer warpgroup feeds two or three consumer warpgroups in the overlapped loop"
         );
-        let tile = sm90_tile(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
+        let tile = TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
         assert!(
             CONSUMER_REGISTERS == sm90_consumer_registers(BLOCK_M)
                 && CONSUMER_THREADS as usize == 32 * tile.consumer_warps(),
@@ -457,7 +435,7 @@ pub unsafe fn forward<
             const {
                 sm90_copies_kv_by_tma(
                     variant_of(MODIFIED, ALIBI, SOFTCAP),
-                    &sm90_tile(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM),
+                    &TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM),
                 )
             }
         };
