@@ -5,6 +5,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;
 
 use cust::sys::{cuGetProcAddress, CUresult};
+use flash_attn_params::TENSOR_MAP_BYTES;
 
 use crate::Error;
 
@@ -21,7 +22,7 @@ pub(crate) fn check(call: &'static str, result: CUresult) -> Result<(), Error> {
 
 /// `cuTensorMapEncodeTiled` (CUDA 12.0), which cust 0.3's bindings lack.
 pub(crate) type TensorMapEncodeTiled = unsafe extern "C" fn(
-    map: *mut [u64; 16],
+    map: *mut [u64; TENSOR_MAP_BYTES / 8],
     data_type: u32,
     rank: u32,
     address: *mut c_void,

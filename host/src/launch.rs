@@ -15,11 +15,13 @@ use crate::{driver, Error};
 /// # Safety
 /// - `function` is the entry compiled for `spec`, from a module loaded in the context current
 ///   on this thread, and `stream` belongs to that context.
-/// - `params` is the kernel's argument type (`ForwardParams` for a dense kernel that takes no
-///   tensor maps, else [`launch_dense`]; `ServingParams` for a serving one) and satisfies the kernel's contract (`flash_attn_kernels::fwd::sm80::forward`): every
-///   row its strides name for `grid` is a 16-byte-aligned device address that stays valid until
-///   the kernel finishes, readable for q, k, v and writable for o (and lse, if not 0); output
-///   rows don't overlap each other or the inputs.
+/// - `params` is the kernel's argument type (`ForwardParams` for a dense kernel,
+///   `ModifiedParams` for a modified one, each where it takes no tensor maps, else
+///   [`launch_with_kv_maps`]; `ServingParams` for a serving one) and satisfies the kernel's
+///   contract (`flash_attn_kernels::fwd::sm80::forward`): every row its strides name for
+///   `grid` is a 16-byte-aligned device address that stays valid until the kernel finishes,
+///   readable for q, k, v and writable for o (and lse, if not 0); output rows don't overlap
+///   each other or the inputs.
 pub(crate) unsafe fn launch_forward(
     stream: CUstream,
     function: CUfunction,
@@ -38,20 +40,30 @@ pub(crate) unsafe fn launch_forward(
     )
 }
 
-/// The K and V tensor maps (`CUtensorMap`s) that a dense sm90 kernel takes after its
+/// The K and V tensor maps (`CUtensorMap`s) that an sm90 kernel takes after its
 /// `ForwardParams` ([`KernelSpec::takes_kv_tensor_maps`]), 64-byte aligned as TMA reads them.
 #[repr(C, align(64))]
 struct KvTensorMaps([[u64; TENSOR_MAP_BYTES / 8]; 2]);
 
 const _: () = assert!(std::mem::size_of::<KvTensorMaps>() == KV_TENSOR_MAPS_BYTES);
 
+/// The byte stride of a tensor map's dimension of `extent` elements, `stride` elements apart:
+/// 0 where the dimension has one element, whose stride no box crosses and which may be any
+/// value the problem allows, where the driver takes strides below
+/// [`flash_attn_params::TMA_STRIDE_BYTES_LIMIT`] only. The one rule that the launch encodes and the plan checks ([`crate::problem`]).
+pub(crate) const fn tensor_map_stride_bytes(stride: u64, extent: u64) -> u64 {
+    if extent > 1 {
+        stride.saturating_mul((CHUNK_BYTES / CHUNK_ELEMS) as u64)
+    } else {
+        0
+    }
+}
+
 /// The tensor map of K or V (at `address`, `strides` in elements) for `spec`'s TMA copies
 /// ([`KernelSpec::copies_kv_by_tma`]): `[batch, heads_kv, seq_len_kv, head_dim]`, innermost
 /// first, in boxes of [`TMA_BOX_COLUMNS`] columns and `block_n` rows laid out with the 128-byte
-/// swizzle (the kernel's shared-memory tile), keys past the end read as zeros. A dimension of
-/// one element gets stride 0: its stride is never used, and may be any value the problem
-/// allows, where the driver takes only those below 2^40 bytes. The plan checked the others
-/// ([`crate::problem`]).
+/// swizzle (the kernel's shared-memory tile), keys past the end read as zeros; the byte
+/// strides [`tensor_map_stride_bytes`]'s, which the plan checked ([`crate::problem`]).
 fn tensor_map(
     spec: &KernelSpec,
     params: &ForwardParams,
@@ -66,24 +78,16 @@ fn tensor_map(
     };
     const SWIZZLE_128B: u32 = 3;
     const L2_PROMOTION_256B: u32 = 3;
-    let element_bytes = (CHUNK_BYTES / CHUNK_ELEMS) as u64;
     let dims = [
         params.head_dim as u64,
         params.seq_len_kv as u64,
         (params.heads_q / params.kv_group_size) as u64,
         params.batch as u64,
     ];
-    let byte_stride = |stride: u64, extent: u64| {
-        if extent > 1 {
-            stride * element_bytes
-        } else {
-            0
-        }
-    };
     let byte_strides = [
-        byte_stride(strides.seq, dims[1]),
-        byte_stride(strides.head, dims[2]),
-        byte_stride(strides.batch, dims[3]),
+        tensor_map_stride_bytes(strides.seq, dims[1]),
+        tensor_map_stride_bytes(strides.head, dims[2]),
+        tensor_map_stride_bytes(strides.batch, dims[3]),
     ];
     let box_dims = [TMA_BOX_COLUMNS as u32, spec.tile.block_n as u32, 1, 1];
     let element_strides = [1u32; 4];
@@ -111,17 +115,19 @@ fn tensor_map(
     Ok(map)
 }
 
-/// [`launch_forward`] for a dense kernel: one that takes the K and V tensor maps gets them
+/// [`launch_forward`] for a dense or modified kernel, whose `ForwardParams` are `forward`
+/// (`params` itself, or its first field): one that takes the K and V tensor maps gets them
 /// besides (zeros for one that does not copy by TMA, which never reads them).
 ///
 /// # Safety
 /// As for [`launch_forward`].
-pub(crate) unsafe fn launch_dense(
+pub(crate) unsafe fn launch_with_kv_maps(
     stream: CUstream,
     function: CUfunction,
     spec: &KernelSpec,
     grid: (u32, u32, u32),
-    mut params: ForwardParams,
+    mut params: impl Copy,
+    forward: &ForwardParams,
 ) -> Result<(), Error> {
     if !spec.takes_kv_tensor_maps() {
         return launch_forward(stream, function, spec, grid, params);
@@ -129,8 +135,8 @@ pub(crate) unsafe fn launch_dense(
     let mut maps = KvTensorMaps([[0; TENSOR_MAP_BYTES / 8]; 2]);
     if spec.copies_kv_by_tma() {
         maps.0 = [
-            tensor_map(spec, &params, params.k, &params.k_strides)?,
-            tensor_map(spec, &params, params.v, &params.v_strides)?,
+            tensor_map(spec, forward, forward.k, &forward.k_strides)?,
+            tensor_map(spec, forward, forward.v, &forward.v_strides)?,
         ];
     }
     launch_with_arguments(

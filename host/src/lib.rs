@@ -1011,9 +1011,16 @@ impl FlashAttention {
                     forward: plan.params,
                     modifiers,
                 };
-                launch::launch_forward(stream, function, spec, plan.grid, params)
+                launch::launch_with_kv_maps(stream, function, spec, plan.grid, params, &plan.params)
             }
-            (None, None) => launch::launch_dense(stream, function, spec, plan.grid, plan.params),
+            (None, None) => launch::launch_with_kv_maps(
+                stream,
+                function,
+                spec,
+                plan.grid,
+                plan.params,
+                &plan.params,
+            ),
         }
     }
 

@@ -9,6 +9,7 @@ use flash_attn_params::{
     TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
 };
 
+use crate::launch::tensor_map_stride_bytes;
 use crate::modifiers::{AlibiLayout, ScoreRule};
 use crate::varlen::PackedQueries;
 use crate::{
@@ -655,8 +656,7 @@ pub(crate) fn check_problem(
         }
     }
     // A kernel that copies K and V by TMA reads them through tensor maps, whose byte strides the
-    // driver takes below 2^40 only, where the dimension has more than one element (the launch
-    // gives the others stride 0).
+    // driver takes below 2^40 only.
     if kernel.spec.copies_kv_by_tma() {
         let limit = TMA_STRIDE_BYTES_LIMIT / (CHUNK_BYTES / CHUNK_ELEMS) as u64 - 1;
         for (dimension, value, extent) in [
@@ -667,7 +667,7 @@ pub(crate) fn check_problem(
             ("v head stride", strides.v.head, shape.heads_kv),
             ("v seq stride", strides.v.seq, shape.seq_len_kv),
         ] {
-            if extent > 1 && value > limit {
+            if tensor_map_stride_bytes(value, extent as u64) >= TMA_STRIDE_BYTES_LIMIT {
                 return Err(Error::ProblemTooLarge {
                     dimension,
                     value: value as usize,

@@ -81,40 +81,51 @@ macro_rules! forward_entries {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! forward_entry {
+    // The sm90 family's entries take the K and V tensor maps besides their parameters
+    // (`KernelSpec::takes_kv_tensor_maps`: these arms are that rule).
     ($entry:ident, Dense, (Sm90, $($axes:tt)*)) => {
-        /// A forward kernel entry point of the sm90 family, which takes the K and V tensor
-        /// maps besides (`KernelSpec::takes_kv_tensor_maps`: this arm is that rule); see its
-        /// main loop for the launch contract.
-        ///
-        /// # Safety
-        /// As for its family's main loop; `_kv_maps` holds the tensor maps of the K and V that
-        /// `params` names where the kernel copies by TMA (`KernelSpec::copies_kv_by_tma`).
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $entry(
+        $crate::sm90_entry!(
+            $entry,
+            Dense,
+            (false, false, false, false, false),
             params: $crate::ForwardParams,
-            _kv_maps: $crate::fwd::sm90::KvTensorMaps,
-        ) {
-            // The generic address of the maps' parameter (`sym` names the entry's own
-            // parameter), which TMA reads in place: a Rust reference to it would copy it to
-            // local memory.
-            let kv_maps: u64;
-            core::arch::asm!(
-                "mov.u64 {maps}, {entry}_param_1;",
-                "cvta.param.u64 {maps}, {maps};",
-                maps = out(reg64) kv_maps,
-                entry = sym $entry,
-                options(nostack, nomem, pure),
-            );
-            $crate::main_loop!(
-                (Sm90, $($axes)*),
-                Dense,
-                (false, false, false, false, false),
-                &params,
-                &$crate::SequenceParams::DENSE,
-                &$crate::ModifierParams::NONE,
-                kv_maps
-            );
-        }
+            &params,
+            &$crate::ModifierParams::NONE,
+            ($($axes)*)
+        );
+    };
+    ($entry:ident, Modified, (Sm90, $($axes:tt)*)) => {
+        $crate::sm90_entry!(
+            $entry,
+            Modified,
+            (false, false, true, false, false),
+            params: $crate::ModifiedParams,
+            &params.forward,
+            &params.modifiers,
+            ($($axes)*)
+        );
+    };
+    ($entry:ident, Alibi, (Sm90, $($axes:tt)*)) => {
+        $crate::sm90_entry!(
+            $entry,
+            Alibi,
+            (false, false, false, true, false),
+            params: $crate::ModifiedParams,
+            &params.forward,
+            &params.modifiers,
+            ($($axes)*)
+        );
+    };
+    ($entry:ident, Softcap, (Sm90, $($axes:tt)*)) => {
+        $crate::sm90_entry!(
+            $entry,
+            Softcap,
+            (false, false, false, false, true),
+            params: $crate::ModifiedParams,
+            &params.forward,
+            &params.modifiers,
+            ($($axes)*)
+        );
     };
     ($entry:ident, Dense, $axes:tt) => {
         /// A forward kernel entry point; see its family's main loop for the launch contract.
@@ -186,42 +197,6 @@ macro_rules! forward_entry {
             );
         }
     };
-    ($entry:ident, Alibi, $axes:tt) => {
-        /// A forward kernel entry point with ALiBi biases and no other modifier; see its
-        /// family's main loop for the launch contract.
-        ///
-        /// # Safety
-        /// As for its family's main loop.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedParams) {
-            $crate::main_loop!(
-                $axes,
-                Alibi,
-                (false, false, false, true, false),
-                &params.forward,
-                &$crate::SequenceParams::DENSE,
-                &params.modifiers
-            );
-        }
-    };
-    ($entry:ident, Softcap, $axes:tt) => {
-        /// A forward kernel entry point with the softcap and no other modifier; see its
-        /// family's main loop for the launch contract.
-        ///
-        /// # Safety
-        /// As for its family's main loop.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $entry(params: $crate::ModifiedParams) {
-            $crate::main_loop!(
-                $axes,
-                Softcap,
-                (false, false, false, false, true),
-                &params.forward,
-                &$crate::SequenceParams::DENSE,
-                &params.modifiers
-            );
-        }
-    };
     ($entry:ident, ServingModified, $axes:tt) => {
         /// A serving kernel entry point with the score modifiers; see its family's main loop
         /// for the launch contract.
@@ -264,6 +239,47 @@ macro_rules! forward_entry {
 /// for one element type, tile and variant (`$variant`, and its switches `($serving, $paged,
 /// $modified, $alibi, $softcap)`): one arm per family, so a family without a main loop (or a
 /// variant its loop lacks: the sm80 loop has no `$alibi` or `$softcap`) fails to compile here.
+/// An sm90 entry of [`forward_entry!`]: its parameters `$params` of type `$ty`, then the K and
+/// V tensor maps, whose generic address it passes to the main loop.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! sm90_entry {
+    ($entry:ident, $variant:ident, $switches:tt, $params:ident: $ty:ty, $forward:expr, $modifiers:expr, ($($axes:tt)*)) => {
+        /// A forward kernel entry point of the sm90 family, which takes the K and V tensor
+        /// maps besides its parameters; see its main loop for the launch contract.
+        ///
+        /// # Safety
+        /// As for its family's main loop; `_kv_maps` holds the tensor maps of the K and V that
+        /// the parameters name where the kernel copies by TMA (`KernelSpec::copies_kv_by_tma`).
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $entry(
+            $params: $ty,
+            _kv_maps: $crate::fwd::sm90::KvTensorMaps,
+        ) {
+            // The generic address of the maps' parameter (`sym` names the entry's own
+            // parameter), which TMA reads in place: a Rust reference to it would copy it to
+            // local memory.
+            let kv_maps: u64;
+            core::arch::asm!(
+                "mov.u64 {maps}, {entry}_param_1;",
+                "cvta.param.u64 {maps}, {maps};",
+                maps = out(reg64) kv_maps,
+                entry = sym $entry,
+                options(nostack, nomem, pure),
+            );
+            $crate::main_loop!(
+                (Sm90, $($axes)*),
+                $variant,
+                $switches,
+                $forward,
+                &$crate::SequenceParams::DENSE,
+                $modifiers,
+                kv_maps
+            );
+        }
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! main_loop {
@@ -287,19 +303,7 @@ macro_rules! main_loop {
         >($params, $sequences, $modifiers)
     };
     // The sm90 loop has the dense, the modified and the single-modifier variants (no serving
-    // switches: `false, false`). The kernels without tensor maps (the modified and
-    // single-modifier ones) pass no address: none of them copies by TMA.
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr) => {
-        $crate::main_loop!(
-            (Sm90, $dtype, $block_m, $block_n, $warps, $stages, $head_dim, $layout, $q_source),
-            $variant,
-            (false, false, $modified, $alibi, $softcap),
-            $params,
-            $sequences,
-            $modifiers,
-            0
-        )
-    };
+    // switches: `false, false`), and the address of the K and V tensor maps.
     ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $kv_maps:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,

@@ -559,9 +559,10 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 
 /// Whether the sm90 kernel of `variant` on `tile` copies its K and V tiles with TMA
 /// (`cp.async.bulk.tensor`, one thread issuing a block's boxes against an `mbarrier`) rather
-/// than with `cp.async` from every thread: the dense kernels of the 8-warp tiles (no producer
-/// warpgroup) in the overlapped schedule, at head dims of whole 128-byte swizzle blocks
-/// ([`TMA_BOX_COLUMNS`]). The one rule, which the kernel (`kernels-gpu`'s sm90 loop) and the
+/// than with `cp.async` from every thread: the kernels of the 8-warp and 4-warp tiles (no
+/// producer warpgroup), dense, modified or of one modifier, in the overlapped schedule, at head
+/// dims of whole 128-byte swizzle blocks ([`TMA_BOX_COLUMNS`]; a padded head dim reads zeros
+/// past the problem's columns, as the `cp.async` copies' padding does). The one rule, which the kernel (`kernels-gpu`'s sm90 loop) and the
 /// host ([`KernelSpec::copies_kv_by_tma`]: the tensor maps it encodes, the shared memory) both
 /// ask. On an H200 the D=64 8-warp tile ran 1.07-1.09x faster at 16,16,512,64 and 32,16,512,64
 /// and the D=256 one 1.14-1.17x at 4,16,2048,256: its eight warps no longer compute the
@@ -573,16 +574,16 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// let tile = |block_m, block_n, warps, head_dim| {
 ///     TileConfig::sm90(block_m, block_n, warps, 2, head_dim)
 /// };
-/// // The 8-warp tiles of D=64 and D=256 do, dense only.
+/// // The 8-warp tiles of D=64 and D=256 do, with a modifier or without.
 /// assert!(sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 64)));
-/// assert!(sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 256)));
-/// assert!(!sm90_copies_kv_by_tma(Variant::Alibi, &tile(128, 64, 8, 64)));
+/// assert!(sm90_copies_kv_by_tma(Variant::Alibi, &tile(128, 64, 8, 64)));
+/// assert!(sm90_copies_kv_by_tma(Variant::Modified, &tile(128, 64, 8, 256)));
 /// // At D=96 a row is not whole 128-byte swizzle blocks; a producer copies its own tiles.
 /// assert!(!sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 96)));
 /// assert!(!sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 128, 12, 64)));
 /// ```
 pub const fn sm90_copies_kv_by_tma(variant: Variant, tile: &TileConfig) -> bool {
-    matches!(variant, Variant::Dense)
+    !variant.is_serving()
         && tile.producer_warps() == 0
         && sm90_overlaps_blocks(tile.head_dim, tile.stages)
         && tile.head_dim.is_multiple_of(TMA_BOX_COLUMNS)
@@ -595,10 +596,10 @@ impl KernelSpec {
     }
 
     /// Whether the kernel takes the K and V tensor maps ([`crate::KV_TENSOR_MAPS_BYTES`]) as its
-    /// second parameter: every dense sm90 kernel (the entry's signature is the family's and the
-    /// variant's). Those that do not copy by TMA ([`Self::copies_kv_by_tma`]) ignore them.
+    /// second parameter: every sm90 kernel (the entry's signature is the family's). Those that
+    /// do not copy by TMA ([`Self::copies_kv_by_tma`]) ignore them.
     pub const fn takes_kv_tensor_maps(&self) -> bool {
-        matches!(self.family, Family::Sm90) && matches!(self.variant, Variant::Dense)
+        matches!(self.family, Family::Sm90)
     }
 
     /// Whether the kernel copies K and V by TMA ([`sm90_copies_kv_by_tma`]).

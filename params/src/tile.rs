@@ -60,7 +60,7 @@ pub const TMA_BOX_COLUMNS: usize = 64;
 /// Bytes of one tensor map (`CUtensorMap`), which TMA reads 64-byte aligned.
 pub const TENSOR_MAP_BYTES: usize = 128;
 
-/// Bytes of the K and V tensor maps that a dense sm90 kernel takes, in that order
+/// Bytes of the K and V tensor maps that an sm90 kernel takes, in that order
 /// ([`crate::KernelSpec::takes_kv_tensor_maps`]).
 pub const KV_TENSOR_MAPS_BYTES: usize = 2 * TENSOR_MAP_BYTES;
 

@@ -61,7 +61,7 @@ fn every_module_targets_its_familys_ptx_and_holds_its_entry_alone_taking_its_par
             "{}",
             kernel.entry
         );
-        // The dense sm90 entries take the K and V tensor maps besides, which the build declares
+        // The sm90 entries take the K and V tensor maps besides, which the build declares
         // 64-byte aligned, as TMA reads them.
         let tensor_maps = if kernel.spec.takes_kv_tensor_maps() {
             format!(

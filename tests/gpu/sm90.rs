@@ -90,15 +90,17 @@ pub(crate) fn every_sm90_kernel_on_odd_shapes() {
     }
 }
 
-/// Every exposed kernel that copies K and V by TMA (`KernelSpec::copies_kv_by_tma`: its
-/// tensor maps carry the strides), reading them through strides other than a packed `[B, H, S,
-/// D]`: all four tensors `[B, S, H, D]` (a head's rows `H * D` apart), and K and V in rows
-/// padded by 8 NaN elements with 3 NaN rows more between heads, so that a box read past a row
-/// or a head would reach the output. MHA and GQA, causal and not, on odd lengths. On a device
+/// Every exposed dense kernel that copies K and V by TMA (`KernelSpec::copies_kv_by_tma`: its
+/// tensor maps carry the strides; the modified ones: `modifiers::`), reading them through
+/// strides other than a packed `[B, H, S, D]`: all four tensors `[B, S, H, D]` (a head's rows
+/// `H * D` apart), and K and V in rows padded by 8 NaN elements with 3 NaN rows more between
+/// heads, so that a box read past a row or a head would reach the output. MHA and GQA, causal and not, on odd lengths. On a device
 /// of another compute capability each must refuse to load.
 pub(crate) fn every_tma_kernel_through_other_kv_strides() {
     let gpu = gpu();
-    let kernels = selected_kernels("TMA sm90", |kernel| kernel.spec.copies_kv_by_tma());
+    let kernels = selected_kernels("dense TMA sm90", |kernel| {
+        kernel.spec.copies_kv_by_tma() && kernel.spec.variant == Variant::Dense
+    });
     if !kernels[0].runs_on(gpu.compute_capability()) {
         let names: BTreeSet<&str> = kernels.iter().map(|kernel| kernel.entry).collect();
         report_not_applicable(&gpu, &names);

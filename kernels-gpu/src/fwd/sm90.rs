@@ -4,8 +4,8 @@
 //! One block computes `BLOCK_M = 64 WARPGROUPS` query rows of one (batch, query head); each
 //! warpgroup (4 warps) owns 64 of them, each warp 16, and issues its `wgmma` on its own rows.
 //! The tiles live in shared memory in the layout `wgmma` reads ([`WgmmaTile`]), copied in by
-//! every thread with `cp.async` into one, two or three K/V slots, or, in the dense 8-warp
-//! tiles ([`sm90_copies_kv_by_tma`]), K and V by TMA: thread 0 issues each block's boxes
+//! every thread with `cp.async` into one, two or three K/V slots, or, in the tiles without a
+//! producer warpgroup ([`sm90_copies_kv_by_tma`]), K and V by TMA: thread 0 issues each block's boxes
 //! (`cp.async.bulk.tensor`, the 128-byte swizzle of the tensor maps being the tile's) against
 //! the slot's `mbarrier`, which every thread waits on. Per key block `j`:
 //! - `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
@@ -210,7 +210,7 @@ struct SharedMemoryBase;
 type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
 
 /// The tensor maps of K and V (`CUtensorMap`s, encoded by the host), the second parameter of
-/// the dense sm90 kernels ([`flash_attn_params::KernelSpec::takes_kv_tensor_maps`]). The kernel
+/// the sm90 kernels ([`flash_attn_params::KernelSpec::takes_kv_tensor_maps`]). The kernel
 /// reads them only where they lie, through the parameter's address (TMA reads a map from the
 /// parameter space; a Rust reference to the parameter would copy it to local memory). A
 /// 64-byte-aligned type crashes rustc's nvptx backend as a kernel parameter, so this one is
@@ -421,15 +421,16 @@ pub unsafe fn forward<
         let tma = sm90_copies_kv_by_tma(variant, &tile);
         assert!(
             !tma || (OVERLAP
-                && !PADS
+                && !persists(variant, &tile)
                 && WgmmaTile::<BLOCK_N, HEAD_DIM>::SWIZZLE_BYTES == 2 * TMA_BOX_COLUMNS),
-            "TMA copies whole rows of 128-byte swizzle blocks, in the overlapped loop"
+            "TMA copies whole rows of 128-byte swizzle blocks, in the overlapped loop of one tile"
         );
         (tile, persists(variant, &tile), tile.output_tile_offset())
     };
     // Whether K and V are copied by TMA ([`sm90_copies_kv_by_tma`], asserted above). A macro
     // over the const parameters, as `own_ranges!` below: through a value from the block above
-    // the modified kernels' PTX changed, though none of them copies by TMA.
+    // the PTX of kernels that do not copy by TMA changed (the modified 8-warp ones, when only
+    // the dense ones did).
     macro_rules! tma {
         () => {
             const {
