@@ -21,9 +21,16 @@ step() {
 }
 
 # san TOOL KERNEL_FILTER TEST [TIMEOUT]: compute-sanitizer's TOOL over the one GPU test TEST of
-# $BINS/gpu-tests on the kernels whose entry names contain KERNEL_FILTER.
+# $BINS/gpu-tests on the kernels whose entry names contain KERNEL_FILTER, cut at TIMEOUT seconds
+# or at the call's budget, as `step`.
 san() {
     local tool=$1 filter=$2 test=$3 to=${4:-200}
+    local left=$((${CALL_BUDGET:-585} - (SECONDS - T0)))
+    if [ $left -lt 20 ]; then
+        echo "== san $tool $filter $test skipped (no time)" | tee -a "$OUT/summary.txt"
+        return
+    fi
+    [ "$to" -gt $left ] && to=$left
     FLASH_ATTN_KERNEL_FILTER=$filter timeout "$to" compute-sanitizer --tool "$tool" --error-exitcode 1 \
         "$BINS/gpu-tests" --test-threads=1 --exact "$test" > "$OUT/san-$tool-$filter-${test##*::}.log" 2>&1
     echo "== san $tool $filter $test exit $? (t=$((SECONDS - T0)))" | tee -a "$OUT/summary.txt"
