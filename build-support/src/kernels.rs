@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use flash_attn_params::{
     architectures_of, ptx_target_for, Architecture, Family, KernelSpec, SpecArgs, ARCHITECTURES,
-    BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET, KV_TENSOR_MAPS_BYTES,
+    BUILT_CONFIGS, KERNELS_ENV, KERNEL_SET, TENSOR_MAPS_BYTES,
 };
 
 use crate::dispatch::write_default_api_tables;
@@ -749,7 +749,7 @@ fn entry_modules(
         let declaration = declaration(name);
         let body = with_launch_bounds(&labels_as_function_zero(&ptx[start..end]), declaration);
         let body = match declaration {
-            Some(declaration) if declaration.takes_kv_tensor_maps => {
+            Some(declaration) if declaration.takes_tensor_maps => {
                 with_aligned_tensor_maps(&body, name)
             }
             _ => body,
@@ -767,9 +767,9 @@ fn entry_modules(
 struct EntryDeclaration {
     threads: usize,
     min_blocks_per_sm: usize,
-    /// Whether the entry takes the K/V tensor maps, whose parameter the build aligns
+    /// Whether the entry takes the Q, K and V tensor maps, whose parameter the build aligns
     /// ([`with_aligned_tensor_maps`]).
-    takes_kv_tensor_maps: bool,
+    takes_tensor_maps: bool,
 }
 
 impl EntryDeclaration {
@@ -777,7 +777,7 @@ impl EntryDeclaration {
         EntryDeclaration {
             threads: spec.tile.threads(),
             min_blocks_per_sm: spec.min_blocks_per_sm(),
-            takes_kv_tensor_maps: spec.takes_kv_tensor_maps(),
+            takes_tensor_maps: spec.takes_tensor_maps(),
         }
     }
 }
@@ -809,17 +809,17 @@ fn with_launch_bounds(body: &str, bounds: Option<EntryDeclaration>) -> String {
     }
 }
 
-/// `body`, the PTX of entry `name`, which takes the K and V tensor maps
-/// ([`KernelSpec::takes_kv_tensor_maps`]), with their parameter (the second) declared 64-byte
-/// aligned, as TMA reads a tensor map: rustc declares it 8-byte aligned, as a `[u64; 32]`, and
+/// `body`, the PTX of entry `name`, which takes the Q, K and V tensor maps
+/// ([`KernelSpec::takes_tensor_maps`]), with their parameter (the second) declared 64-byte
+/// aligned, as TMA reads a tensor map: rustc declares it 8-byte aligned, as a `[u64; 48]`, and
 /// crashes on a parameter type of 64-byte alignment. Panics where the declaration is not
 /// there: the kernel's TMA copies would fail on a misaligned map.
 fn with_aligned_tensor_maps(body: &str, name: &str) -> String {
     let declared =
-        |align: usize| format!(".param .align {align} .b8 {name}_param_1[{KV_TENSOR_MAPS_BYTES}]");
+        |align: usize| format!(".param .align {align} .b8 {name}_param_1[{TENSOR_MAPS_BYTES}]");
     assert!(
         body.contains(&declared(8)),
-        "{name} takes the K/V tensor maps, but its PTX declares no `{}`",
+        "{name} takes the tensor maps, but its PTX declares no `{}`",
         declared(8)
     );
     body.replacen(&declared(8), &declared(64), 1)

@@ -112,16 +112,16 @@ pub enum Error {
     /// A dimension exceeds what one launch (grid, or the kernel's 32-bit index math) holds.
     ProblemTooLarge {
         /// The dimension's name (`"seq_len_q"`, `"batch"`, `"tokens_q"`, `"num_pages"`, ...,
-        /// or a K or V stride, `"k seq stride"`, ...).
+        /// or a Q, K or V stride, `"q seq stride"`, `"k seq stride"`, ...).
         dimension: &'static str,
         /// Its value in the problem.
         value: usize,
         /// The largest value it may take: [`crate::MAX_SEQ_LEN`] for a sequence length, 65,535
         /// for the batch and the query heads (the grid's z and y), `u32::MAX` for token and
         /// page counts, and `u32::MAX` over the query blocks per sequence for a KV-cache batch
-        /// whose grid or workspace rows would pass u32; for a K or V stride of a dimension of
+        /// whose grid or workspace rows would pass u32; for a Q, K or V stride of a dimension of
         /// more than one element, read by a kernel that copies them by TMA
-        /// ([`flash_attn_params::KernelSpec::copies_kv_by_tma`]), 2^39 - 1 elements (the tensor
+        /// ([`flash_attn_params::KernelSpec::copies_by_tma`]), 2^39 - 1 elements (the tensor
         /// maps' strides are below 2^40 bytes).
         limit: usize,
     },

@@ -57,15 +57,15 @@ use cust::stream::{Stream, StreamFlags};
 use element::{as_half1, from_half1};
 pub use flash_attn_params::{
     architecture_named, architectures_of, for_each_candidate, for_each_gated_config,
-    max_smem_per_block_of, padded_head_dim, ptx_target_for, sm90_copies_kv_by_tma,
+    max_smem_per_block_of, padded_head_dim, ptx_target_for, sm90_copies_by_tma,
     sm90_overlaps_blocks, Architecture, Dtype, Family, ForwardParams, KernelSet, KernelSpec, Mask,
     ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams,
     SmemLayout, TensorStrides, TileConfig, TileMask, Variant, ARCHITECTURES, BUILT_CONFIGS,
     CANDIDATE_BLOCK_M, CANDIDATE_BLOCK_N, CANDIDATE_DTYPES, CANDIDATE_FAMILIES,
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
-    CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE, KERNELS_ENV, KERNEL_SET,
-    KV_TENSOR_MAPS_BYTES, MAX_HEAD_DIM, MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK,
-    SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES, SM90_PRODUCER_WARPS,
+    CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE, KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM,
+    MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK,
+    SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES, SM90_PRODUCER_WARPS, TENSOR_MAPS_BYTES,
 };
 
 #[cfg(feature = "cudarc")]
@@ -1011,9 +1011,16 @@ impl FlashAttention {
                     forward: plan.params,
                     modifiers,
                 };
-                launch::launch_with_kv_maps(stream, function, spec, plan.grid, params, &plan.params)
+                launch::launch_with_tensor_maps(
+                    stream,
+                    function,
+                    spec,
+                    plan.grid,
+                    params,
+                    &plan.params,
+                )
             }
-            (None, None) => launch::launch_with_kv_maps(
+            (None, None) => launch::launch_with_tensor_maps(
                 stream,
                 function,
                 spec,

@@ -655,11 +655,14 @@ pub(crate) fn check_problem(
             }
         }
     }
-    // A kernel that copies K and V by TMA reads them through tensor maps, whose byte strides the
+    // A kernel that copies by TMA reads Q, K and V through tensor maps, whose byte strides the
     // driver takes below 2^40 only.
-    if kernel.spec.copies_kv_by_tma() {
+    if kernel.spec.copies_by_tma() {
         let limit = TMA_STRIDE_BYTES_LIMIT / (CHUNK_BYTES / CHUNK_ELEMS) as u64 - 1;
         for (dimension, value, extent) in [
+            ("q batch stride", strides.q.batch, shape.batch),
+            ("q head stride", strides.q.head, shape.heads_q),
+            ("q seq stride", strides.q.seq, shape.seq_len_q),
             ("k batch stride", strides.k.batch, shape.batch),
             ("k head stride", strides.k.head, shape.heads_kv),
             ("k seq stride", strides.k.seq, shape.seq_len_kv),

@@ -81,8 +81,8 @@ macro_rules! forward_entries {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! forward_entry {
-    // The sm90 family's entries take the K and V tensor maps besides their parameters
-    // (`KernelSpec::takes_kv_tensor_maps`: these arms are that rule).
+    // The sm90 family's entries take the Q, K and V tensor maps besides their parameters
+    // (`KernelSpec::takes_tensor_maps`: these arms are that rule).
     ($entry:ident, Dense, (Sm90, $($axes:tt)*)) => {
         $crate::sm90_entry!(
             $entry,
@@ -245,25 +245,25 @@ macro_rules! forward_entry {
 #[macro_export]
 macro_rules! sm90_entry {
     ($entry:ident, $variant:ident, $switches:tt, $params:ident: $ty:ty, $forward:expr, $modifiers:expr, ($($axes:tt)*)) => {
-        /// A forward kernel entry point of the sm90 family, which takes the K and V tensor
+        /// A forward kernel entry point of the sm90 family, which takes the Q, K and V tensor
         /// maps besides its parameters; see its main loop for the launch contract.
         ///
         /// # Safety
-        /// As for its family's main loop; `_kv_maps` holds the tensor maps of the K and V that
-        /// the parameters name where the kernel copies by TMA (`KernelSpec::copies_kv_by_tma`).
+        /// As for its family's main loop; `_tensor_maps` holds the tensor maps of the Q, K and V that
+        /// the parameters name where the kernel copies by TMA (`KernelSpec::copies_by_tma`).
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(
             $params: $ty,
-            _kv_maps: $crate::fwd::sm90::KvTensorMaps,
+            _tensor_maps: $crate::fwd::sm90::TensorMaps,
         ) {
             // The generic address of the maps' parameter (`sym` names the entry's own
             // parameter), which TMA reads in place: a Rust reference to it would copy it to
             // local memory.
-            let kv_maps: u64;
+            let tensor_maps: u64;
             core::arch::asm!(
                 "mov.u64 {maps}, {entry}_param_1;",
                 "cvta.param.u64 {maps}, {maps};",
-                maps = out(reg64) kv_maps,
+                maps = out(reg64) tensor_maps,
                 entry = sym $entry,
                 options(nostack, nomem, pure),
             );
@@ -274,7 +274,7 @@ macro_rules! sm90_entry {
                 $forward,
                 &$crate::SequenceParams::DENSE,
                 $modifiers,
-                kv_maps
+                tensor_maps
             );
         }
     };
@@ -304,7 +304,7 @@ macro_rules! main_loop {
     };
     // The sm90 loop has the dense, the modified and the single-modifier variants (no serving
     // switches: `false, false`), and the address of the K and V tensor maps.
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $kv_maps:expr) => {
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $tensor_maps:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -323,7 +323,7 @@ macro_rules! main_loop {
             { $crate::sm90_consumer_registers($block_m) },
             { 2 * $block_m as u32 },
             $crate::fwd::sm90::TurnsOf<$block_m>,
-        >($params, $modifiers, $kv_maps)
+        >($params, $modifiers, $tensor_maps)
     };
 }
 

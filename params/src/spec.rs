@@ -557,34 +557,43 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
     matches!(variant, Variant::Modified) && tile.can_persist()
 }
 
-/// Whether the sm90 kernel of `variant` on `tile` copies its K and V tiles with TMA
-/// (`cp.async.bulk.tensor`, one thread issuing a block's boxes against an `mbarrier`) rather
-/// than with `cp.async` from every thread: the kernels of the 8-warp and 4-warp tiles (no
-/// producer warpgroup), dense, modified or of one modifier, in the overlapped schedule, at head
-/// dims of whole 128-byte swizzle blocks ([`TMA_BOX_COLUMNS`]; a padded head dim reads zeros
-/// past the problem's columns, as the `cp.async` copies' padding does). The one rule, which the kernel (`kernels-gpu`'s sm90 loop) and the
-/// host ([`KernelSpec::copies_kv_by_tma`]: the tensor maps it encodes, the shared memory) both
-/// ask. On an H200 the D=64 8-warp tile ran 1.07-1.09x faster at 16,16,512,64 and 32,16,512,64
-/// and the D=256 one 1.14-1.17x at 4,16,2048,256: its eight warps no longer compute the
-/// copies' addresses, nor wait for them, fence them and hand them to the async proxy at every
-/// block (BENCHMARKS.md log 74). The warp-specialised tiles' producer still uses `cp.async`.
+/// Whether the sm90 kernel of `variant` on `tile` copies its Q, K and V tiles with TMA
+/// (`cp.async.bulk.tensor`, one thread issuing a group's boxes against an `mbarrier`) rather
+/// than with `cp.async` from every copying thread: the kernels of every tile, dense, modified
+/// or of one modifier, in the overlapped schedule, at head dims of whole 128-byte swizzle
+/// blocks ([`TMA_BOX_COLUMNS`]; a padded head dim reads zeros past the problem's columns, as
+/// the `cp.async` copies' padding does). The one rule, which the kernel (`kernels-gpu`'s sm90
+/// loop) and the host ([`KernelSpec::copies_by_tma`]: the tensor maps it encodes, the shared
+/// memory) both ask. In the tiles without a producer warpgroup thread 0 issues them: on an
+/// H200 K and V by TMA ran the D=64 8-warp tile 1.07-1.09x faster at 16,16,512,64 and
+/// 32,16,512,64 and the D=256 one 1.14-1.17x at 4,16,2048,256, its eight warps no longer
+/// computing the copies' addresses, nor waiting for them, fencing them and handing them to the
+/// async proxy at every block (BENCHMARKS.md log 74). In the warp-specialised tiles the
+/// producer's first thread issues them and its other threads have nothing to do (log 77);
+/// but not in the persistent ones ([`persists`]), whose producer walks the tiles in 24
+/// registers: with TMA ptxas spilled 24-28 bytes of the walk's values there (32 registers
+/// beside consumers of 232 still spilled 4-8).
 ///
 /// ```
-/// use flash_attn_params::{sm90_copies_kv_by_tma, TileConfig, Variant};
+/// use flash_attn_params::{sm90_copies_by_tma, TileConfig, Variant};
 /// let tile = |block_m, block_n, warps, head_dim| {
 ///     TileConfig::sm90(block_m, block_n, warps, 2, head_dim)
 /// };
-/// // The 8-warp tiles of D=64 and D=256 do, with a modifier or without.
-/// assert!(sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 64)));
-/// assert!(sm90_copies_kv_by_tma(Variant::Alibi, &tile(128, 64, 8, 64)));
-/// assert!(sm90_copies_kv_by_tma(Variant::Modified, &tile(128, 64, 8, 256)));
-/// // At D=96 a row is not whole 128-byte swizzle blocks; a producer copies its own tiles.
-/// assert!(!sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 64, 8, 96)));
-/// assert!(!sm90_copies_kv_by_tma(Variant::Dense, &tile(128, 128, 12, 64)));
+/// // The 8-warp tiles of D=64 and D=256 do, with a modifier or without, and the
+/// // warp-specialised ones of D=64 and D=128.
+/// assert!(sm90_copies_by_tma(Variant::Dense, &tile(128, 64, 8, 64)));
+/// assert!(sm90_copies_by_tma(Variant::Alibi, &tile(128, 64, 8, 64)));
+/// assert!(sm90_copies_by_tma(Variant::Modified, &tile(128, 64, 8, 256)));
+/// assert!(sm90_copies_by_tma(Variant::Dense, &tile(128, 128, 12, 64)));
+/// assert!(sm90_copies_by_tma(Variant::Alibi, &tile(128, 128, 12, 128)));
+/// // At D=96 a row is not whole 128-byte swizzle blocks; the persistent kernels copy with
+/// // `cp.async`.
+/// assert!(!sm90_copies_by_tma(Variant::Dense, &tile(128, 64, 8, 96)));
+/// assert!(!sm90_copies_by_tma(Variant::Modified, &tile(128, 128, 12, 128)));
 /// ```
-pub const fn sm90_copies_kv_by_tma(variant: Variant, tile: &TileConfig) -> bool {
+pub const fn sm90_copies_by_tma(variant: Variant, tile: &TileConfig) -> bool {
     !variant.is_serving()
-        && tile.producer_warps() == 0
+        && !persists(variant, tile)
         && sm90_overlaps_blocks(tile.head_dim, tile.stages)
         && tile.head_dim.is_multiple_of(TMA_BOX_COLUMNS)
 }
@@ -595,27 +604,27 @@ impl KernelSpec {
         persists(self.variant, &self.tile)
     }
 
-    /// Whether the kernel takes the K and V tensor maps ([`crate::KV_TENSOR_MAPS_BYTES`]) as its
+    /// Whether the kernel takes the Q, K and V tensor maps ([`crate::TENSOR_MAPS_BYTES`]) as its
     /// second parameter: every sm90 kernel (the entry's signature is the family's). Those that
-    /// do not copy by TMA ([`Self::copies_kv_by_tma`]) ignore them.
-    pub const fn takes_kv_tensor_maps(&self) -> bool {
+    /// do not copy by TMA ([`Self::copies_by_tma`]) ignore them.
+    pub const fn takes_tensor_maps(&self) -> bool {
         matches!(self.family, Family::Sm90)
     }
 
-    /// Whether the kernel copies K and V by TMA ([`sm90_copies_kv_by_tma`]).
-    pub const fn copies_kv_by_tma(&self) -> bool {
-        matches!(self.family, Family::Sm90) && sm90_copies_kv_by_tma(self.variant, &self.tile)
+    /// Whether the kernel copies Q, K and V by TMA ([`sm90_copies_by_tma`]).
+    pub const fn copies_by_tma(&self) -> bool {
+        matches!(self.family, Family::Sm90) && sm90_copies_by_tma(self.variant, &self.tile)
     }
 
     /// Dynamic shared memory per block: the tile's ([`TileConfig::smem_bytes`]), and a
     /// persistent kernel's output tile ([`TileConfig::output_tile_offset`]) or the `landed`
-    /// barriers of a kernel that copies K and V by TMA ([`Self::copies_kv_by_tma`]), after
-    /// its K/V ring as a warp-specialised tile's.
+    /// barriers of a kernel that copies by TMA ([`Self::copies_by_tma`]), after its K/V ring
+    /// where a warp-specialised tile has its pipeline's.
     pub const fn smem_bytes(&self) -> usize {
         if self.is_persistent() {
             self.tile.output_tile_offset() + self.tile.q_tile_bytes()
-        } else if self.copies_kv_by_tma() {
-            self.tile.smem_bytes() + SM90_PIPELINE_BARRIER_BYTES
+        } else if self.copies_by_tma() {
+            self.tile.pipeline_barrier_offset() + SM90_PIPELINE_BARRIER_BYTES
         } else {
             self.tile.smem_bytes()
         }

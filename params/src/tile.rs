@@ -51,7 +51,7 @@ pub const fn sm90_consumer_registers(block_m: usize) -> u32 {
 /// tile (free for the next tile's Q), padded.
 pub const SM90_PIPELINE_BARRIER_BYTES: usize = 64;
 
-/// Columns of one TMA box of K or V: the 16-bit elements of one 128-byte swizzle block, the
+/// Columns of one TMA box of Q, K or V: the 16-bit elements of one 128-byte swizzle block, the
 /// column block of the sm90 family's shared-memory tiles (`kernels-gpu`'s `WgmmaTile`), which
 /// the tensor maps' 128-byte swizzle lays out in the same order. A tile of `HEAD_DIM` columns
 /// is `HEAD_DIM / 64` boxes.
@@ -60,9 +60,9 @@ pub const TMA_BOX_COLUMNS: usize = 64;
 /// Bytes of one tensor map (`CUtensorMap`), which TMA reads 64-byte aligned.
 pub const TENSOR_MAP_BYTES: usize = 128;
 
-/// Bytes of the K and V tensor maps that an sm90 kernel takes, in that order
-/// ([`crate::KernelSpec::takes_kv_tensor_maps`]).
-pub const KV_TENSOR_MAPS_BYTES: usize = 2 * TENSOR_MAP_BYTES;
+/// Bytes of the Q, K and V tensor maps that an sm90 kernel takes, in that order
+/// ([`crate::KernelSpec::takes_tensor_maps`]).
+pub const TENSOR_MAPS_BYTES: usize = 3 * TENSOR_MAP_BYTES;
 
 /// The bound on a tensor map's byte strides (the driver's: below 2^40).
 pub const TMA_STRIDE_BYTES_LIMIT: u64 = 1 << 40;

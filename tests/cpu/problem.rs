@@ -327,54 +327,76 @@ fn strides_that_misalign_rows_are_rejected() {
 }
 
 #[test]
-fn kv_strides_past_the_tensor_maps_bound_are_rejected_for_the_tma_kernels() {
-    // The D=64 8-warp sm90 kernel copies K and V by TMA; its tensor maps take byte strides
-    // below 2^40, so an element stride from 2^39 on is refused, where its dimension has more
-    // than one element, and any stride of a dimension of one element is taken.
-    let kernel = kernel_by_name("flash_fwd_f16_d64_m128_n64_w8_s2_sm90a").unwrap();
-    assert!(kernel.spec.copies_kv_by_tma());
-    let shape = AttentionShape::new(1, 2, 100, 64);
-    let dense = Layout::Bhsd.strides(2, 100, 64).unwrap();
-    let plan_with = |k: TensorStrides| {
-        let options = ForwardOptions {
-            kernel: Some(kernel),
-            strides: Some(ForwardStrides {
-                q: dense,
-                k,
-                v: dense,
-                o: dense,
-            }),
-            ..Default::default()
-        };
-        plan_on(Dtype::F16, &shape, &options, H100_SM_COUNT, (9, 0)).map(|_| ())
-    };
+fn strides_past_the_tensor_maps_bound_are_rejected_for_the_tma_kernels() {
+    // The D=64 8-warp sm90 kernel and the D=128 warp-specialised one copy Q, K and V by TMA;
+    // their tensor maps take byte strides below 2^40, so an element stride from 2^39 on is
+    // refused, where its dimension has more than one element, and any stride of a dimension of
+    // one element is taken.
     let limit = (1u64 << 39) - 1;
-    let too_far = limit + 1;
-    assert_eq!(
-        plan_with(TensorStrides {
-            head: too_far.next_multiple_of(8),
-            ..dense
-        }),
-        Err(Error::ProblemTooLarge {
-            dimension: "k head stride",
-            value: too_far.next_multiple_of(8) as usize,
-            limit: limit as usize,
-        })
-    );
-    assert_eq!(
-        plan_with(TensorStrides {
-            batch: too_far.next_multiple_of(8),
-            ..dense
-        }),
-        Ok(())
-    );
+    let too_far = (limit + 1).next_multiple_of(8);
+    for (name, head_dim) in [
+        ("flash_fwd_f16_d64_m128_n64_w8_s2_sm90a", 64),
+        ("flash_fwd_f16_d128_m128_n128_w12_s2_sm90a", 128),
+    ] {
+        let kernel = kernel_by_name(name).unwrap();
+        assert!(kernel.spec.copies_by_tma());
+        let shape = AttentionShape::new(1, 2, 100, head_dim);
+        let dense = Layout::Bhsd.strides(2, 100, head_dim).unwrap();
+        let plan_with = |q: TensorStrides, k: TensorStrides, v: TensorStrides| {
+            let options = ForwardOptions {
+                kernel: Some(kernel),
+                strides: Some(ForwardStrides { q, k, v, o: dense }),
+                ..Default::default()
+            };
+            plan_on(Dtype::F16, &shape, &options, H100_SM_COUNT, (9, 0)).map(|_| ())
+        };
+        let far = |dimension: &str| match dimension {
+            "head" => TensorStrides {
+                head: too_far,
+                ..dense
+            },
+            "seq" => TensorStrides {
+                seq: too_far,
+                ..dense
+            },
+            _ => TensorStrides {
+                batch: too_far,
+                ..dense
+            },
+        };
+        for (tensor, dimension) in [("q", "head"), ("q", "seq"), ("k", "head"), ("v", "seq")] {
+            let strides = |of: &str| if of == tensor { far(dimension) } else { dense };
+            assert_eq!(
+                plan_with(strides("q"), strides("k"), strides("v")),
+                Err(Error::ProblemTooLarge {
+                    dimension: match (tensor, dimension) {
+                        ("q", "head") => "q head stride",
+                        ("q", _) => "q seq stride",
+                        ("k", _) => "k head stride",
+                        _ => "v seq stride",
+                    },
+                    value: too_far as usize,
+                    limit: limit as usize,
+                }),
+                "{name}: {tensor} {dimension} stride"
+            );
+        }
+        // The batch has one element: its stride is not in the maps.
+        assert_eq!(
+            plan_with(far("batch"), far("batch"), dense),
+            Ok(()),
+            "{name}"
+        );
+    }
+    let dense = Layout::Bhsd.strides(2, 100, 64).unwrap();
+    let shape = AttentionShape::new(1, 2, 100, 64);
     // The same strides on a kernel that copies with `cp.async` are taken.
     let options = ForwardOptions {
         kernel: Some(kernel_by_name("flash_fwd_f16_d64_m64_n64_w4_s3").unwrap()),
         strides: Some(ForwardStrides {
             q: dense,
             k: TensorStrides {
-                head: too_far.next_multiple_of(8),
+                head: too_far,
                 ..dense
             },
             v: dense,

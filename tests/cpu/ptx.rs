@@ -3,7 +3,7 @@
 use flash_attn::{
     architectures_of, entry_ptx, entry_ptx_for, ptx_target_for, Family, ForwardParams,
     ModifiedParams, ModifiedServingParams, ServingParams, Variant, ARCHITECTURES, BUILT_CONFIGS,
-    FORWARD_KERNELS, KV_TENSOR_MAPS_BYTES, PTX_TARGETS,
+    FORWARD_KERNELS, PTX_TARGETS, TENSOR_MAPS_BYTES,
 };
 use flash_attn_tools::gate::BUILD_PTX_DIR;
 
@@ -63,9 +63,9 @@ fn every_module_targets_its_familys_ptx_and_holds_its_entry_alone_taking_its_par
         );
         // The sm90 entries take the K and V tensor maps besides, which the build declares
         // 64-byte aligned, as TMA reads them.
-        let tensor_maps = if kernel.spec.takes_kv_tensor_maps() {
+        let tensor_maps = if kernel.spec.takes_tensor_maps() {
             format!(
-                ",\n\t.param .align 64 .b8 {entry}_param_1[{KV_TENSOR_MAPS_BYTES}]",
+                ",\n\t.param .align 64 .b8 {entry}_param_1[{TENSOR_MAPS_BYTES}]",
                 entry = kernel.entry
             )
         } else {

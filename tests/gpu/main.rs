@@ -115,7 +115,7 @@ fn gpu_trials() -> Vec<Trial> {
         sweep::the_anchor_shapes_at_s512,
         sweep::padded_strides_are_honoured,
         sm90::every_sm90_kernel_on_odd_shapes,
-        sm90::every_tma_kernel_through_other_kv_strides,
+        sm90::every_tma_kernel_through_other_strides,
         varlen::ragged_batches_fp16_and_bf16,
         varlen::empty_sequences_are_skipped_or_zero,
         varlen::ragged_batches_with_long_sequences,

@@ -90,16 +90,16 @@ pub(crate) fn every_sm90_kernel_on_odd_shapes() {
     }
 }
 
-/// Every exposed dense kernel that copies K and V by TMA (`KernelSpec::copies_kv_by_tma`: its
-/// tensor maps carry the strides; the modified ones: `modifiers::`), reading them through
+/// Every exposed dense kernel that copies by TMA (`KernelSpec::copies_by_tma`: its tensor
+/// maps carry the strides; the modified ones: `modifiers::`), reading Q, K and V through
 /// strides other than a packed `[B, H, S, D]`: all four tensors `[B, S, H, D]` (a head's rows
-/// `H * D` apart), and K and V in rows padded by 8 NaN elements with 3 NaN rows more between
-/// heads, so that a box read past a row or a head would reach the output. MHA and GQA, causal and not, on odd lengths. On a device
-/// of another compute capability each must refuse to load.
-pub(crate) fn every_tma_kernel_through_other_kv_strides() {
+/// `H * D` apart), and Q, K and V in rows padded by 8 NaN elements with 3 NaN rows more between
+/// heads, so that a box read past a row or a head would reach the output. MHA and GQA, causal
+/// and not, on odd lengths. On a device of another compute capability each must refuse to load.
+pub(crate) fn every_tma_kernel_through_other_strides() {
     let gpu = gpu();
     let kernels = selected_kernels("dense TMA sm90", |kernel| {
-        kernel.spec.copies_kv_by_tma() && kernel.spec.variant == Variant::Dense
+        kernel.spec.copies_by_tma() && kernel.spec.variant == Variant::Dense
     });
     if !kernels[0].runs_on(gpu.compute_capability()) {
         let names: BTreeSet<&str> = kernels.iter().map(|kernel| kernel.entry).collect();
@@ -129,42 +129,48 @@ pub(crate) fn every_tma_kernel_through_other_kv_strides() {
             };
             for causal in [false, true] {
                 match kernel.spec.dtype {
-                    Dtype::F16 => check_other_kv_strides::<f16>(&gpu, kernel, shape, causal),
-                    Dtype::Bf16 => check_other_kv_strides::<bf16>(&gpu, kernel, shape, causal),
+                    Dtype::F16 => check_other_strides::<f16>(&gpu, kernel, shape, causal),
+                    Dtype::Bf16 => check_other_strides::<bf16>(&gpu, kernel, shape, causal),
                 }
             }
         }
     }
 }
 
-/// [`every_tma_kernel_through_other_kv_strides`] for one kernel, shape and masking.
-fn check_other_kv_strides<T: Element + HalfElement>(
+/// [`every_tma_kernel_through_other_strides`] for one kernel, shape and masking.
+fn check_other_strides<T: Element + HalfElement>(
     gpu: &FlashAttention,
     kernel: &'static ForwardKernel,
     shape: AttentionShape,
     causal: bool,
 ) {
     let problem = Problem::<T>::new(shape, causal, None);
-    problem.check(gpu, &problem.options(Layout::Bshd, Some(kernel)));
+    problem.check(gpu, &problem.options(Layout::Bhsd, Some(kernel)));
 
     let d = shape.head_dim;
     let padded_row = d + 8;
-    let padded_head = (shape.seq_len_kv + 3) * padded_row;
-    let padded = |dense: &[T]| {
-        let mut rows = vec![T::from_f64(f64::NAN); shape.batch * shape.heads_kv * padded_head];
+    // A dense `[B, H, S, D]` tensor of `rows` rows a head in padded rows, NaN between them,
+    // and its strides.
+    let padded = |dense: &[T], rows: usize| {
+        let padded_head = (rows + 3) * padded_row;
+        let mut padded = vec![T::from_f64(f64::NAN); dense.len() / (rows * d) * padded_head];
         for (slice, row) in dense.chunks(d).enumerate() {
-            let (head, token) = (slice / shape.seq_len_kv, slice % shape.seq_len_kv);
+            let (head, token) = (slice / rows, slice % rows);
             let at = head * padded_head + token * padded_row;
-            rows[at..at + d].copy_from_slice(row);
+            padded[at..at + d].copy_from_slice(row);
         }
-        rows
+        let heads = dense.len() / (shape.batch * rows * d);
+        let strides = TensorStrides {
+            batch: (heads * padded_head) as u64,
+            head: padded_head as u64,
+            seq: padded_row as u64,
+        };
+        (padded, strides)
     };
-    let kv_strides = TensorStrides {
-        batch: (shape.heads_kv * padded_head) as u64,
-        head: padded_head as u64,
-        seq: padded_row as u64,
-    };
-    let q_strides = Layout::Bhsd
+    let (q, q_strides) = padded(&problem.q, shape.seq_len_q);
+    let (k, kv_strides) = padded(&problem.k, shape.seq_len_kv);
+    let (v, _) = padded(&problem.v, shape.seq_len_kv);
+    let o_strides = Layout::Bhsd
         .strides(shape.heads_q, shape.seq_len_q, d)
         .unwrap();
     let options = ForwardOptions {
@@ -172,23 +178,17 @@ fn check_other_kv_strides<T: Element + HalfElement>(
             q: q_strides,
             k: kv_strides,
             v: kv_strides,
-            o: q_strides,
+            o: o_strides,
         }),
         ..problem.options(Layout::Bhsd, Some(kernel))
     };
     let output = gpu
-        .forward_host(
-            &problem.q,
-            &padded(&problem.k),
-            &padded(&problem.v),
-            shape,
-            &options,
-        )
+        .forward_host(&q, &k, &v, shape, &options)
         .unwrap_or_else(|error| panic!("{}: {error}", kernel.entry));
     let ours = error_stats(output.iter().map(|x| x.to_f64()), &problem.reference.output);
     assert!(
         within_tolerance(&ours, &problem.plain_error),
-        "{} {shape:?} causal={causal}, K and V in padded rows: ours {ours:?}, plain {:?} \
+        "{} {shape:?} causal={causal}, Q, K and V in padded rows: ours {ours:?}, plain {:?} \
          (seed {})",
         kernel.entry,
         problem.plain_error,

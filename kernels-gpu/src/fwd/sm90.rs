@@ -4,10 +4,10 @@
 //! One block computes `BLOCK_M = 64 WARPGROUPS` query rows of one (batch, query head); each
 //! warpgroup (4 warps) owns 64 of them, each warp 16, and issues its `wgmma` on its own rows.
 //! The tiles live in shared memory in the layout `wgmma` reads ([`WgmmaTile`]), copied in by
-//! every thread with `cp.async` into one, two or three K/V slots, or, in the tiles without a
-//! producer warpgroup ([`sm90_copies_kv_by_tma`]), K and V by TMA: thread 0 issues each block's boxes
+//! every thread with `cp.async` into one, two or three K/V slots, or ([`sm90_copies_by_tma`])
+//! Q, K and V by TMA: one thread (thread 0, or the producer's first) issues each group's boxes
 //! (`cp.async.bulk.tensor`, the 128-byte swizzle of the tensor maps being the tile's) against
-//! the slot's `mbarrier`, which every thread waits on. Per key block `j`:
+//! the slot's `mbarrier`, which every consumer waits on. Per key block `j`:
 //! - `S = Q Kᵀ`: `HEAD_DIM / 16` `wgmma` in the SS form (Q and K from shared memory);
 //! - mask the keys past the end and, if causal, past the diagonal, and fold S into the online
 //!   softmax in registers: the accumulator of a warp has the m16n8 layout of `mma.sync`, so
@@ -34,12 +34,13 @@
 //! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
 //! two that own the 128 rows, or at D=64 the three that own 192; overlapped schedule only)
 //! split the copies from the compute, as FlashAttention-3 does. The producer (24 registers
-//! per thread after `setmaxnreg`) issues the
-//! `cp.async` of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as soon as
-//! its slots are free, and each of its threads arrives on the group's `landed` `mbarrier` once
-//! its own copies have landed (`cp.async.mbarrier.arrive.noinc`); the consumers (240
-//! registers, 160 of three) wait on `landed`, fence the async proxy themselves, and after the block's MMAs
-//! each warp arrives on the group's `freed` barrier. No block barrier is left in the loop: the
+//! per thread after `setmaxnreg`) issues the copies of each group (block `b`'s K and block
+//! `b - 1`'s V, the first with Q) as soon as its slots are free: by TMA its first thread alone,
+//! arriving on the group's `landed` `mbarrier` with the bytes it expects; else its 128 threads
+//! with `cp.async`, each arriving once its own copies have landed
+//! (`cp.async.mbarrier.arrive.noinc`). The consumers (240 registers, 160 of three) wait on
+//! `landed` (and fence the `cp.async` copies to the async proxy themselves), and after the
+//! block's MMAs each warp arrives on the group's `freed` barrier. No block barrier is left in the loop: the
 //! warpgroups drift apart, so that one's softmax runs under the other's MMAs; and they take
 //! turns to issue their MMAs (FlashAttention-3's ping-pong, a named barrier each), which makes
 //! that overlap the rule rather than the chance of the schedule. Measured on an
@@ -71,9 +72,9 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, sm90_consumer_registers, sm90_copies_kv_by_tma, ForwardParams, ModifierParams,
-    SequenceParams, TileConfig, Variant, KV_TENSOR_MAPS_BYTES, SM90_PRODUCER_REGISTERS,
-    SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
+    persists, sm90_consumer_registers, sm90_copies_by_tma, ForwardParams, ModifierParams,
+    SequenceParams, TileConfig, Variant, SM90_PRODUCER_REGISTERS, SM90_PRODUCER_WARPS,
+    SM90_WARPGROUP_ROWS, TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -209,14 +210,14 @@ struct SharedMemoryBase;
 /// the kernel's visibility rule), the key blocks it computes (`first..end`) and its query rows.
 type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
 
-/// The tensor maps of K and V (`CUtensorMap`s, encoded by the host), the second parameter of
-/// the sm90 kernels ([`flash_attn_params::KernelSpec::takes_kv_tensor_maps`]). The kernel
+/// The tensor maps of Q, K and V (`CUtensorMap`s, encoded by the host), the second parameter of
+/// the sm90 kernels ([`flash_attn_params::KernelSpec::takes_tensor_maps`]). The kernel
 /// reads them only where they lie, through the parameter's address (TMA reads a map from the
 /// parameter space; a Rust reference to the parameter would copy it to local memory). A
 /// 64-byte-aligned type crashes rustc's nvptx backend as a kernel parameter, so this one is
 /// declared 8-byte aligned and the build rewrites its declaration to 64 bytes, as TMA needs.
 #[repr(C)]
-pub struct KvTensorMaps([u64; KV_TENSOR_MAPS_BYTES / 8]);
+pub struct TensorMaps([u64; TENSOR_MAPS_BYTES / 8]);
 
 /// The variant of a kernel of [`forward`]'s switches (one modifier alone, or every one).
 const fn variant_of(modified: bool, alibi: bool, softcap: bool) -> Variant {
@@ -328,6 +329,43 @@ fn fence_operands<const STEPS: usize>(operands: &mut [OperandA; STEPS]) {
     }
 }
 
+/// Issues the TMA copy of the `ROWS` rows of (`head`, `batch`) from row `row` on of the tensor
+/// whose map is at the generic address `map` into `tile`: a box of `TMA_BOX_COLUMNS` columns
+/// per column block of the tile (the map's 128-byte swizzle is the tile's), each completing
+/// its bytes, [`tma_tile_bytes`], on the barrier at `barrier`. Rows and columns past the
+/// tensor's bounds are zero-filled, and their bytes completed too.
+///
+/// # Safety
+/// As for [`tma_load_4d`]: `map` is a valid map of `ROWS`-row boxes in the kernel's
+/// parameter space, `tile` 1024-byte aligned, and the barrier's phase expects the bytes.
+#[inline(always)]
+unsafe fn tma_load_tile<const ROWS: usize, const HEAD_DIM: usize>(
+    tile: WgmmaTile<ROWS, HEAD_DIM>,
+    map: u64,
+    [row, head, batch]: [u32; 3],
+    barrier: u32,
+) {
+    for column_block in 0..WgmmaTile::<ROWS, HEAD_DIM>::COLUMN_BLOCKS {
+        tma_load_4d(
+            tile.base() + (column_block * WgmmaTile::<ROWS, HEAD_DIM>::COLUMN_BLOCK_BYTES) as u32,
+            map,
+            [
+                (column_block * TMA_BOX_COLUMNS) as i32,
+                row as i32,
+                head as i32,
+                batch as i32,
+            ],
+            barrier,
+        );
+    }
+}
+
+/// The bytes that [`tma_load_tile`] completes on its barrier: the whole tile's.
+const fn tma_tile_bytes<const ROWS: usize, const HEAD_DIM: usize>() -> u32 {
+    (WgmmaTile::<ROWS, HEAD_DIM>::COLUMN_BLOCKS * WgmmaTile::<ROWS, HEAD_DIM>::COLUMN_BLOCK_BYTES)
+        as u32
+}
+
 /// The forward kernel body of the Hopper family for element type `T` and one tile
 /// configuration. `KEY_STEPS` and `DIM_STEPS` must equal `BLOCK_N / 16` and `HEAD_DIM / 16`
 /// (checked at compile time), `COPY_WARPS` the warps that copy
@@ -379,7 +417,7 @@ pub unsafe fn forward<
 >(
     params: &ForwardParams,
     modifiers: &ModifierParams,
-    kv_maps: u64,
+    tensor_maps: u64,
 ) where
     Wgmma<T>: WarpgroupMma<KEY_STEPS> + WarpgroupMma<DIM_STEPS>,
 {
@@ -418,23 +456,22 @@ pub unsafe fn forward<
             "one modifier alone or every modifier"
         );
         let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
-        let tma = sm90_copies_kv_by_tma(variant, &tile);
+        let tma = sm90_copies_by_tma(variant, &tile);
         assert!(
             !tma || (OVERLAP
-                && !persists(variant, &tile)
                 && WgmmaTile::<BLOCK_N, HEAD_DIM>::SWIZZLE_BYTES == 2 * TMA_BOX_COLUMNS),
-            "TMA copies whole rows of 128-byte swizzle blocks, in the overlapped loop of one tile"
+            "TMA copies whole rows of 128-byte swizzle blocks, in the overlapped loop"
         );
         (tile, persists(variant, &tile), tile.output_tile_offset())
     };
-    // Whether K and V are copied by TMA ([`sm90_copies_kv_by_tma`], asserted above). A macro
+    // Whether K and V are copied by TMA ([`sm90_copies_by_tma`], asserted above). A macro
     // over the const parameters, as `own_ranges!` below: through a value from the block above
     // the PTX of kernels that do not copy by TMA changed (the modified 8-warp ones, when only
     // the dense ones did).
     macro_rules! tma {
         () => {
             const {
-                sm90_copies_kv_by_tma(
+                sm90_copies_by_tma(
                     variant_of(MODIFIED, ALIBI, SOFTCAP),
                     &TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM),
                 )
@@ -593,8 +630,12 @@ pub unsafe fn forward<
     let freed = |group: u32| barriers + 8 * (STAGES as u32 + ring_slot(group));
     let q_freed = barriers + 16 * STAGES as u32;
     let phase_parity = |group: u32| (group / STAGES as u32) & 1;
+    // The tensor maps of Q, K and V, in the kernel's parameter.
+    let q_map = tensor_maps;
+    let k_map = tensor_maps + TENSOR_MAP_BYTES as u64;
+    let v_map = tensor_maps + 2 * TENSOR_MAP_BYTES as u64;
     // With TMA, one `landed` barrier per slot: thread 0's arrival, with the bytes it expects.
-    if tma!() {
+    if tma!() && !has_producer {
         if thread == 0 {
             for slot in 0..STAGES as u32 {
                 mbarrier_init_shared(barriers + 8 * slot, 1);
@@ -606,18 +647,89 @@ pub unsafe fn forward<
     if has_producer {
         if thread == 0 {
             let consumer_warps = tile.consumer_warps() as u32;
+            // A group's arrivals: with TMA the one copying thread's, with the bytes it expects.
+            let copying_threads = if tma!() {
+                1
+            } else {
+                (32 * SM90_PRODUCER_WARPS) as u32
+            };
             for slot in 0..STAGES as u32 {
-                let copying_threads = (32 * SM90_PRODUCER_WARPS) as u32;
                 mbarrier_init_shared(barriers + 8 * slot, copying_threads);
                 mbarrier_init_shared(barriers + 8 * (STAGES as u32 + slot), consumer_warps);
             }
             if persistent {
                 mbarrier_init_shared(q_freed, consumer_warps);
             }
+            if tma!() {
+                fence_mbarrier_init();
+            }
         }
         bar_sync_0();
         if warp >= tile.consumer_warps() {
             setmaxnreg_dec::<SM90_PRODUCER_REGISTERS>();
+            if tma!() {
+                // The producer's first thread issues every copy, each group's boxes against
+                // its `landed` barrier (a tile's first with its Q, its last with V alone),
+                // once the consumers freed the slots (and for Q, the tile before's Q); its
+                // other threads have none to make.
+                let produce_tile =
+                    #[inline(always)]
+                    |(info, (first_block, key_blocks), _): TileWork, ring: u32, tiles_done: u32| {
+                        let order = LastToFirst::new((first_block, key_blocks));
+                        let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
+                        let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
+                        if tiles_done > 0 {
+                            let parity = (tiles_done - 1) & 1;
+                            while !mbarrier_try_wait_parity_shared(q_freed, parity) {}
+                        }
+                        for visit in first_block..key_blocks + 1 {
+                            let group = ring + visit - first_block;
+                            if group >= STAGES as u32 {
+                                let parity = phase_parity(group) ^ 1;
+                                while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
+                            }
+                            let barrier = landed(group);
+                            let copies_q = visit == first_block;
+                            let copies_key = visit < key_blocks;
+                            let copies_value = visit > first_block;
+                            let kv_tiles = copies_key as u32 + copies_value as u32;
+                            mbarrier_arrive_expect_tx_shared(
+                                barrier,
+                                copies_q as u32 * tma_tile_bytes::<BLOCK_M, HEAD_DIM>()
+                                    + kv_tiles * tma_tile_bytes::<BLOCK_N, HEAD_DIM>(),
+                            );
+                            if copies_q {
+                                let rows = [info.first_query, info.head, info.batch];
+                                tma_load_tile(q_tile, q_map, rows, barrier);
+                            }
+                            if copies_key {
+                                let first_key = key_block_of(visit) * BLOCK_N as u32;
+                                let rows = [first_key, info.kv_head, info.batch];
+                                tma_load_tile(k_tile(ring_slot(group)), k_map, rows, barrier);
+                            }
+                            if copies_value {
+                                let first_key = key_block_of(visit - 1) * BLOCK_N as u32;
+                                let rows = [first_key, info.kv_head, info.batch];
+                                tma_load_tile(v_tile(ring_slot(group - 1)), v_map, rows, barrier);
+                            }
+                        }
+                        key_blocks - first_block + 1
+                    };
+                if copier == 0 {
+                    if persistent {
+                        schedule.walk::<BLOCK_M>(
+                            params,
+                            #[inline(always)]
+                            |info, ring, tiles_done| {
+                                produce_tile(tile_work(info), ring, tiles_done)
+                            },
+                        );
+                    } else {
+                        produce_tile(grid_tile, 0, 0);
+                    }
+                }
+                return;
+            }
             // One tile's groups: `ring` the groups of the block's tiles before, `tiles_done`
             // their count; returns this tile's. Group `g` goes into slot `g % STAGES` once the
             // consumers freed its last group there, and the tile's Q once they are done with
@@ -781,15 +893,18 @@ pub unsafe fn forward<
             fence_proxy_async_shared_cta();
             block_barrier();
         };
-        // A consumer's wait for visit `visit`'s group, which hands the copies (generic-proxy
-        // writes) to the async proxy that its `wgmma` reads them through; and, once the
+        // A consumer's wait for visit `visit`'s group, which hands `cp.async` copies
+        // (generic-proxy writes) to the async proxy that its `wgmma` reads them through; and, once the
         // warp is done with the group, its arrival on `freed` (and on `q_freed`, once done
         // with the tile's Q).
         let wait_landed = |visit: u32| {
             while !mbarrier_try_wait_parity_shared(landed(group(visit)), phase_parity(group(visit)))
             {
             }
-            fence_proxy_async_shared_cta();
+            // TMA writes through the async proxy already.
+            if !tma!() {
+                fence_proxy_async_shared_cta();
+            }
         };
         let finish_block = #[inline(always)]
         |visit: u32| {
@@ -865,58 +980,46 @@ pub unsafe fn forward<
             fence_accumulator(output);
         };
 
-        // With TMA ([`sm90_copies_kv_by_tma`]), visit `visit`'s group: its K and the V of the
-        // visit before (none before the first), a box of `TMA_BOX_COLUMNS` columns and `BLOCK_N`
-        // rows per column block of the tile, issued by thread 0, whose arrival on the group's
-        // `landed` barrier expects their bytes. The boxes are counted whole: TMA zero-fills the
-        // keys past the end (and completes their bytes), as the `cp.async` copies do.
+        // With TMA ([`sm90_copies_by_tma`]) and no producer, visit `visit`'s group: its K and
+        // the V of the visit before (none before the first), and the tile's Q `with_q` (the
+        // first group), issued by thread 0, whose arrival on the group's `landed` barrier
+        // expects their bytes. The boxes are counted whole: TMA zero-fills the rows past the
+        // end (and completes their bytes), as the `cp.async` copies do.
         let tma_group = #[inline(always)]
-        |visit: u32| {
+        |visit: u32, with_q: bool| {
             if thread == 0 {
                 let barrier = landed(group(visit));
                 let copies_key = visit < key_blocks;
                 let copies_value = visit > first_block && visit - 1 < key_blocks;
-                let boxes = WgmmaTile::<BLOCK_N, HEAD_DIM>::COLUMN_BLOCKS as u32
-                    * (copies_key as u32 + copies_value as u32);
-                let box_bytes = WgmmaTile::<BLOCK_N, HEAD_DIM>::COLUMN_BLOCK_BYTES as u32;
-                mbarrier_arrive_expect_tx_shared(barrier, boxes * box_bytes);
-                let load = |tile: WgmmaTile<BLOCK_N, HEAD_DIM>, map: u64, visit: u32| {
-                    let row = copied_block_of(visit) * BLOCK_N as u32;
-                    for column_block in 0..WgmmaTile::<BLOCK_N, HEAD_DIM>::COLUMN_BLOCKS {
-                        tma_load_4d(
-                            tile.base() + (column_block * box_bytes as usize) as u32,
-                            map,
-                            [
-                                (column_block * TMA_BOX_COLUMNS) as i32,
-                                row as i32,
-                                info.kv_head as i32,
-                                info.batch as i32,
-                            ],
-                            barrier,
-                        );
-                    }
-                };
+                let kv_tiles = copies_key as u32 + copies_value as u32;
+                mbarrier_arrive_expect_tx_shared(
+                    barrier,
+                    with_q as u32 * tma_tile_bytes::<BLOCK_M, HEAD_DIM>()
+                        + kv_tiles * tma_tile_bytes::<BLOCK_N, HEAD_DIM>(),
+                );
+                if with_q {
+                    let rows = [first_query, info.head, info.batch];
+                    tma_load_tile(q_tile, q_map, rows, barrier);
+                }
                 if copies_key {
-                    load(k_tile(slot(visit)), kv_maps, visit);
+                    let first_key = copied_block_of(visit) * BLOCK_N as u32;
+                    let rows = [first_key, info.kv_head, info.batch];
+                    tma_load_tile(k_tile(slot(visit)), k_map, rows, barrier);
                 }
                 if copies_value {
-                    let v_map = kv_maps + TENSOR_MAP_BYTES as u64;
-                    load(v_tile(slot(visit - 1)), v_map, visit - 1);
+                    let first_key = copied_block_of(visit - 1) * BLOCK_N as u32;
+                    let rows = [first_key, info.kv_head, info.batch];
+                    tma_load_tile(v_tile(slot(visit - 1)), v_map, rows, barrier);
                 }
             }
         };
 
         // Prologue: Q and the first K (and with two stages and no overlap, the first V) in one
-        // group. With TMA, Q's `cp.async` copies are waited for and handed to the async proxy
-        // here, once: the first block's barrier makes them visible.
-        if tma!() {
-            copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
-            cp_async_commit_group();
+        // group. A tile with no key block needs no Q.
+        if tma!() && !has_producer {
             if first_block < key_blocks {
-                tma_group(first_block);
+                tma_group(first_block, true);
             }
-            cp_async_wait_group::<0>();
-            fence_proxy_async_shared_cta();
         } else if !has_producer {
             copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
             if first_block < key_blocks && STAGES > 1 {
@@ -990,7 +1093,7 @@ pub unsafe fn forward<
             let copy_group = #[inline(always)]
             |key_block: u32| {
                 if tma!() {
-                    tma_group(key_block);
+                    tma_group(key_block, false);
                     return;
                 }
                 if key_block < key_blocks {
