@@ -44,9 +44,9 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    copy_warps, pads_head_dim, sm90_consumer_registers, sm90_overlaps_blocks, ForwardParams,
+    copy_warps, pads_head_dim, persists, sm90_overlaps_blocks, sm90_register_split, ForwardParams,
     ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams,
-    Variant,
+    TileConfig, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -320,7 +320,26 @@ macro_rules! main_loop {
             $alibi,
             $softcap,
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
-            { $crate::sm90_consumer_registers($block_m) },
+            {
+                $crate::sm90_register_split(
+                    $block_m,
+                    $crate::persists(
+                        $crate::Variant::$variant,
+                        &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
+                    ),
+                )
+                .0
+            },
+            {
+                $crate::sm90_register_split(
+                    $block_m,
+                    $crate::persists(
+                        $crate::Variant::$variant,
+                        &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
+                    ),
+                )
+                .1
+            },
             { 2 * $block_m as u32 },
             $crate::fwd::sm90::TurnsOf<$block_m>,
         >($params, $modifiers, $tensor_maps)

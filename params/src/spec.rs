@@ -569,10 +569,9 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// 32,16,512,64 and the D=256 one 1.14-1.17x at 4,16,2048,256, its eight warps no longer
 /// computing the copies' addresses, nor waiting for them, fencing them and handing them to the
 /// async proxy at every block (BENCHMARKS.md log 74). In the warp-specialised tiles the
-/// producer's first thread issues them and its other threads have nothing to do (log 77);
-/// but not in the persistent ones ([`persists`]), whose producer walks the tiles in 24
-/// registers: with TMA ptxas spilled 24-28 bytes of the walk's values there (32 registers
-/// beside consumers of 232 still spilled 4-8).
+/// producer's first thread issues them and its other threads have nothing to do: 1.02-1.05x
+/// faster at the anchors, the persistent modified kernels 1.01-1.05x, their producer at 40
+/// registers for it ([`crate::sm90_register_split`]; logs 77 and 78).
 ///
 /// ```
 /// use flash_attn_params::{sm90_copies_by_tma, TileConfig, Variant};
@@ -586,14 +585,12 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// assert!(sm90_copies_by_tma(Variant::Modified, &tile(128, 64, 8, 256)));
 /// assert!(sm90_copies_by_tma(Variant::Dense, &tile(128, 128, 12, 64)));
 /// assert!(sm90_copies_by_tma(Variant::Alibi, &tile(128, 128, 12, 128)));
-/// // At D=96 a row is not whole 128-byte swizzle blocks; the persistent kernels copy with
-/// // `cp.async`.
+/// assert!(sm90_copies_by_tma(Variant::Modified, &tile(128, 128, 12, 128)));
+/// // At D=96 a row is not whole 128-byte swizzle blocks.
 /// assert!(!sm90_copies_by_tma(Variant::Dense, &tile(128, 64, 8, 96)));
-/// assert!(!sm90_copies_by_tma(Variant::Modified, &tile(128, 128, 12, 128)));
 /// ```
 pub const fn sm90_copies_by_tma(variant: Variant, tile: &TileConfig) -> bool {
     !variant.is_serving()
-        && !persists(variant, tile)
         && sm90_overlaps_blocks(tile.head_dim, tile.stages)
         && tile.head_dim.is_multiple_of(TMA_BOX_COLUMNS)
 }

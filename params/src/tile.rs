@@ -29,20 +29,24 @@ pub const SM90_WARPGROUP_ROWS: usize = 64;
 /// warp-specialised where it has these warps beyond its rows' ([`TileConfig::producer_warps`]).
 pub const SM90_PRODUCER_WARPS: usize = 4;
 
-/// Registers per thread of a warp-specialised sm90 tile's producer warpgroup after
-/// `setmaxnreg` (FlashAttention-3's split; see [`sm90_consumer_registers`]).
-pub const SM90_PRODUCER_REGISTERS: u32 = 24;
-
-/// Registers per thread of each consumer warpgroup of a warp-specialised sm90 tile of
-/// `block_m` rows after `setmaxnreg`, beside the producer's [`SM90_PRODUCER_REGISTERS`]: two
-/// consumers 240 (128 x 24 + 256 x 240 = 64,512 of the SM's 65,536, what the block starts with
-/// at 168 each, `.maxntid 384`), three (D=64's 192-row tile, [`sm90_feeds_consumers`]) 160
-/// (128 x 24 + 384 x 160 = 64,512, from 128 each, `.maxntid 512`).
-pub const fn sm90_consumer_registers(block_m: usize) -> u32 {
+/// Registers per thread of a warp-specialised sm90 tile's producer warpgroup and of each of its
+/// consumer warpgroups after `setmaxnreg` (FlashAttention-3's split), for a tile of `block_m`
+/// rows whose kernel is `persistent` ([`crate::persists`]) or not. `setmaxnreg` moves registers
+/// within what the block started with, not the SM's: 64,512 (168 each at `.maxntid 384`, 128
+/// each at `.maxntid 512`; a producer of 32 beside consumers of 240 hung, BENCHMARKS.md log 76):
+/// - two consumers: 24 and 240 (128 x 24 + 256 x 240);
+/// - two consumers of a persistent kernel: 40 and 232 (128 x 40 + 256 x 232): the producer walks
+///   the tiles, and copying by TMA in 24 registers it spilled 24-28 bytes of the walk's values
+///   (32 beside 232 still spilled 4-8; log 77);
+/// - three consumers (D=64's 192-row tile, [`sm90_feeds_consumers`]): 24 and 160
+///   (128 x 24 + 384 x 160).
+pub const fn sm90_register_split(block_m: usize, persistent: bool) -> (u32, u32) {
     if block_m == 3 * SM90_WARPGROUP_ROWS {
-        160
+        (24, 160)
+    } else if persistent {
+        (40, 232)
     } else {
-        240
+        (24, 240)
     }
 }
 

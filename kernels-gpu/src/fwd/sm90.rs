@@ -34,13 +34,14 @@
 //! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
 //! two that own the 128 rows, or at D=64 the three that own 192; overlapped schedule only)
 //! split the copies from the compute, as FlashAttention-3 does. The producer (24 registers
-//! per thread after `setmaxnreg`) issues the copies of each group (block `b`'s K and block
-//! `b - 1`'s V, the first with Q) as soon as its slots are free: by TMA its first thread alone,
-//! arriving on the group's `landed` `mbarrier` with the bytes it expects; else its 128 threads
-//! with `cp.async`, each arriving once its own copies have landed
-//! (`cp.async.mbarrier.arrive.noinc`). The consumers (240 registers, 160 of three) wait on
-//! `landed` (and fence the `cp.async` copies to the async proxy themselves), and after the
-//! block's MMAs each warp arrives on the group's `freed` barrier. No block barrier is left in the loop: the
+//! per thread after `setmaxnreg`, 40 in the persistent kernels: [`sm90_register_split`])
+//! issues the copies of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as
+//! soon as its slots are free: by TMA its first thread alone, arriving on the group's `landed`
+//! `mbarrier` with the bytes it expects; else (head dims of 64-byte rows) its 128 threads with
+//! `cp.async`, each arriving once its own copies have landed (`cp.async.mbarrier.arrive.noinc`).
+//! The consumers (240 registers, 232 persistent, 160 of three) wait on `landed` (and fence the
+//! `cp.async` copies to the async proxy themselves), and after the block's MMAs each warp
+//! arrives on the group's `freed` barrier. No block barrier is left in the loop: the
 //! warpgroups drift apart, so that one's softmax runs under the other's MMAs; and they take
 //! turns to issue their MMAs (FlashAttention-3's ping-pong, a named barrier each), which makes
 //! that overlap the rule rather than the chance of the schedule. Measured on an
@@ -72,9 +73,9 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, sm90_consumer_registers, sm90_copies_by_tma, ForwardParams, ModifierParams,
-    SequenceParams, TileConfig, Variant, SM90_PRODUCER_REGISTERS, SM90_PRODUCER_WARPS,
-    SM90_WARPGROUP_ROWS, TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
+    persists, sm90_copies_by_tma, sm90_register_split, ForwardParams, ModifierParams,
+    SequenceParams, TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
+    TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -411,6 +412,7 @@ pub unsafe fn forward<
     const ALIBI: bool,
     const SOFTCAP: bool,
     const PADS: bool,
+    const PRODUCER_REGISTERS: u32,
     const CONSUMER_REGISTERS: u32,
     const CONSUMER_THREADS: u32,
     Turns: ConsumerTurns,
@@ -447,9 +449,14 @@ pub unsafe fn forward<
         );
         let tile = TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
         assert!(
-            CONSUMER_REGISTERS == sm90_consumer_registers(BLOCK_M)
-                && CONSUMER_THREADS as usize == 32 * tile.consumer_warps(),
-            "CONSUMER_REGISTERS and CONSUMER_THREADS are the tile's (sm90_consumer_registers)"
+            {
+                let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
+                let (producer, consumer) = sm90_register_split(BLOCK_M, persists(variant, &tile));
+                PRODUCER_REGISTERS == producer
+                    && CONSUMER_REGISTERS == consumer
+                    && CONSUMER_THREADS as usize == 32 * tile.consumer_warps()
+            },
+            "the register split and CONSUMER_THREADS are the tile's (sm90_register_split)"
         );
         assert!(
             MODIFIED as u8 + ALIBI as u8 + SOFTCAP as u8 <= 1,
@@ -666,7 +673,7 @@ pub unsafe fn forward<
         }
         bar_sync_0();
         if warp >= tile.consumer_warps() {
-            setmaxnreg_dec::<SM90_PRODUCER_REGISTERS>();
+            setmaxnreg_dec::<PRODUCER_REGISTERS>();
             if tma!() {
                 // The producer's first thread issues every copy, each group's boxes against
                 // its `landed` barrier (a tile's first with its Q, its last with V alone),
