@@ -50,7 +50,8 @@ const _: () = assert!(std::mem::size_of::<TensorMaps>() == TENSOR_MAPS_BYTES);
 /// The byte stride of a tensor map's dimension of `extent` elements, `stride` elements apart:
 /// 0 where the dimension has one element, whose stride no box crosses and which may be any
 /// value the problem allows, where the driver takes strides below
-/// [`flash_attn_params::TMA_STRIDE_BYTES_LIMIT`] only. The one rule that the launch encodes and the plan checks ([`crate::problem`]).
+/// [`flash_attn_params::TMA_STRIDE_BYTES_LIMIT`] only. The one rule that the launch encodes and
+/// the plan checks ([`crate::problem`]).
 pub(crate) const fn tensor_map_stride_bytes(stride: u64, extent: u64) -> u64 {
     if extent > 1 {
         stride.saturating_mul((CHUNK_BYTES / CHUNK_ELEMS) as u64)

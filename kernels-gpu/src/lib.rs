@@ -249,8 +249,8 @@ macro_rules! sm90_entry {
         /// maps besides its parameters; see its main loop for the launch contract.
         ///
         /// # Safety
-        /// As for its family's main loop; `_tensor_maps` holds the tensor maps of the Q, K and V that
-        /// the parameters name where the kernel copies by TMA (`KernelSpec::copies_by_tma`).
+        /// As for its family's main loop; `_tensor_maps` holds the tensor maps of the Q, K and V
+        /// that the parameters name where the kernel copies by TMA (`KernelSpec::copies_by_tma`).
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $entry(
             $params: $ty,

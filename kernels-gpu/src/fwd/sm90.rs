@@ -901,9 +901,9 @@ pub unsafe fn forward<
             block_barrier();
         };
         // A consumer's wait for visit `visit`'s group, which hands `cp.async` copies
-        // (generic-proxy writes) to the async proxy that its `wgmma` reads them through; and, once the
-        // warp is done with the group, its arrival on `freed` (and on `q_freed`, once done
-        // with the tile's Q).
+        // (generic-proxy writes) to the async proxy that its `wgmma` reads them through; and,
+        // once the warp is done with the group, its arrival on `freed` (and on `q_freed`, once
+        // done with the tile's Q).
         let wait_landed = |visit: u32| {
             while !mbarrier_try_wait_parity_shared(landed(group(visit)), phase_parity(group(visit)))
             {
