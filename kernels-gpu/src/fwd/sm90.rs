@@ -448,9 +448,9 @@ pub unsafe fn forward<
             "a producer warpgroup feeds two or three consumer warpgroups in the overlapped loop"
         );
         let tile = TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
+        let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
         assert!(
             {
-                let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
                 let (producer, consumer) = sm90_register_split(BLOCK_M, persists(variant, &tile));
                 PRODUCER_REGISTERS == producer
                     && CONSUMER_REGISTERS == consumer
@@ -462,7 +462,6 @@ pub unsafe fn forward<
             MODIFIED as u8 + ALIBI as u8 + SOFTCAP as u8 <= 1,
             "one modifier alone or every modifier"
         );
-        let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
         let tma = sm90_copies_by_tma(variant, &tile);
         assert!(
             !tma || (OVERLAP
@@ -471,7 +470,7 @@ pub unsafe fn forward<
         );
         (tile, persists(variant, &tile), tile.output_tile_offset())
     };
-    // Whether K and V are copied by TMA ([`sm90_copies_by_tma`], asserted above). A macro
+    // Whether Q, K and V are copied by TMA ([`sm90_copies_by_tma`], asserted above). A macro
     // over the const parameters, as `own_ranges!` below: through a value from the block above
     // the PTX of kernels that do not copy by TMA changed (the modified 8-warp ones, when only
     // the dense ones did).
