@@ -54,7 +54,8 @@
 //!
 //! The modified warp-specialised kernels are persistent where their registers and shared memory
 //! allow (`KernelSpec::is_persistent`, which says why not the dense ones): each block walks its
-//! share of the problem's tiles ([`TileSchedule`]). The K/V ring and the ping-pong run on from
+//! share of the problem's tiles ([`TileSchedule`]). They copy by TMA (asserted: the `cp.async`
+//! producer copies its grid index's one tile). The K/V ring and the ping-pong run on from
 //! one tile to the next, and the producer copies the next tile's Q (once both consumers have
 //! waited for their last `S`, the `q_freed` barrier) and first K while the consumers finish the
 //! tile before: its last softmax, its last `P V` and its output, which they stage in a tile of
@@ -94,9 +95,8 @@ use crate::ptx::{
     barrier_sync_0, cp_async_commit_group, cp_async_mbarrier_arrive_noinc_shared,
     cp_async_wait_group, fence_f32, fence_mbarrier_init, fence_proxy_async_shared_cta, fence_u32,
     mbarrier_arrive_expect_tx_shared, mbarrier_arrive_shared, mbarrier_init_shared,
-    mbarrier_try_wait_parity_shared, opaque_to_optimizer, setmaxnreg_dec, setmaxnreg_inc,
-    shared_window_address, shfl_sync_idx_lane0_u32, tma_load_4d, wgmma_commit_group, wgmma_fence,
-    wgmma_wait_group,
+    mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
+    shfl_sync_idx_lane0_u32, tma_load_4d, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
 };
 use crate::smem::{DescriptorSteps, SharedTile, WgmmaTile};
 
@@ -464,6 +464,10 @@ pub unsafe fn forward<
         );
         let tma = sm90_copies_by_tma(variant, &tile);
         assert!(
+            tma || !persists(variant, &tile),
+            "a persistent kernel copies by TMA: the cp.async producer copies the grid's tile"
+        );
+        assert!(
             !tma || (OVERLAP
                 && WgmmaTile::<BLOCK_N, HEAD_DIM>::SWIZZLE_BYTES == 2 * TMA_BOX_COLUMNS),
             "TMA copies whole rows of 128-byte swizzle blocks, in the overlapped loop"
@@ -736,60 +740,28 @@ pub unsafe fn forward<
                 }
                 return;
             }
-            // One tile's groups: `ring` the groups of the block's tiles before, `tiles_done`
-            // their count; returns this tile's. Group `g` goes into slot `g % STAGES` once the
-            // consumers freed its last group there, and the tile's Q once they are done with
-            // the last tile's.
-            let produce_tile = #[inline(always)]
-            |(info, (first_block, key_blocks), q_rows): TileWork,
-                                ring: u32,
-                                tiles_done: u32| {
-                let order = LastToFirst::new((first_block, key_blocks));
-                let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
-                let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
-                // Hidden from LLVM in a walk, here and at every group: else it hoists the
-                // shared-memory address of each of the thread's chunks of Q, K and V out of the
-                // tile loop, and the producer's 24 registers cannot hold them (ptxas spilled up
-                // to 232 bytes of the D=128 kernels; 56 registers were needed).
-                let hidden = |copier: usize| {
-                    if persistent {
-                        opaque_to_optimizer(copier)
-                    } else {
-                        copier
-                    }
-                };
-                let copier = hidden(copier);
-                if tiles_done > 0 {
-                    let parity = (tiles_done - 1) & 1;
-                    while !mbarrier_try_wait_parity_shared(q_freed, parity) {}
+            // Without TMA (head dims of half swizzle blocks, whose kernels are not persistent:
+            // asserted above), the grid's one tile from every producer thread: group `g` goes
+            // into slot `g % STAGES` once the consumers freed its last group there.
+            let (info, (first_block, key_blocks), q_rows) = grid_tile;
+            let order = LastToFirst::new((first_block, key_blocks));
+            let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
+            let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
+            copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
+            for group in 0..key_blocks - first_block + 1 {
+                let visit = first_block + group;
+                if group >= STAGES as u32 {
+                    let parity = phase_parity(group) ^ 1;
+                    while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
                 }
-                copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
-                for visit in first_block..key_blocks + 1 {
-                    let copier = hidden(copier);
-                    let group = ring + visit - first_block;
-                    if group >= STAGES as u32 {
-                        let parity = phase_parity(group) ^ 1;
-                        while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
-                    }
-                    if visit < key_blocks {
-                        copy_key_tile(&info, key_block_of(visit), ring_slot(group), copier);
-                    }
-                    if visit > first_block {
-                        let stage = ring_slot(group - 1);
-                        copy_value_tile(&info, key_block_of(visit - 1), stage, copier);
-                    }
-                    cp_async_mbarrier_arrive_noinc_shared(landed(group));
+                if visit < key_blocks {
+                    copy_key_tile(&info, key_block_of(visit), ring_slot(group), copier);
                 }
-                key_blocks - first_block + 1
-            };
-            if persistent {
-                schedule.walk::<BLOCK_M>(
-                    params,
-                    #[inline(always)]
-                    |info, ring, tiles_done| produce_tile(tile_work(info), ring, tiles_done),
-                );
-            } else {
-                produce_tile(grid_tile, 0, 0);
+                if visit > first_block {
+                    let stage = ring_slot(group - 1);
+                    copy_value_tile(&info, key_block_of(visit - 1), stage, copier);
+                }
+                cp_async_mbarrier_arrive_noinc_shared(landed(group));
             }
             // No copy outlives its thread.
             cp_async_wait_group::<0>();
