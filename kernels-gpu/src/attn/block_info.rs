@@ -124,13 +124,37 @@ impl TileSchedule {
         let (query_block, slice) = (index % query_blocks, index / query_blocks);
         let heads = self.heads.max(1);
         Tile {
-            query_block: if self.last_first {
-                query_blocks - 1 - query_block
-            } else {
-                query_block
-            },
+            query_block: self.query_block(query_block),
             head: slice % heads,
             batch: slice / heads,
+        }
+    }
+
+    /// The tile of a kernel that takes one tile from a grid of `(query_blocks, heads_q,
+    /// batch)` blocks: block `(x, y, z)` computes query block `x` of head `y` of batch entry `z`,
+    /// its query blocks numbered as the walk numbers them (under a causal mask from the last:
+    /// the hardware hands the grid's blocks out in order, so the tiles with the most key blocks
+    /// start first and the last wave ends on the shortest).
+    #[inline(always)]
+    pub fn grid_tile<const BLOCK_M: usize>(self, params: &ForwardParams) -> BlockInfo<false> {
+        // SAFETY (all three): reading a block index register has no precondition.
+        let (x, head, batch) = unsafe { (_block_idx_x(), _block_idx_y(), _block_idx_z()) };
+        let tile = Tile {
+            query_block: self.query_block(x),
+            head,
+            batch,
+        };
+        BlockInfo::dense::<BLOCK_M>(params, tile)
+    }
+
+    /// The query block of the `index`-th of a slice's (below [`Self::query_blocks`]): from the
+    /// last under a causal mask.
+    #[inline(always)]
+    fn query_block(self, index: u32) -> u32 {
+        if self.last_first {
+            self.query_blocks - 1 - index
+        } else {
+            index
         }
     }
 }

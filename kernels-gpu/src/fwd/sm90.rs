@@ -581,16 +581,13 @@ pub unsafe fn forward<
         (info, blocks, q_rows)
     };
     // A persistent kernel's tiles: its share of the problem's, walked `blockIdx.x,
-    // blockIdx.x + gridDim.x, ..` by both roles. The others compute their grid index's tile,
-    // derived here, before anything else, as they did before the walk existed: their PTX, and
-    // so their SASS, is the same as it was then (a tile loop of one pass, or the tile derived
-    // in each role, moved their registers and made them 1.5-3% slower on small grids,
-    // BENCHMARKS.md log 52).
+    // blockIdx.x + gridDim.x, ..` by both roles. The others compute their grid index's tile
+    // (`TileSchedule::grid_tile`: under a causal mask the last query block first, as the walk
+    // orders them; BENCHMARKS.md log 81), derived here, before anything else, as they did
+    // before the walk existed (a tile loop of one pass, or the tile derived in each role, moved
+    // their registers and made them 1.5-3% slower on small grids, log 52).
     let schedule = TileSchedule::new::<BLOCK_M>(params);
-    let grid_tile = tile_work(BlockInfo::<false>::new::<BLOCK_M>(
-        params,
-        &SequenceParams::DENSE,
-    ));
+    let grid_tile = tile_work(schedule.grid_tile::<BLOCK_M>(params));
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = WgmmaTile::<BLOCK_M, HEAD_DIM>::at(smem, 0);
