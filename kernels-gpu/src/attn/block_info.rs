@@ -130,11 +130,15 @@ impl TileSchedule {
         }
     }
 
-    /// The tile of a kernel that takes one tile from a grid of `(query_blocks, heads_q,
+    /// The tile of a sm90 kernel that takes one tile from a grid of `(query_blocks, heads_q,
     /// batch)` blocks: block `(x, y, z)` computes query block `x` of head `y` of batch entry `z`,
     /// its query blocks numbered as the walk numbers them (under a causal mask from the last:
     /// the hardware hands the grid's blocks out in order, so the tiles with the most key blocks
-    /// start first and the last wave ends on the shortest).
+    /// start first and the last wave ends on the shortest). On an H200 that order left the
+    /// causal anchors' times within their spreads (the tiles of 128 slices interleave heavy
+    /// and light already), and the PTX it changed ran 4,8,512,64 1.5-3% faster (BENCHMARKS.md
+    /// log 81). The sm80 kernels keep the grid's order ([`BlockInfo::new`]: their PTX as it
+    /// was, not measured on their architectures).
     #[inline(always)]
     pub fn grid_tile<const BLOCK_M: usize>(self, params: &ForwardParams) -> BlockInfo<false> {
         // SAFETY (all three): reading a block index register has no precondition.
