@@ -1242,6 +1242,41 @@ pub unsafe fn forward<
                     for block in tested_to.max(first_block + 1)..key_blocks {
                         overlapped_block(block, MaskBounds::NONE, true);
                     }
+                    // The last block's `P V`.
+                    last_landed();
+                    add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
+                } else if has_producer && BLOCK_M > BLOCK_N {
+                    // In this order (first to last) the blocks past every key this warpgroup's
+                    // rows see come last: under a causal mask, the tile's last block for the
+                    // first 64 rows of the 192-row tile. The warpgroup stops after its own last
+                    // block, `own_end`, and takes only its turns for the rest: 8,16,2048,64
+                    // causal 1.05x faster on an H200 (BENCHMARKS.md log 82). Not yet in the
+                    // 8-warp tiles, whose block barrier would then be met from different
+                    // places (`bar.sync` must not be: synccheck), nor in tiles of no more rows
+                    // than keys, whose warpgroups end with the tile where the lengths are equal.
+                    let own_end = own.range().1.max(first_block + 1);
+                    let unmasked_from = unmasked_blocks.max(first_block + 1).min(own_end);
+                    for block in first_block + 1..unmasked_from {
+                        overlapped_block(block, MaskBounds::NONE, true);
+                    }
+                    for block in unmasked_from..own_end {
+                        overlapped_block(block, MaskBounds::END, true);
+                    }
+                    if own_end < key_blocks {
+                        // The warpgroup's last `P V`, under the next block's copies.
+                        start_block(own_end);
+                        add_values(&mut output, &previous, v_tile(slot(own_end - 1)));
+                        pass_turn();
+                        finish_block(own_end);
+                        for block in own_end + 1..key_blocks {
+                            skip_block(block);
+                        }
+                        last_landed();
+                    } else {
+                        // The last block's `P V`.
+                        last_landed();
+                        add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
+                    }
                 } else {
                     for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
                         overlapped_block(block, MaskBounds::NONE, true);
@@ -1249,10 +1284,10 @@ pub unsafe fn forward<
                     for block in unmasked_blocks.max(first_block + 1)..key_blocks {
                         overlapped_block(block, MaskBounds::END, true);
                     }
+                    // The last block's `P V`.
+                    last_landed();
+                    add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
                 }
-                // The last block's `P V`.
-                last_landed();
-                add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
                 pass_turn();
                 finish_last_group(key_blocks);
             }
