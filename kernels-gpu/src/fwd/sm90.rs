@@ -1248,12 +1248,15 @@ pub unsafe fn forward<
                 } else if has_producer && BLOCK_M > BLOCK_N {
                     // In this order (first to last) the blocks past every key this warpgroup's
                     // rows see come last: under a causal mask, the tile's last block for the
-                    // first 64 rows of the 192-row tile. The warpgroup stops after its own last
-                    // block, `own_end`, and takes only its turns for the rest: 8,16,2048,64
-                    // causal 1.05x faster on an H200 (BENCHMARKS.md log 82). Not yet in the
-                    // 8-warp tiles, whose block barrier would then be met from different
-                    // places (`bar.sync` must not be: synccheck), nor in tiles of no more rows
-                    // than keys, whose warpgroups end with the tile where the lengths are equal.
+                    // first 64 rows of the 192-row tile, or of a 128-row tile of 64-key blocks.
+                    // The warpgroup stops after its own last block, `own_end`, and takes only
+                    // its turns for the rest: 8,16,2048,64 causal 1.05x faster on an H200
+                    // (BENCHMARKS.md log 82). Not in tiles of no more rows than keys per block,
+                    // whose warpgroups end with the tile where the lengths are equal, and not
+                    // yet in the 8-warp tiles, whose warpgroups would then meet the block
+                    // barrier from different places (synccheck rejects that for `bar.sync`).
+                    // The loop below is the other tiles' unchanged: in one form for all, their
+                    // PTX changed too (registers up to 24 more at D=160).
                     let own_end = own.range().1.max(first_block + 1);
                     let unmasked_from = unmasked_blocks.max(first_block + 1).min(own_end);
                     for block in first_block + 1..unmasked_from {
