@@ -136,7 +136,7 @@ impl TileSchedule {
     /// the hardware hands the grid's blocks out in order, so the tiles with the most key blocks
     /// start first and the last wave ends on the shortest). On an H200 that order left the
     /// causal anchors' times within their spreads (the tiles of 128 slices interleave heavy
-    /// and light already), and the PTX it changed ran 4,8,512,64 1.5-3% faster (BENCHMARKS.md
+    /// and light already), and the PTX it changed ran 4,8,512,64 1-3% faster (BENCHMARKS.md
     /// log 81). The sm80 kernels keep the grid's order ([`BlockInfo::new`]: their PTX as it
     /// was, not measured on their architectures).
     #[inline(always)]
