@@ -5,7 +5,7 @@
 # flash-attn-timing) and MAIN/ (main's flash-attn-timing) and peer_compare.py; carry that
 # folder. The odd-shape test under the four sanitizers on the 8-warp D=64 tile (the form
 # synccheck rejected in call 4) and on the landed 128-row tiles of 64-key blocks (D=128 and
-# D=256, not sanitizer-run in call 4); the sm90 family's tests; the anchors' timing in turns
+# D=256, not sanitizer-run in call 4), and a three-stage one of each; the sm90 family's tests; the anchors' timing in turns
 # and the peers beside this build's last round.
 set -u
 cd "$(dirname "$0")"
@@ -16,7 +16,8 @@ export FLASH_ATTN_KERNEL_FILTER=_sm90a
 ( step sm90 330 EXP/gpu-tests --test-threads=3 sm90:: ) &
 ( step forward 300 EXP/gpu-tests --test-threads=2 forward:: ) &
 ( step edge 300 EXP/gpu-tests --test-threads=2 edge_cases:: ) &
-for filter in d64_m128_n64_w8_s2_sm90a d128_m128_n64_w12_s2_sm90a d256_m128_n64_w12_s2_sm90a; do
+for filter in d64_m128_n64_w8_s2_sm90a d192_m128_n64_w8_s3_sm90a d64_m128_n64_w12_s3_sm90a \
+    d128_m128_n64_w12_s2_sm90a d256_m128_n64_w12_s2_sm90a; do
   for tool in memcheck synccheck initcheck racecheck; do
     ( san $tool $filter sm90::every_sm90_kernel_on_odd_shapes 300 ) &
   done
