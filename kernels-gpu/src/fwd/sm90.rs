@@ -841,11 +841,12 @@ pub unsafe fn forward<
         // `latest_in_flight`: the overlapped loop's with three slots, whose copies run two
         // groups ahead); the fence hands them to the async proxy that `wgmma` reads through,
         // and the block barrier makes every thread's visible and says that every warpgroup is
-        // past its last wait for the MMAs it issued before. Warpgroups of `own_ranges` meet
-        // the block barrier in key loops of their own: the barrier that allows that
-        // (`barrier_sync_0`).
+        // past its last wait for the MMAs it issued before. Warpgroups of `own_ranges`, and
+        // those of the dense loop that stop at their own last block (tiles of more rows than
+        // keys per block), meet the block barrier in key loops of their own: the barrier that
+        // allows that (`barrier_sync_0`).
         let block_barrier = || {
-            if own_ranges!() {
+            if own_ranges!() || (OVERLAP && BLOCK_M > BLOCK_N) {
                 barrier_sync_0();
             } else {
                 bar_sync_0();
@@ -1245,18 +1246,18 @@ pub unsafe fn forward<
                     // The last block's `P V`.
                     last_landed();
                     add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
-                } else if has_producer && BLOCK_M > BLOCK_N {
+                } else if BLOCK_M > BLOCK_N {
                     // In this order (first to last) the blocks past every key this warpgroup's
                     // rows see come last: under a causal mask, the tile's last block for the
                     // first 64 rows of the 192-row tile, or of a 128-row tile of 64-key blocks.
                     // The warpgroup stops after its own last block, `own_end`, and takes only
                     // its turns for the rest: 8,16,2048,64 causal 1.05x faster on an H200
                     // (BENCHMARKS.md log 82). Not in tiles of no more rows than keys per block,
-                    // whose warpgroups end with the tile where the lengths are equal, and not
-                    // yet in the 8-warp tiles, whose warpgroups would then meet the block
-                    // barrier from different places (synccheck rejects that for `bar.sync`).
-                    // The loop below is the other tiles' unchanged: in one form for all, their
-                    // PTX changed too (registers up to 24 more at D=160).
+                    // whose warpgroups end with the tile where the lengths are equal; the
+                    // 8-warp tiles meet their block barrier from different places then, so it
+                    // is `barrier.sync` there (synccheck rejects that for `bar.sync`). The loop
+                    // below is the other tiles' unchanged: in one form for all, their PTX
+                    // changed too (registers up to 24 more at D=160).
                     let own_end = own.range().1.max(first_block + 1);
                     let unmasked_from = unmasked_blocks.max(first_block + 1).min(own_end);
                     for block in first_block + 1..unmasked_from {
