@@ -1251,8 +1251,9 @@ pub unsafe fn forward<
                     // rows see come last: under a causal mask, the tile's last block for the
                     // first 64 rows of the 192-row tile, or of a 128-row tile of 64-key blocks.
                     // The warpgroup stops after its own last block, `own_end`, and takes only
-                    // its turns for the rest: 8,16,2048,64 causal 1.05x faster on an H200
-                    // (BENCHMARKS.md log 82). Not in tiles of no more rows than keys per block,
+                    // its turns for the rest: on an H200, 8,16,2048,64 causal 1.05x faster
+                    // (BENCHMARKS.md log 82), 16,16,512,64 and 32,16,512,64 causal in the
+                    // 8-warp tiles 1.05x (log 83). Not in tiles of no more rows than keys per block,
                     // whose warpgroups end with the tile where the lengths are equal; the
                     // 8-warp tiles meet their block barrier from different places then, so it
                     // is `barrier.sync` there (synccheck rejects that for `bar.sync`). The loop
