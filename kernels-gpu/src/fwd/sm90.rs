@@ -1253,11 +1253,11 @@ pub unsafe fn forward<
                     // The warpgroup stops after its own last block, `own_end`, and takes only
                     // its turns for the rest: on an H200, 8,16,2048,64 causal 1.05x faster
                     // (BENCHMARKS.md log 82), 16,16,512,64 and 32,16,512,64 causal in the
-                    // 8-warp tiles 1.05x (log 83). Not in tiles of no more rows than keys per block,
-                    // whose warpgroups end with the tile where the lengths are equal; the
-                    // 8-warp tiles meet their block barrier from different places then, so it
-                    // is `barrier.sync` there (synccheck rejects that for `bar.sync`). The loop
-                    // below is the other tiles' unchanged: in one form for all, their PTX
+                    // 8-warp tiles 1.05x (log 83). Not in tiles of no more rows than keys per
+                    // block, whose warpgroups end with the tile where the lengths are equal;
+                    // the 8-warp tiles meet their block barrier from different places then, so
+                    // it is `barrier.sync` there (synccheck rejects that for `bar.sync`). The
+                    // loop below is the other tiles' unchanged: in one form for all, their PTX
                     // changed too (registers up to 24 more at D=160).
                     let own_end = own.range().1.max(first_block + 1);
                     let unmasked_from = unmasked_blocks.max(first_block + 1).min(own_end);
