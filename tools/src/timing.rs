@@ -178,7 +178,11 @@ pub fn rounded(value: f64, decimals: i32) -> f64 {
 pub struct TimedCase {
     pub batch: usize,
     pub heads: usize,
+    /// Query rows per sequence.
     pub seq_len: usize,
+    /// Keys per sequence where they are not `seq_len` (`flash-attn-timing --seq-len-kv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_len_kv: Option<usize>,
     pub head_dim: usize,
     pub causal: bool,
     /// `f16` or `bf16`.
@@ -209,6 +213,7 @@ impl TimedCase {
             batch: shape.batch,
             heads: shape.heads_q,
             seq_len: shape.seq_len_q,
+            seq_len_kv: (shape.seq_len_kv != shape.seq_len_q).then_some(shape.seq_len_kv),
             head_dim: shape.head_dim,
             causal,
             dtype: kernel.spec.dtype.name().to_owned(),

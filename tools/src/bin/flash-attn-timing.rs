@@ -1,10 +1,13 @@
 //! Times exposed kernels with CUDA events around back-to-back launches and writes the
 //! figures as JSON for `scripts/peer_compare.py`.
 //!
-//! `flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D]`: the
-//! kernel the default API dispatches to (or every kernel of the matching element type and head
-//! dim, or the one named) on the anchor shapes (or the one given), causal and not, fp16 and
-//! bf16; median, spread and TFLOP/s per case.
+//! `flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D]
+//! [--seq-len-kv SK]`: the kernel the default API dispatches to (or every kernel of the
+//! matching element type and head dim, or the one named) on the anchor shapes (or the one
+//! given), causal and not, fp16 and bf16; median, spread and TFLOP/s per case. With
+//! `--seq-len-kv`, every shape has `SK` keys per sequence and `S` queries (the causal mask
+//! bottom-right aligned, as a prefill after a cached prefix); TFLOP/s then count
+//! `4 · B · H · S · SK · D`, halved for causal, as for every shape.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -43,10 +46,15 @@ fn measure<T: Element>(
     shape: AttentionShape,
     options: &ForwardOptions,
 ) -> Result<LaunchTimes, Error> {
-    let elements = shape.q_elements()?;
-    let input = |seed| DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed));
-    let (q, k, v) = (input(11)?, input(12)?, input(13)?);
-    let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); elements])?;
+    let (q_elements, kv_elements) = (shape.q_elements()?, shape.kv_elements()?);
+    let input =
+        |elements, seed| DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed));
+    let (q, k, v) = (
+        input(q_elements, 11)?,
+        input(kv_elements, 12)?,
+        input(kv_elements, 13)?,
+    );
+    let mut output = DeviceBuffer::from_slice(&vec![T::from_f64(0.0); q_elements])?;
     // About a millisecond of work per repeat at 200 TFLOP/s.
     let launches =
         ((2e8 / shape.flops(options.causal) * 1e3) as usize).max(MIN_LAUNCHES_PER_REPEAT);
@@ -81,11 +89,12 @@ fn default_kernel(
 
 fn main() -> Result<(), Error> {
     const USAGE: &str =
-        "usage: flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D]";
+        "usage: flash-attn-timing [--json PATH] [--all-kernels | --kernel ENTRY] [--shape B,H,S,D] [--seq-len-kv SK]";
     let mut json_path = None;
     let mut all_kernels = false;
     let mut only_kernel: Option<&'static ForwardKernel> = None;
     let mut shapes = ANCHOR_SHAPES.to_vec();
+    let mut seq_len_kv = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -101,6 +110,13 @@ fn main() -> Result<(), Error> {
                     .unwrap_or_else(|| panic!("--shape needs four sizes, got {text:?}; {USAGE}"));
                 shapes = vec![shape];
             }
+            "--seq-len-kv" => {
+                let text = args.next().expect("--seq-len-kv needs a key count");
+                let keys: usize = text.parse().unwrap_or_else(|_| {
+                    panic!("--seq-len-kv needs a count, got {text:?}; {USAGE}")
+                });
+                seq_len_kv = Some(keys);
+            }
             other => panic!("unknown argument {other:?}; {USAGE}"),
         }
     }
@@ -115,7 +131,10 @@ fn main() -> Result<(), Error> {
     let mut measurements = Vec::new();
     for dtype in [Dtype::F16, Dtype::Bf16] {
         for &(batch, heads, seq_len, head_dim) in &shapes {
-            let shape = AttentionShape::new(batch, heads, seq_len, head_dim);
+            let shape = AttentionShape {
+                seq_len_kv: seq_len_kv.unwrap_or(seq_len),
+                ..AttentionShape::new(batch, heads, seq_len, head_dim)
+            };
             for causal in [false, true] {
                 let kernels: Vec<&'static ForwardKernel> = if let Some(kernel) = only_kernel {
                     if kernel.spec.dtype != dtype || kernel.spec.tile.head_dim != head_dim {
@@ -150,7 +169,10 @@ fn main() -> Result<(), Error> {
                     };
                     println!(
                         "{:<16} {:<6} {:<5} {:<36} {:>10.2} {:>10.2}-{:<10.2} {:>8.1} {:>8.2}",
-                        format!("{batch},{heads},{seq_len},{head_dim}"),
+                        match seq_len_kv {
+                            Some(keys) => format!("{batch},{heads},{seq_len}x{keys},{head_dim}"),
+                            None => format!("{batch},{heads},{seq_len},{head_dim}"),
+                        },
                         causal,
                         format!("{dtype:?}"),
                         kernel.entry,
