@@ -842,11 +842,11 @@ pub unsafe fn forward<
         // groups ahead); the fence hands them to the async proxy that `wgmma` reads through,
         // and the block barrier makes every thread's visible and says that every warpgroup is
         // past its last wait for the MMAs it issued before. Warpgroups of `own_ranges`, and
-        // those of the dense loop that stop at their own last block (tiles of more rows than
-        // keys per block), meet the block barrier in key loops of their own: the barrier that
-        // allows that (`barrier_sync_0`).
+        // those of the overlapped dense loop, which stop at their own last block, meet the
+        // block barrier in key loops of their own: the barrier that allows that
+        // (`barrier_sync_0`).
         let block_barrier = || {
-            if own_ranges!() || (OVERLAP && BLOCK_M > BLOCK_N) {
+            if own_ranges!() || OVERLAP {
                 barrier_sync_0();
             } else {
                 bar_sync_0();
@@ -1246,19 +1246,18 @@ pub unsafe fn forward<
                     // The last block's `P V`.
                     last_landed();
                     add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
-                } else if BLOCK_M > BLOCK_N {
+                } else {
                     // In this order (first to last) the blocks past every key this warpgroup's
                     // rows see come last: under a causal mask, the tile's last block for the
-                    // first 64 rows of the 192-row tile, or of a 128-row tile of 64-key blocks.
-                    // The warpgroup stops after its own last block, `own_end`, and takes only
-                    // its turns for the rest: on an H200, 8,16,2048,64 causal 1.05x faster
-                    // (BENCHMARKS.md log 82), 16,16,512,64 and 32,16,512,64 causal in the
-                    // 8-warp tiles 1.05x (log 83). Not in tiles of no more rows than keys per
-                    // block, whose warpgroups end with the tile where the lengths are equal;
-                    // the 8-warp tiles meet their block barrier from different places then, so
-                    // it is `barrier.sync` there (synccheck rejects that for `bar.sync`). The
-                    // loop below is the other tiles' unchanged: in one form for all, their PTX
-                    // changed too (registers up to 24 more at D=160).
+                    // first 64 rows of the 192-row tile, or of a 128-row tile of 64-key blocks;
+                    // in a tile of no more rows than keys per block, where the keys outnumber
+                    // the queries by a remainder of 64 or more. The warpgroup stops after its
+                    // own last block, `own_end`, and takes only its turns for the rest: on an
+                    // H200, 8,16,2048,64 causal 1.05x faster (BENCHMARKS.md log 82),
+                    // 16,16,512,64 and 32,16,512,64 causal in the 8-warp tiles 1.05x (log 83).
+                    // The 8-warp tiles' warpgroups meet their block barrier from different
+                    // places then, so it is `barrier.sync` there (synccheck rejects that for
+                    // `bar.sync`).
                     let own_end = own.range().1.max(first_block + 1);
                     let unmasked_from = unmasked_blocks.max(first_block + 1).min(own_end);
                     for block in first_block + 1..unmasked_from {
@@ -1282,16 +1281,6 @@ pub unsafe fn forward<
                         last_landed();
                         add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
                     }
-                } else {
-                    for block in first_block + 1..unmasked_blocks.max(first_block + 1) {
-                        overlapped_block(block, MaskBounds::NONE, true);
-                    }
-                    for block in unmasked_blocks.max(first_block + 1)..key_blocks {
-                        overlapped_block(block, MaskBounds::END, true);
-                    }
-                    // The last block's `P V`.
-                    last_landed();
-                    add_values(&mut output, &previous, v_tile(slot(key_blocks - 1)));
                 }
                 pass_turn();
                 finish_last_group(key_blocks);
