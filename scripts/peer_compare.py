@@ -189,6 +189,11 @@ def load_ours(path):
             raise SystemExit(f"{path}: results[{i}] lacks {', '.join(missing)}")
         if entry["dtype"] not in DTYPE_NAMES:
             raise SystemExit(f"{path}: results[{i}] has unknown dtype {entry['dtype']!r}")
+        if entry.get("seq_len_kv") is not None:
+            # The peers are timed with as many keys as queries; such a case has no peer here.
+            raise SystemExit(f"{path}: results[{i}] has {entry['seq_len_kv']} keys for "
+                             f"{entry['seq_len']} queries (flash-attn-timing --seq-len-kv); "
+                             "the peer comparison times S keys for S queries only")
     return doc
 
 

@@ -135,3 +135,42 @@ fn the_default_api_cases_are_compared_by_shape_whatever_kernel_ran() {
     let (_, slower) = compare(&baseline(), &current, DEFAULT_ALPHA, DEFAULT_TOLERANCE).unwrap();
     assert_eq!(slower, cases);
 }
+
+#[test]
+fn a_case_of_more_keys_than_queries_pairs_only_with_its_own_key_count() {
+    let default_api = baseline();
+    let cases = default_api.results.len();
+    // The same cases timed with other key counts, and 10% slower: no baseline case is theirs.
+    let mut other_keys = scaled(&default_api, 1.1);
+    for case in &mut other_keys.results {
+        case.seq_len_kv = Some(case.seq_len + 64);
+    }
+    let (report, slower) =
+        compare(&default_api, &other_keys, DEFAULT_ALPHA, DEFAULT_TOLERANCE).unwrap();
+    assert_eq!(slower, 0, "{report}");
+    assert!(report.contains("nothing compared"), "{report}");
+    // Against itself each pairs, and the report names both lengths.
+    let (report, slower) = compare(
+        &other_keys,
+        &scaled(&other_keys, 1.1),
+        DEFAULT_ALPHA,
+        DEFAULT_TOLERANCE,
+    )
+    .unwrap();
+    assert_eq!(slower, cases, "{report}");
+    let first_case = &other_keys.results[0];
+    let label = format!(
+        "{},{},{}x{},{}",
+        first_case.batch,
+        first_case.heads,
+        first_case.seq_len,
+        first_case.seq_len + 64,
+        first_case.head_dim
+    );
+    assert!(report.contains(&label), "{report}");
+    // The baseline's cases (written before the field) read as of as many keys as queries.
+    assert!(default_api
+        .results
+        .iter()
+        .all(|case| case.seq_len_kv.is_none()));
+}

@@ -55,9 +55,10 @@ impl Change {
     }
 }
 
-/// What identifies a case across runs: `(batch, heads, seq_len, head_dim, causal, dtype)`,
-/// ordered as the report lists them.
-type CaseKey = (usize, usize, usize, usize, bool, String);
+/// What identifies a case across runs: `(batch, heads, seq_len, seq_len_kv, head_dim, causal,
+/// dtype)`, ordered as the report lists them (`seq_len_kv` where the keys are not `seq_len`,
+/// so that such a case never pairs with one of as many keys as queries).
+type CaseKey = (usize, usize, usize, Option<usize>, usize, bool, String);
 
 /// The default API's cases of a run that have samples, by key.
 fn cases(file: &TimingFile) -> BTreeMap<CaseKey, &TimedCase> {
@@ -69,6 +70,7 @@ fn cases(file: &TimingFile) -> BTreeMap<CaseKey, &TimedCase> {
                 case.batch,
                 case.heads,
                 case.seq_len,
+                case.seq_len_kv,
                 case.head_dim,
                 case.causal,
                 case.dtype.clone(),
@@ -108,7 +110,7 @@ pub fn compare(
         "p"
     );
     let mut slower = 0;
-    for ((batch, heads, seq_len, head_dim, causal, dtype), base, new) in &shared {
+    for ((batch, heads, seq_len, seq_len_kv, head_dim, causal, dtype), base, new) in &shared {
         // The kernel of each run: one name, or `base -> new` where the dispatch changed it.
         let kernel = if base.config == new.config {
             new.config.clone()
@@ -135,7 +137,10 @@ pub fn compare(
             report,
             "{:<14} {:<6} {dtype:<5} {kernel:<36} {base_median:>9.2} {new_median:>9.2} {:>8.3} \
              {:>15} {:>8}  {}",
-            format!("{batch},{heads},{seq_len},{head_dim}"),
+            match seq_len_kv {
+                Some(keys) => format!("{batch},{heads},{seq_len}x{keys},{head_dim}"),
+                None => format!("{batch},{heads},{seq_len},{head_dim}"),
+            },
             if *causal { "True" } else { "False" },
             new_median / base_median,
             format!("{:.3}-{:.3}", ratio.low, ratio.high),
