@@ -1251,10 +1251,13 @@ pub unsafe fn forward<
                     // rows see come last: under a causal mask, the tile's last block for the
                     // first 64 rows of the 192-row tile, or of a 128-row tile of 64-key blocks;
                     // in a tile of no more rows than keys per block, where the keys outnumber
-                    // the queries by a remainder of 64 or more. The warpgroup stops after its
+                    // the queries by a remainder of 64 or more; in every tile, all blocks for a
+                    // warpgroup whose rows are past the queries. The warpgroup stops after its
                     // own last block, `own_end`, and takes only its turns for the rest: on an
                     // H200, 8,16,2048,64 causal 1.05x faster (BENCHMARKS.md log 82),
-                    // 16,16,512,64 and 32,16,512,64 causal in the 8-warp tiles 1.05x (log 83).
+                    // 16,16,512,64 and 32,16,512,64 causal in the 8-warp tiles 1.05x (log 83),
+                    // 16,16,448,128 with 512 keys and causal 2,16,4032,128 with 4096 keys
+                    // 2.4-6.2% in the tiles of 128-key blocks (log 84).
                     // The 8-warp tiles' warpgroups meet their block barrier from different
                     // places then, so it is `barrier.sync` there (synccheck rejects that for
                     // `bar.sync`).
