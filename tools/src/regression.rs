@@ -17,7 +17,7 @@ use std::fmt::Write;
 use crate::stats::{
     bootstrap_ratio_interval, mann_whitney_u, median, Interval, BOOTSTRAP_RESAMPLES,
 };
-use crate::timing::{TimedCase, TimingFile};
+use crate::timing::{shape_label, TimedCase, TimingFile};
 
 /// The default significance level of the rank test.
 pub const DEFAULT_ALPHA: f64 = 0.01;
@@ -137,10 +137,7 @@ pub fn compare(
             report,
             "{:<14} {:<6} {dtype:<5} {kernel:<36} {base_median:>9.2} {new_median:>9.2} {:>8.3} \
              {:>15} {:>8}  {}",
-            match seq_len_kv {
-                Some(keys) => format!("{batch},{heads},{seq_len}x{keys},{head_dim}"),
-                None => format!("{batch},{heads},{seq_len},{head_dim}"),
-            },
+            shape_label(*batch, *heads, *seq_len, *seq_len_kv, *head_dim),
             if *causal { "True" } else { "False" },
             new_median / base_median,
             format!("{:.3}-{:.3}", ratio.low, ratio.high),

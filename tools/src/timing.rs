@@ -171,6 +171,21 @@ pub fn rounded(value: f64, decimals: i32) -> f64 {
     (value * scale).round() / scale
 }
 
+/// A case's shape as the timing tool and the regression report print it: `B,H,S,D`, or
+/// `B,H,SxSK,D` where the keys per sequence (`seq_len_kv`) are not the queries.
+pub fn shape_label(
+    batch: usize,
+    heads: usize,
+    seq_len: usize,
+    seq_len_kv: Option<usize>,
+    head_dim: usize,
+) -> String {
+    match seq_len_kv {
+        Some(keys) => format!("{batch},{heads},{seq_len}x{keys},{head_dim}"),
+        None => format!("{batch},{heads},{seq_len},{head_dim}"),
+    }
+}
+
 /// One timed case of `flash-attn-timing --json`, read back by `flash-attn-regression` and
 /// `scripts/peer_compare.py`: the problem, the kernel (`config`), the spread of the per-launch
 /// times in microseconds (3 decimals) and every repeat's time (`samples_us`).

@@ -16,7 +16,7 @@ use flash_attn::{
     ForwardOptions, Variant, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{
-    parse_shape, time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES,
+    parse_shape, shape_label, time_launches, LaunchTimes, TimedCase, TimingFile, ANCHOR_SHAPES,
 };
 use half::{bf16, f16};
 
@@ -169,10 +169,7 @@ fn main() -> Result<(), Error> {
                     };
                     println!(
                         "{:<16} {:<6} {:<5} {:<36} {:>10.2} {:>10.2}-{:<10.2} {:>8.1} {:>8.2}",
-                        match seq_len_kv {
-                            Some(keys) => format!("{batch},{heads},{seq_len}x{keys},{head_dim}"),
-                            None => format!("{batch},{heads},{seq_len},{head_dim}"),
-                        },
+                        shape_label(batch, heads, seq_len, seq_len_kv, head_dim),
                         causal,
                         format!("{dtype:?}"),
                         kernel.entry,
