@@ -218,7 +218,7 @@ pub struct RawSeqOffsets {
 /// ([`LaunchPlan::check_buffers`]: Q and O of `tokens_q` tokens, K and V of `tokens_kv`, the
 /// logsumexp `[heads_q, tokens_q]` f32).
 ///
-/// It runs a serving kernel ([`serving_kernel`] for the dense problem of the batch's mean
+/// It runs a serving kernel ([`crate::serving_kernel`] for the dense problem of the batch's mean
 /// query and key lengths on a device of `sm_count` multiprocessors, or `options.kernel` if that
 /// is one; [`plan_varlen_on`] for a device of compute capability 9.0), on a grid of `ceil(max_seq_len_q / block_m)` x `heads_q` x `batch` blocks; a block
 /// whose rows all lie past its sequence's end returns at once. No split-KV ([`LaunchPlan::splits`] is 1, no
@@ -480,7 +480,7 @@ pub struct VarlenCacheExtents {
 /// [`crate::plan_paged_kv_cache`] with `extents.longest`, the logsumexp `[heads_q, tokens_q]`
 /// f32).
 ///
-/// It runs the serving kernel of the cache ([`serving_kernel`] of [`Variant::Serving`] or
+/// It runs the serving kernel of the cache ([`crate::serving_kernel`] of [`Variant::Serving`] or
 /// [`Variant::Paged`] for `extents.longest` at the batch's mean query length, or
 /// `options.kernel` if that is one) on a grid of
 /// `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows

@@ -23,9 +23,8 @@ use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
     plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_varlen, plan_varlen_on, AlibiLayout,
-    AlibiSlopes,
-    AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout, SlidingWindow,
-    VarlenShape,
+    AlibiSlopes, AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout,
+    SlidingWindow, VarlenShape,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
