@@ -39,6 +39,8 @@ launch. TFLOP/s counts real work as ours does: 4 * H_q * sum(len_q * len_kv) * D
 causal (dense: 4 * B * H_q * S * S * D, halved when causal); the script checks that its count
 equals the one in the JSON. "time / ours" is a peer's median over our median on the same
 problem (varlen rows against our varlen, dense rows against our dense): above 1, ours is faster.
+On compute capability 9.0 our JSON also holds the sm80 family's kernel on the same batch
+("varlen-sm80", which the default API runs elsewhere), against the default's sm90 one.
 """
 import argparse
 import inspect
@@ -113,7 +115,7 @@ def load_ours(path):
     if doc["dtype"] not in DTYPE_NAMES:
         raise SystemExit(f"{path}: unknown dtype {doc['dtype']!r}")
     for entry in doc["results"]:
-        if entry["problem"] == "varlen":
+        if entry["problem"].startswith("varlen"):
             flops = varlen_flops(lengths, lengths, doc["heads_q"], doc["head_dim"],
                                  entry["causal"])
         else:
@@ -354,6 +356,10 @@ def run(doc, counts):
         ref = reference(q, k, v, offsets, causal)
         flops = varlen_flops(lengths, lengths, heads_q, head_dim, causal)
         rows.append(ours_row(ours["varlen"], "ours forward_varlen"))
+        if "varlen-sm80" in ours:
+            sm80 = ours_row(ours["varlen-sm80"], "ours forward_varlen, sm80 kernel")
+            sm80["ratio"] = ours["varlen-sm80"]["median_us"] / ours["varlen"]["median_us"]
+            rows.append(sm80)
         peers = [
             ("torch varlen_attn",
              lambda q_, k_, v_: varlen_attn_call(q_, k_, v_, cu, max_len, causal)),

@@ -546,6 +546,7 @@ impl CudarcAttention<'_> {
             tensors.alibi.map(|alibi| alibi.layout()),
             options,
             self.attention.sm_count(),
+            Some(self.attention.compute_capability()),
         )?;
         let sequences = Sequences {
             offsets: Some((shape.cu_seqlens_q, shape.cu_seqlens_kv)),

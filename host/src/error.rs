@@ -257,6 +257,13 @@ pub enum Error {
         /// [`Variant::Softcap`], whose problems a [`Variant::Modified`] kernel runs too).
         needed: Variant,
     },
+    /// The kernel named in the options serves variable-length batches only (the sm90 family's
+    /// [`Variant::Serving`] kernels: one split, no cache lengths, no block table), and the call
+    /// is a KV-cache one, which the sm80 family's serving kernels run.
+    KernelNotForKvCache {
+        /// The kernel's PTX entry name.
+        kernel: &'static str,
+    },
     /// Fewer cache lengths than sequences.
     CacheLengthsTooShort {
         /// The cache-lengths buffer's length, in u32.
@@ -493,6 +500,11 @@ impl fmt::Display for Error {
             Error::KernelVariantMismatch { kernel, needed } => write!(
                 f,
                 "{kernel} is not a {needed:?} kernel, which this call needs"
+            ),
+            Error::KernelNotForKvCache { kernel } => write!(
+                f,
+                "{kernel} runs variable-length batches only, not the KV-cache calls (no split-KV, \
+                 no cache lengths): name an sm80 serving kernel"
             ),
             Error::CacheLengthsTooShort { lengths, batch } => write!(
                 f,

@@ -65,7 +65,8 @@ pub use flash_attn_params::{
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
     CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE, KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM,
     MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK,
-    SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES, SM90_PRODUCER_WARPS, TENSOR_MAPS_BYTES,
+    SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES, SM90_PRODUCER_WARPS, SM90_SERVING_TILES,
+    TENSOR_MAPS_BYTES,
 };
 
 #[cfg(feature = "cudarc")]
@@ -94,7 +95,8 @@ pub use problem::{
 };
 pub use varlen::{
     plan_varlen, plan_varlen_alibi, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
-    RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape, VarlenExtents, VarlenShape,
+    plan_varlen_on, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape, VarlenExtents,
+    VarlenShape,
 };
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
@@ -995,9 +997,14 @@ impl FlashAttention {
         let function = self.kernels.function(plan.kernel)?;
         let spec = &plan.kernel.spec;
         match (serving, plan.modifiers) {
-            (Some(params), None) => {
-                launch::launch_forward(stream, function, spec, plan.grid, params)
-            }
+            (Some(params), None) => launch::launch_with_tensor_maps(
+                stream,
+                function,
+                spec,
+                plan.grid,
+                params,
+                &params.forward,
+            ),
             (Some(ServingParams { forward, sequences }), Some(modifiers)) => {
                 let params = ModifiedServingParams {
                     forward,

@@ -5,8 +5,8 @@
 use std::cmp::Reverse;
 
 use flash_attn_params::{
-    padded_head_dim, Dtype, ForwardParams, ModifierParams, SequenceParams, TensorStrides,
-    TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
+    padded_head_dim, ptx_target_for, Dtype, Family, ForwardParams, ModifierParams, SequenceParams,
+    TensorStrides, TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
 };
 
 use crate::launch::tensor_map_stride_bytes;
@@ -744,7 +744,9 @@ pub(crate) fn check_problem(
 /// lengths. The tiles are [`crate::SERVING_TILES`]: m64 n64 with 3 stages at head dims 32, 64
 /// and 96 and 2 at 128 (and the m128 serving tiles of 64 and 128; the paged D=128 kernel m64
 /// n32 with 3), then Q in shared memory, m64 n32 at 160 and 224, m64 n16 at 192 and 256 (the
-/// paged D=256 kernel with one stage).
+/// paged D=256 kernel with one stage). These are the sm80 family's kernels, which run on every
+/// supported device; on compute capability 9.0 a variable-length batch of head dim 64 or 128
+/// runs the sm90 family's instead ([`crate::plan_varlen_on`]).
 ///
 /// ```
 /// use flash_attn::{serving_kernel, AttentionShape, Dtype, Variant};
@@ -783,7 +785,10 @@ pub fn serving_kernel(
         .iter()
         .filter(|kernel| {
             let spec = kernel.spec;
-            spec.variant == variant && spec.dtype == dtype && spec.tile.head_dim == kernel_head_dim
+            spec.family == Family::Sm80
+                && spec.variant == variant
+                && spec.dtype == dtype
+                && spec.tile.head_dim == kernel_head_dim
         })
         // The dense kernel's rows if the variant has them, else the fewest; then most stages.
         .max_by_key(|kernel| {
@@ -799,6 +804,34 @@ pub fn serving_kernel(
             variant,
             largest: 0,
         })
+}
+
+/// The kernel of a variable-length batch like `shape` (the dense problem of its mean lengths)
+/// on a device of `compute_capability` where it is known: on one that runs the sm90 family
+/// (compute capability 9.0) the sm90 family's [`Variant::Serving`] kernel of the head dim
+/// where there is one ([`crate::SM90_SERVING_TILES`]: D=64 and D=128, no score modifier), the
+/// dense problem's main loop on Hopper; else [`serving_kernel`].
+pub(crate) fn varlen_kernel_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    causal: bool,
+    variant: Variant,
+    sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
+) -> Result<&'static ForwardKernel, Error> {
+    let on_hopper = compute_capability
+        .is_some_and(|capability| ptx_target_for(Family::Sm90, capability).is_some());
+    let sm90 = FORWARD_KERNELS.iter().find(|kernel| {
+        let spec = kernel.spec;
+        spec.family == Family::Sm90
+            && spec.variant == variant
+            && spec.dtype == dtype
+            && spec.tile.head_dim == shape.head_dim
+    });
+    match sm90 {
+        Some(kernel) if on_hopper => Ok(kernel),
+        _ => serving_kernel(dtype, shape, causal, variant, sm_count),
+    }
 }
 
 /// Largest number of key-range splits (split-KV), as FlashAttention's.
@@ -1080,6 +1113,11 @@ pub(crate) fn plan_cache(
         }
     };
     let kernel = checked.kernel;
+    if kernel.spec.family != Family::Sm80 {
+        return Err(Error::KernelNotForKvCache {
+            kernel: kernel.entry,
+        });
+    }
     let (mut params, mut modifiers) =
         rule.params(shape, options, kernel.spec.variant, checked.params)?;
     let mut paging = SequenceParams::DENSE;

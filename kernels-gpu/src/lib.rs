@@ -44,9 +44,9 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    copy_warps, pads_head_dim, persists, sm90_overlaps_blocks, sm90_register_split, ForwardParams,
-    ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams, ServingParams,
-    TileConfig, Variant,
+    copy_warps, pads_head_dim, sm90_overlaps_blocks, sm90_producer_needs_room, sm90_register_split,
+    ForwardParams, ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams,
+    ServingParams, TileConfig, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -90,6 +90,7 @@ macro_rules! forward_entry {
             (false, false, false, false, false),
             params: $crate::ForwardParams,
             &params,
+            &$crate::SequenceParams::DENSE,
             &$crate::ModifierParams::NONE,
             ($($axes)*)
         );
@@ -101,6 +102,7 @@ macro_rules! forward_entry {
             (false, false, true, false, false),
             params: $crate::ModifiedParams,
             &params.forward,
+            &$crate::SequenceParams::DENSE,
             &params.modifiers,
             ($($axes)*)
         );
@@ -112,6 +114,7 @@ macro_rules! forward_entry {
             (false, false, false, true, false),
             params: $crate::ModifiedParams,
             &params.forward,
+            &$crate::SequenceParams::DENSE,
             &params.modifiers,
             ($($axes)*)
         );
@@ -123,7 +126,20 @@ macro_rules! forward_entry {
             (false, false, false, false, true),
             params: $crate::ModifiedParams,
             &params.forward,
+            &$crate::SequenceParams::DENSE,
             &params.modifiers,
+            ($($axes)*)
+        );
+    };
+    ($entry:ident, Serving, (Sm90, $($axes:tt)*)) => {
+        $crate::sm90_entry!(
+            $entry,
+            Serving,
+            (true, false, false, false, false),
+            params: $crate::ServingParams,
+            &params.forward,
+            &params.sequences,
+            &$crate::ModifierParams::NONE,
             ($($axes)*)
         );
     };
@@ -244,7 +260,7 @@ macro_rules! forward_entry {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! sm90_entry {
-    ($entry:ident, $variant:ident, $switches:tt, $params:ident: $ty:ty, $forward:expr, $modifiers:expr, ($($axes:tt)*)) => {
+    ($entry:ident, $variant:ident, $switches:tt, $params:ident: $ty:ty, $forward:expr, $sequences:expr, $modifiers:expr, ($($axes:tt)*)) => {
         /// A forward kernel entry point of the sm90 family, which takes the Q, K and V tensor
         /// maps besides its parameters; see its main loop for the launch contract.
         ///
@@ -272,7 +288,7 @@ macro_rules! sm90_entry {
                 $variant,
                 $switches,
                 $forward,
-                &$crate::SequenceParams::DENSE,
+                $sequences,
                 $modifiers,
                 tensor_maps
             );
@@ -302,9 +318,9 @@ macro_rules! main_loop {
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
-    // The sm90 loop has the dense, the modified and the single-modifier variants (no serving
-    // switches: `false, false`), and the address of the K and V tensor maps.
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, (false, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $tensor_maps:expr) => {
+    // The sm90 loop has the dense, the serving (no paging: `$paged` false), the modified and
+    // the single-modifier variants, and the address of the K and V tensor maps.
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $tensor_maps:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -320,10 +336,11 @@ macro_rules! main_loop {
             $alibi,
             $softcap,
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
+            $serving,
             {
                 $crate::sm90_register_split(
                     $block_m,
-                    $crate::persists(
+                    $crate::sm90_producer_needs_room(
                         $crate::Variant::$variant,
                         &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
                     ),
@@ -333,7 +350,7 @@ macro_rules! main_loop {
             {
                 $crate::sm90_register_split(
                     $block_m,
-                    $crate::persists(
+                    $crate::sm90_producer_needs_room(
                         $crate::Variant::$variant,
                         &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
                     ),
@@ -342,7 +359,7 @@ macro_rules! main_loop {
             },
             { 2 * $block_m as u32 },
             $crate::fwd::sm90::TurnsOf<$block_m>,
-        >($params, $modifiers, $tensor_maps)
+        >($params, $sequences, $modifiers, $tensor_maps)
     };
 }
 

@@ -28,13 +28,17 @@ impl Family {
 
     /// Whether the family's main loop implements `variant`: every variant but
     /// the single-modifier ones ([`Variant::Alibi`], [`Variant::Softcap`]) for [`Family::Sm80`];
-    /// [`Variant::Dense`], [`Variant::Modified`] and the single-modifier ones for
+    /// [`Variant::Dense`], [`Variant::Modified`], the single-modifier ones and
+    /// [`Variant::Serving`] (variable-length batches only: [`SM90_SERVING_TILES`]) for
     /// [`Family::Sm90`].
     pub const fn has_variant(self, variant: Variant) -> bool {
         match self {
             Family::Sm80 => !variant.is_one_modifier(),
             Family::Sm90 => {
-                matches!(variant, Variant::Dense | Variant::Modified) || variant.is_one_modifier()
+                matches!(
+                    variant,
+                    Variant::Dense | Variant::Modified | Variant::Serving
+                ) || variant.is_one_modifier()
             }
         }
     }
@@ -467,6 +471,18 @@ pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
     SM90_MODIFIED_TILES[4],
 ];
 
+/// The tiles of the sm90 family's [`Variant::Serving`] kernels: the warp-specialised
+/// `m128_n128` tile of the sm_90a dispatch table at D=64 and D=128 (its tile from 2048 keys on
+/// small grids at D=64, at every length at D=128), so that a variable-length prefill on a device
+/// of compute capability 9.0 runs the dense problem's main loop. They serve the
+/// variable-length batches alone (`flash_attn::plan_varlen_on`): one split, no cache lengths,
+/// no block table, no score modifier; the KV-cache calls run the sm80 family's serving kernels.
+/// They copy with `cp.async` ([`sm90_copies_by_tma`]), whose zero-fill past each sequence's
+/// rows keeps the next sequence's keys and values out of the tile: a TMA box would read them,
+/// and a non-finite value there would reach the output through `P V` (a masked score's 0
+/// times it).
+pub const SM90_SERVING_TILES: [TileConfig; 2] = [SM90_MODIFIED_TILES[0], SM90_MODIFIED_TILES[4]];
+
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
 /// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but
 /// those of head dims 64 and 128. The host runs a dense problem of a head dim without kernels
@@ -492,9 +508,9 @@ const fn same_tile(a: &TileConfig, b: &TileConfig) -> bool {
 }
 
 /// Whether `tile` is one of `family`'s candidate tiles for `variant`: every tile for
-/// [`Variant::Dense`], the variant's own entries of [`SERVING_TILES`] for the serving variants,
-/// [`MODIFIED_TILES`] for [`Variant::Modified`] ([`SM90_MODIFIED_TILES`] for
-/// [`Family::Sm90`]).
+/// [`Variant::Dense`], the variant's own entries of [`SERVING_TILES`] for the serving variants
+/// ([`SM90_SERVING_TILES`] for [`Family::Sm90`]'s [`Variant::Serving`]), [`MODIFIED_TILES`] for
+/// [`Variant::Modified`] ([`SM90_MODIFIED_TILES`] for [`Family::Sm90`]).
 const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -> bool {
     const fn listed(tiles: &[TileConfig], tile: &TileConfig) -> bool {
         let mut index = 0;
@@ -515,6 +531,7 @@ const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -
         Variant::Alibi | Variant::Softcap => {
             matches!(family, Family::Sm90) && listed(&SM90_ONE_MODIFIER_TILES, tile)
         }
+        Variant::Serving if matches!(family, Family::Sm90) => listed(&SM90_SERVING_TILES, tile),
         Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified => {
             let mut index = 0;
             while index < SERVING_TILES.len() {
@@ -555,6 +572,13 @@ pub struct KernelSpec {
 /// (4,8,512,64 and 4,8,512,128, log 52).
 pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
     matches!(variant, Variant::Modified) && tile.can_persist()
+}
+
+/// Whether the producer warpgroup of the sm90 kernel of `variant` on `tile` gets the larger of
+/// [`crate::sm90_register_split`]'s shares: a persistent kernel's ([`persists`]) or a serving
+/// one's. The one rule, which the entries' register split and the kernel's check of it ask.
+pub const fn sm90_producer_needs_room(variant: Variant, tile: &TileConfig) -> bool {
+    persists(variant, tile) || matches!(variant, Variant::Serving)
 }
 
 /// Whether the sm90 kernel of `variant` on `tile` copies its Q, K and V tiles with TMA
@@ -790,7 +814,7 @@ pub fn for_each_candidate(mut visit: impl FnMut(KernelSpec, Result<KernelSpec, &
                     variant,
                     tile,
                 };
-                if variant.is_serving() {
+                if variant.is_serving() && matches!(family, Family::Sm80) {
                     // Their own tiles, outside the dense grid (16-key blocks), each checked
                     // when the list was built.
                     for (tile_variant, tile) in SERVING_TILES {

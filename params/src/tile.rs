@@ -31,19 +31,22 @@ pub const SM90_PRODUCER_WARPS: usize = 4;
 
 /// Registers per thread of a warp-specialised sm90 tile's producer warpgroup and of each of its
 /// consumer warpgroups after `setmaxnreg` (FlashAttention-3's split), for a tile of `block_m`
-/// rows whose kernel is `persistent` ([`crate::persists`]) or not. `setmaxnreg` moves registers
+/// rows whose producer needs more room (`roomy_producer`, [`crate::sm90_producer_needs_room`])
+/// or not. `setmaxnreg` moves registers
 /// within what the block started with, not the SM's: 64,512 (168 each at `.maxntid 384`, 128
 /// each at `.maxntid 512`; a producer of 32 beside consumers of 240 hung, BENCHMARKS.md log 76):
 /// - two consumers: 24 and 240 (128 x 24 + 256 x 240);
-/// - two consumers of a persistent kernel: 40 and 232 (128 x 40 + 256 x 232): the producer walks
-///   the tiles, and copying by TMA in 24 registers it spilled 24-28 bytes of the walk's values
-///   (32 beside 232 still spilled 4-8; log 77);
+/// - two consumers of a persistent kernel or a serving one: 40 and 232 (128 x 40 + 256 x 232):
+///   the persistent kernel's producer walks the tiles, and copying by TMA in 24 registers it
+///   spilled 24-28 bytes of the walk's values (32 beside 232 still spilled 4-8; log 77); the
+///   serving kernel's forms each sequence's `cp.async` addresses, and in 24 it spilled 32 bytes
+///   (log 85);
 /// - three consumers (D=64's 192-row tile, [`sm90_feeds_consumers`]): 24 and 160
 ///   (128 x 24 + 384 x 160).
-pub const fn sm90_register_split(block_m: usize, persistent: bool) -> (u32, u32) {
+pub const fn sm90_register_split(block_m: usize, roomy_producer: bool) -> (u32, u32) {
     if block_m == 3 * SM90_WARPGROUP_ROWS {
         (24, 160)
-    } else if persistent {
+    } else if roomy_producer {
         (40, 232)
     } else {
         (24, 240)

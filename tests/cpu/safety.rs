@@ -700,6 +700,7 @@ fn is_specific(error: &Error) -> bool {
             | Error::InvalidSoftmaxScale { .. }
             | Error::UnknownKernel { .. }
             | Error::KernelVariantMismatch { .. }
+            | Error::KernelNotForKvCache { .. }
             | Error::UnsupportedPageSize { .. }
             | Error::PagedCapacityMismatch { .. }
             | Error::PagedStridesMismatch { .. }

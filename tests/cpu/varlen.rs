@@ -7,9 +7,9 @@ use flash_attn::reference::{
     attention, attention_varlen, random_normal, relayout, Precision, Scoring,
 };
 use flash_attn::{
-    kernel_by_name, plan_varlen, AttentionShape, BufferLengths, Dtype, Error, ForwardOptions,
-    ForwardStrides, LaunchPlan, Layout, TensorStrides, Variant, VarlenExtents, VarlenShape,
-    MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    kernel_by_name, plan_kv_cache, plan_varlen, plan_varlen_on, AttentionShape, BufferLengths,
+    Dtype, Error, Family, ForwardOptions, ForwardStrides, LaunchPlan, Layout, TensorStrides,
+    Variant, VarlenExtents, VarlenShape, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use half::f16;
 use proptest::prelude::*;
@@ -848,6 +848,9 @@ struct Case {
     head_dim: usize,
     options: ForwardOptions,
     changes: [i64; 5],
+    /// Planned for a device of compute capability 9.0 (the sm90 family's serving kernels at
+    /// head dims 64 and 128), else 8.9.
+    hopper: bool,
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -883,9 +886,10 @@ fn case() -> impl Strategy<Value = Case> {
             length_change(),
             length_change(),
         ],
+        any::<bool>(),
     )
         .prop_map(
-            |(bf16, lengths, heads_kv, group, head_dim, options, changes)| Case {
+            |(bf16, lengths, heads_kv, group, head_dim, options, changes, hopper)| Case {
                 dtype: if bf16 { Dtype::Bf16 } else { Dtype::F16 },
                 lengths,
                 heads_kv,
@@ -893,6 +897,7 @@ fn case() -> impl Strategy<Value = Case> {
                 head_dim,
                 options,
                 changes,
+                hopper,
             },
         )
 }
@@ -923,8 +928,9 @@ fn kernel_offset(strides: &TensorStrides, head: u64, token: u64, column: u64) ->
     offset
 }
 
-/// Checks an accepted launch against the model of the serving kernel (`fwd/sm80.rs` with
-/// `block_info.rs`): each sequence's corner blocks read and write inside the buffers, the one
+/// Checks an accepted launch against the model of the serving kernel (`fwd/sm80.rs`, or
+/// `fwd/sm90.rs` on compute capability 9.0, with `block_info.rs`: both copy with `cp.async`,
+/// each row of a tile past its sequence's end zero-filled): each sequence's corner blocks read and write inside the buffers, the one
 /// split covers every key a block needs, and the per-sequence row arithmetic stays in its types.
 fn check_accepted(
     case: &Case,
@@ -1038,8 +1044,9 @@ enum Outcome {
     Unbuilt,
     /// A specific error from the plan or the buffer check.
     Rejected,
-    /// An accepted launch, checked against the model; whether its Q passes 2^32 elements.
-    Accepted { large: bool },
+    /// An accepted launch, checked against the model; whether its Q passes 2^32 elements, and
+    /// whether it runs an sm90 kernel.
+    Accepted { large: bool, sm90: bool },
 }
 
 /// Runs what `forward_varlen` runs before launching and checks an accepted launch.
@@ -1060,7 +1067,15 @@ fn validate(case: &Case) -> Outcome {
     let extents = varlen
         .extents()
         .expect("offsets built from lengths are valid");
-    let plan = match plan_varlen(case.dtype, &extents, &case.options, H100_SM_COUNT) {
+    let compute_capability = if case.hopper { (9, 0) } else { (8, 9) };
+    let planned = plan_varlen_on(
+        case.dtype,
+        &extents,
+        &case.options,
+        H100_SM_COUNT,
+        compute_capability,
+    );
+    let plan = match planned {
         Ok(plan) => plan,
         Err(error) => {
             assert!(
@@ -1092,6 +1107,7 @@ fn validate(case: &Case) -> Outcome {
             check_accepted(case, &cu_seqlens_q, &cu_seqlens_kv, &plan, &buffers);
             Outcome::Accepted {
                 large: required.q as u64 > u32::MAX as u64,
+                sm90: plan.kernel().spec.family == Family::Sm90,
             }
         }
         Err(error) => {
@@ -1111,24 +1127,114 @@ proptest! {
 }
 
 /// The property above is only as strong as its cases: the generator must reach accepted
-/// launches (some past 2^32 elements) and rejected ones.
+/// launches (some past 2^32 elements, some of the sm90 family's kernels) and rejected ones.
 #[test]
 fn the_varlen_generator_reaches_accepted_rejected_and_large_cases() {
     let mut runner = TestRunner::deterministic();
-    let (mut accepted, mut rejected, mut large) = (0, 0, 0);
+    let (mut accepted, mut rejected, mut large, mut sm90) = (0, 0, 0, 0);
     for _ in 0..3000 {
         match validate(&case().new_tree(&mut runner).unwrap().current()) {
-            Outcome::Accepted { large: is_large } => {
+            Outcome::Accepted {
+                large: is_large,
+                sm90: on_sm90,
+            } => {
                 accepted += 1;
                 large += is_large as usize;
+                sm90 += on_sm90 as usize;
             }
             Outcome::Rejected => rejected += 1,
             Outcome::Unbuilt => {}
         }
     }
-    eprintln!("{accepted} accepted ({large} past 2^32 elements), {rejected} rejected");
-    assert!(
-        accepted >= 500 && rejected >= 200 && large >= 20,
-        "{accepted} accepted ({large} past 2^32 elements), {rejected} rejected"
+    let counts = format!(
+        "{accepted} accepted ({large} past 2^32 elements, {sm90} on sm90 kernels), \
+         {rejected} rejected"
     );
+    eprintln!("{counts}");
+    assert!(
+        accepted >= 500 && rejected >= 200 && large >= 20 && sm90 >= 100,
+        "{counts}"
+    );
+}
+
+/// On compute capability 9.0 a batch of head dim 64 or 128 without a score modifier runs the
+/// sm90 family's serving kernel; other head dims, a score modifier, ALiBi and other devices run
+/// the sm80 family's, as [`plan_varlen`] does.
+#[test]
+fn hopper_runs_the_sm90_serving_kernels_where_they_exist() {
+    let (cu_q, cu_kv) = ([0, 129, 130, 1130], [0, 1, 700, 1700]);
+    let plan = |head_dim, options: &ForwardOptions, capability| {
+        let extents = VarlenShape {
+            head_dim,
+            ..shape(&cu_q, &cu_kv)
+        }
+        .extents()
+        .unwrap();
+        plan_varlen_on(Dtype::Bf16, &extents, options, H100_SM_COUNT, capability).unwrap()
+    };
+    for head_dim in [64, 128] {
+        for causal in [false, true] {
+            let options = ForwardOptions { causal, ..bshd() };
+            let hopper = plan(head_dim, &options, (9, 0));
+            let kernel = hopper.kernel();
+            assert_eq!(kernel.spec.family, Family::Sm90);
+            assert_eq!(kernel.spec.variant, Variant::Serving);
+            assert_eq!(kernel.spec.tile.head_dim, head_dim);
+            assert_eq!(hopper.grid(), (1000u32.div_ceil(128), 8, 3));
+            assert!(
+                !kernel.spec.copies_by_tma(),
+                "cp.async zero-fills past each sequence"
+            );
+            for capability in [(8, 0), (8, 9), (10, 0)] {
+                let other = plan(head_dim, &options, capability);
+                assert_eq!(other.kernel().spec.family, Family::Sm80);
+            }
+        }
+    }
+    // No sm90 serving kernel: head dim 96, a window.
+    assert_eq!(plan(96, &bshd(), (9, 0)).kernel().spec.family, Family::Sm80);
+    let window = ForwardOptions {
+        window: Some(flash_attn::SlidingWindow {
+            left: Some(64),
+            right: Some(0),
+        }),
+        ..bshd()
+    };
+    let modified = plan(128, &window, (9, 0));
+    assert_eq!(modified.kernel().spec.family, Family::Sm80);
+    assert_eq!(modified.kernel().spec.variant, Variant::ServingModified);
+}
+
+/// The sm90 family's serving kernels run variable-length batches only: named for a KV-cache
+/// call (split-KV, cache lengths), they are a specific error.
+#[test]
+fn an_sm90_serving_kernel_named_for_a_kv_cache_call_is_rejected() {
+    for head_dim in [64, 128] {
+        let name = format!("flash_fwd_f16_d{head_dim}_m128_n128_w12_s2_serving_sm90a");
+        let kernel = kernel_by_name(&name).expect("an exposed sm90 serving kernel");
+        let options = ForwardOptions {
+            kernel: Some(kernel),
+            ..ForwardOptions::default()
+        };
+        let decode = AttentionShape {
+            seq_len_q: 1,
+            ..AttentionShape::new(2, 8, 4096, head_dim)
+        };
+        assert_eq!(
+            plan_kv_cache(Dtype::F16, &decode, &options, H100_SM_COUNT).err(),
+            Some(Error::KernelNotForKvCache {
+                kernel: kernel.entry
+            })
+        );
+        // Its variable-length batch runs on it.
+        let (cu_q, cu_kv) = ([0, 5, 300], [0, 7, 9]);
+        let extents = VarlenShape {
+            head_dim,
+            ..shape(&cu_q, &cu_kv)
+        }
+        .extents()
+        .unwrap();
+        let plan = plan_varlen(Dtype::F16, &extents, &options, H100_SM_COUNT).unwrap();
+        assert_eq!(plan.kernel(), kernel);
+    }
 }

@@ -121,6 +121,7 @@ fn gpu_trials() -> Vec<Trial> {
         varlen::ragged_batches_with_long_sequences,
         varlen::a_heads_first_layout_is_honoured,
         varlen::every_serving_kernel_on_a_small_ragged_batch,
+        varlen::sequences_never_read_their_neighbours,
         varlen::ragged_batches_at_every_head_dim,
         varlen::the_raw_entry_point_matches_the_safe_one,
         varlen::back_to_back_calls_of_different_batches_are_ordered,

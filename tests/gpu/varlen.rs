@@ -11,7 +11,7 @@ use flash_attn::reference::{
     Precision, ReferenceOutput, Scoring,
 };
 use flash_attn::{
-    plan_varlen, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions, Layout,
+    plan_varlen_on, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions, Layout,
     RawSeqOffsets, RawTensors, Variant, VarlenShape,
 };
 use half::{bf16, f16};
@@ -75,18 +75,71 @@ impl<T: Element> VarlenProblem<T> {
     /// [`Self::new`] with the causal masking and score modifiers of `scoring`.
     fn with_scoring(
         lengths: &[(usize, usize)],
+        heads: (usize, usize),
+        head_dim: usize,
+        scoring: ForwardOptions,
+    ) -> Self {
+        Self::build(lengths, heads, head_dim, scoring, false)
+    }
+
+    /// [`Self::new`] where the sequences without queries hold non-finite keys and values, and
+    /// those without keys non-finite queries (NaN and infinities in turn): rows that no result
+    /// depends on, between the others' in the packed tensors, which a kernel that reads past
+    /// its own sequence's rows would carry into its neighbours' outputs.
+    fn with_poisoned_gaps(
+        lengths: &[(usize, usize)],
+        heads: (usize, usize),
+        head_dim: usize,
+        causal: bool,
+    ) -> Self {
+        let scoring = ForwardOptions {
+            causal,
+            ..ForwardOptions::default()
+        };
+        Self::build(lengths, heads, head_dim, scoring, true)
+    }
+
+    fn build(
+        lengths: &[(usize, usize)],
         (heads_q, heads_kv): (usize, usize),
         head_dim: usize,
         scoring: ForwardOptions,
+        poison_gaps: bool,
     ) -> Self {
         let seed = fresh_seed();
         let cu_seqlens_q = offsets(lengths.iter().map(|&(queries, _)| queries));
         let cu_seqlens_kv = offsets(lengths.iter().map(|&(_, keys)| keys));
         let tokens = |offsets: &[u32]| *offsets.last().unwrap() as usize;
-        let q = random_normal(tokens(&cu_seqlens_q) * heads_q * head_dim, 0.5, 1.0, seed);
+        let mut q = random_normal(tokens(&cu_seqlens_q) * heads_q * head_dim, 0.5, 1.0, seed);
         let kv_elements = tokens(&cu_seqlens_kv) * heads_kv * head_dim;
-        let k = random_normal(kv_elements, 0.5, 1.0, seed ^ 0x5555);
-        let v = random_normal(kv_elements, 0.5, 1.0, seed ^ 0xAAAA);
+        let mut k = random_normal(kv_elements, 0.5, 1.0, seed ^ 0x5555);
+        let mut v = random_normal(kv_elements, 0.5, 1.0, seed ^ 0xAAAA);
+        if poison_gaps {
+            let poison = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY].map(T::from_f64);
+            // The elements of sequence `b`'s tokens in a packed tensor of `heads` heads.
+            let elements = |offsets: &[u32], b: usize, heads: usize| {
+                let row = heads * head_dim;
+                offsets[b] as usize * row..offsets[b + 1] as usize * row
+            };
+            for (b, &(queries, keys)) in lengths.iter().enumerate() {
+                if queries == 0 {
+                    for tensor in [&mut k, &mut v] {
+                        let gap = &mut tensor[elements(&cu_seqlens_kv, b, heads_kv)];
+                        for (i, x) in gap.iter_mut().enumerate() {
+                            *x = poison[i % 3];
+                        }
+                    }
+                }
+                if keys == 0 {
+                    for (i, x) in q[elements(&cu_seqlens_q, b, heads_q)]
+                        .iter_mut()
+                        .enumerate()
+                    {
+                        *x = poison[i % 3];
+                    }
+                }
+            }
+        }
         let shape = VarlenShape {
             cu_seqlens_q: &cu_seqlens_q,
             cu_seqlens_kv: &cu_seqlens_kv,
@@ -344,6 +397,7 @@ pub(crate) fn every_serving_kernel_on_a_small_ragged_batch() {
     ];
     for kernel in selected_kernels("serving", |k| {
         k.spec.variant.with_modifiers() == Variant::ServingModified
+            && k.runs_on(gpu.compute_capability())
     }) {
         let head_dim = kernel.spec.tile.head_dim;
         let (window, softcap) = modifiers_for(kernel);
@@ -364,6 +418,53 @@ pub(crate) fn every_serving_kernel_on_a_small_ragged_batch() {
                     let problem =
                         VarlenProblem::<bf16>::with_scoring(&lengths, (4, 2), head_dim, scoring);
                     problem.check(&gpu, &problem.options(Layout::Bshd, Some(kernel)));
+                }
+            }
+        }
+    }
+}
+
+/// Between sequences of odd lengths, sequences without queries whose keys and values are NaN
+/// and infinities, and one without keys whose queries are: every other sequence's output and
+/// logsumexp match the reference (no NaN), on the default kernel and on every unmodified
+/// serving kernel that runs on the device (the sm90 family's on compute capability 9.0: its
+/// tiles of 128 keys end past each sequence's last key, where the next sequence's rows lie).
+pub(crate) fn sequences_never_read_their_neighbours() {
+    let gpu = gpu();
+    let lengths = [
+        (129, 129),
+        (0, 61),
+        (1, 63),
+        (0, 200),
+        (300, 1),
+        (65, 0),
+        (7, 257),
+        (0, 5),
+    ];
+    let kernels = selected_kernels("serving", |k| {
+        k.spec.variant == Variant::Serving && k.runs_on(gpu.compute_capability())
+    });
+    for causal in [false, true] {
+        for kernel in std::iter::once(None).chain(kernels.iter().copied().map(Some)) {
+            let head_dim = kernel.map_or(128, |kernel| kernel.spec.tile.head_dim);
+            match kernel.map_or(Dtype::F16, |kernel| kernel.spec.dtype) {
+                Dtype::F16 => {
+                    let problem = VarlenProblem::<f16>::with_poisoned_gaps(
+                        &lengths,
+                        (4, 2),
+                        head_dim,
+                        causal,
+                    );
+                    problem.check(&gpu, &problem.options(Layout::Bshd, kernel));
+                }
+                Dtype::Bf16 => {
+                    let problem = VarlenProblem::<bf16>::with_poisoned_gaps(
+                        &lengths,
+                        (4, 2),
+                        head_dim,
+                        causal,
+                    );
+                    problem.check(&gpu, &problem.options(Layout::Bshd, kernel));
                 }
             }
         }
@@ -617,10 +718,16 @@ pub(crate) fn invalid_calls_are_rejected_before_launching() {
     }
     // A plan of the raw call agrees with the safe call's.
     assert_eq!(
-        plan_varlen(Dtype::F16, &extents, &options, gpu.sm_count())
-            .unwrap()
-            .required()
-            .q,
+        plan_varlen_on(
+            Dtype::F16,
+            &extents,
+            &options,
+            gpu.sm_count(),
+            gpu.compute_capability()
+        )
+        .unwrap()
+        .required()
+        .q,
         q.len()
     );
     gpu.synchronize().unwrap();

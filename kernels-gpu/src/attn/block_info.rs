@@ -97,12 +97,13 @@ impl TileSchedule {
     /// Computes this block's tiles, `blockIdx.x, blockIdx.x + gridDim.x, ..` below the
     /// problem's tile count, in that order: `compute(info, used, done)` for each, `info` the
     /// tile's part of `params`, `done` the tiles computed before it and `used` the sum of what
-    /// `compute` returned for them (the sm90 kernels' K/V ring groups).
+    /// `compute` returned for them (the sm90 kernels' K/V ring groups). `SERVING` is the
+    /// kernel's variant (a dense problem's tiles whatever it is).
     #[inline(always)]
-    pub fn walk<const BLOCK_M: usize>(
+    pub fn walk<const BLOCK_M: usize, const SERVING: bool>(
         self,
         params: &ForwardParams,
-        mut compute: impl FnMut(BlockInfo<false>, u32, u32) -> u32,
+        mut compute: impl FnMut(BlockInfo<SERVING>, u32, u32) -> u32,
     ) {
         // SAFETY (both): reading the block index and grid size registers has no precondition.
         let mut index = unsafe { _block_idx_x() } as u32;
@@ -140,7 +141,10 @@ impl TileSchedule {
     /// log 81). The sm80 kernels keep the grid's order ([`BlockInfo::new`]: their PTX as it
     /// was, not measured on their architectures).
     #[inline(always)]
-    pub fn grid_tile<const BLOCK_M: usize>(self, params: &ForwardParams) -> BlockInfo<false> {
+    pub fn grid_tile<const BLOCK_M: usize, const SERVING: bool>(
+        self,
+        params: &ForwardParams,
+    ) -> BlockInfo<SERVING> {
         // SAFETY (all three): reading a block index register has no precondition.
         let (x, head, batch) = unsafe { (_block_idx_x(), _block_idx_y(), _block_idx_z()) };
         let tile = Tile {

@@ -34,7 +34,8 @@
 //! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
 //! two that own the 128 rows, or at D=64 the three that own 192; overlapped schedule only)
 //! split the copies from the compute, as FlashAttention-3 does. The producer (24 registers
-//! per thread after `setmaxnreg`, 40 in the persistent kernels: [`sm90_register_split`])
+//! per thread after `setmaxnreg`, 40 in the persistent and serving kernels:
+//! [`sm90_register_split`])
 //! issues the copies of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as
 //! soon as its slots are free: by TMA its first thread alone, arriving on the group's `landed`
 //! `mbarrier` with the bytes it expects; else (head dims of 64-byte rows) its 128 threads with
@@ -74,8 +75,8 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, sm90_copies_by_tma, sm90_register_split, ForwardParams, ModifierParams,
-    SequenceParams, TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
+    persists, sm90_copies_by_tma, sm90_producer_needs_room, sm90_register_split, ForwardParams,
+    ModifierParams, SequenceParams, TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
     TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
 };
 
@@ -209,7 +210,7 @@ struct SharedMemoryBase;
 
 /// One tile's part of the problem, as both roles of a kernel use it: its [`BlockInfo`] (with
 /// the kernel's visibility rule), the key blocks it computes (`first..end`) and its query rows.
-type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
+type TileWork<const SERVING: bool> = (BlockInfo<SERVING>, (u32, u32), RowBlock);
 
 /// The tensor maps of Q, K and V (`CUtensorMap`s, encoded by the host), the second parameter of
 /// the sm90 kernels ([`flash_attn_params::KernelSpec::takes_tensor_maps`]). The kernel
@@ -220,9 +221,12 @@ type TileWork = (BlockInfo<false>, (u32, u32), RowBlock);
 #[repr(C)]
 pub struct TensorMaps([u64; TENSOR_MAPS_BYTES / 8]);
 
-/// The variant of a kernel of [`forward`]'s switches (one modifier alone, or every one).
-const fn variant_of(modified: bool, alibi: bool, softcap: bool) -> Variant {
-    if modified {
+/// The variant of a kernel of [`forward`]'s switches (serving, or one modifier alone, or every
+/// one).
+const fn variant_of(serving: bool, modified: bool, alibi: bool, softcap: bool) -> Variant {
+    if serving {
+        Variant::Serving
+    } else if modified {
         Variant::Modified
     } else if alibi {
         Variant::Alibi
@@ -380,7 +384,10 @@ const fn tma_tile_bytes<const ROWS: usize, const HEAD_DIM: usize>() -> u32 {
 /// every block (no switch, no window) and the key blocks in an order for it; the softcap
 /// kernels (`SOFTCAP`) the dense ones with the softcap on every block. With
 /// `PADS` ([`flash_attn_params::pads_head_dim`]) the kernel runs problems of a smaller head
-/// dim than its own.
+/// dim than its own. The serving kernels (`SERVING`, [`flash_attn_params::SM90_SERVING_TILES`])
+/// are the dense ones over a variable-length batch: each block reads its sequence's offsets
+/// and lengths ([`BlockInfo::new`]) and copies with `cp.async`, whose zero-fill ends each
+/// tile at its own sequence's last row.
 ///
 /// # Safety
 /// Launched on a device of compute capability 9.0 with grid `(ceil(seq_len_q / BLOCK_M),
@@ -395,7 +402,12 @@ const fn tma_tile_bytes<const ROWS: usize, const HEAD_DIM: usize>() -> u32 {
 /// offsets within `±2^30`; `alibi_slopes`, if not 0, holding the slope of every (batch, query
 /// head) of the grid). ALiBi kernels: `modifiers.alibi_slopes` is not 0 and holds those slopes
 /// (the other modifiers are not read); softcap kernels: `modifiers.softcap_input_scale` is the
-/// softcap's (the other modifiers are not read).
+/// softcap's (the other modifiers are not read). Serving kernels: the grid is
+/// `(ceil(longest seq_len_q / BLOCK_M), heads_q, batch)`, `sequences` satisfies
+/// [`SequenceParams`]' contract with one split (`keys_per_split` covering the longest key
+/// sequence) and no block table, `params` describes one sequence of the longest lengths in the
+/// packed tensors' strides, and `lse`, if not 0, holds the logsumexps at
+/// `sequences.lse_strides`. The other kernels get [`SequenceParams::DENSE`].
 #[inline(always)]
 pub unsafe fn forward<
     T: Element,
@@ -412,12 +424,14 @@ pub unsafe fn forward<
     const ALIBI: bool,
     const SOFTCAP: bool,
     const PADS: bool,
+    const SERVING: bool,
     const PRODUCER_REGISTERS: u32,
     const CONSUMER_REGISTERS: u32,
     const CONSUMER_THREADS: u32,
     Turns: ConsumerTurns,
 >(
     params: &ForwardParams,
+    sequences: &SequenceParams,
     modifiers: &ModifierParams,
     tensor_maps: u64,
 ) where
@@ -448,10 +462,11 @@ pub unsafe fn forward<
             "a producer warpgroup feeds two or three consumer warpgroups in the overlapped loop"
         );
         let tile = TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
-        let variant = variant_of(MODIFIED, ALIBI, SOFTCAP);
+        let variant = variant_of(SERVING, MODIFIED, ALIBI, SOFTCAP);
         assert!(
             {
-                let (producer, consumer) = sm90_register_split(BLOCK_M, persists(variant, &tile));
+                let (producer, consumer) =
+                    sm90_register_split(BLOCK_M, sm90_producer_needs_room(variant, &tile));
                 PRODUCER_REGISTERS == producer
                     && CONSUMER_REGISTERS == consumer
                     && CONSUMER_THREADS as usize == 32 * tile.consumer_warps()
@@ -462,7 +477,15 @@ pub unsafe fn forward<
             MODIFIED as u8 + ALIBI as u8 + SOFTCAP as u8 <= 1,
             "one modifier alone or every modifier"
         );
+        assert!(
+            !SERVING || !(MODIFIED || ALIBI || SOFTCAP),
+            "the serving kernels have no score modifier"
+        );
         let tma = sm90_copies_by_tma(variant, &tile);
+        assert!(
+            !SERVING || !(tma || persists(variant, &tile)),
+            "a serving kernel copies its grid index's tile with cp.async (zero past each sequence)"
+        );
         assert!(
             tma || !persists(variant, &tile),
             "a persistent kernel copies by TMA: the cp.async producer copies the grid's tile"
@@ -482,7 +505,7 @@ pub unsafe fn forward<
         () => {
             const {
                 sm90_copies_by_tma(
-                    variant_of(MODIFIED, ALIBI, SOFTCAP),
+                    variant_of(SERVING, MODIFIED, ALIBI, SOFTCAP),
                     &TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM),
                 )
             }
@@ -546,7 +569,7 @@ pub unsafe fn forward<
     };
     // The ALiBi kernels' [`DiagonalFirst`] order of a tile's key blocks `blocks`.
     let diagonal_first_order = #[inline(always)]
-    |info: &BlockInfo<false>, blocks: (u32, u32)| {
+    |info: &BlockInfo<SERVING>, blocks: (u32, u32)| {
         let front = if params.causal != 0 {
             blocks.1.max(1) - 1
         } else {
@@ -561,7 +584,7 @@ pub unsafe fn forward<
     // the modified kernels: [`LastToFirst`], ALiBi's bias; the loops below count visits, and
     // the copies and the mask take each visit's key block).
     let tile_work = #[inline(always)]
-    |mut info: BlockInfo<false>| {
+    |mut info: BlockInfo<SERVING>| {
         if MODIFIED {
             info.mask = window_mask(modifiers, info.seq_len_q, info.seq_len_kv);
         }
@@ -572,11 +595,8 @@ pub unsafe fn forward<
         } else {
             0
         };
-        let blocks = info.key_blocks::<BLOCK_N>(
-            &SequenceParams::DENSE,
-            first_needed,
-            info.mask.key_end(last_query),
-        );
+        let blocks =
+            info.key_blocks::<BLOCK_N>(sequences, first_needed, info.mask.key_end(last_query));
         let q_rows = info.query_rows(params);
         (info, blocks, q_rows)
     };
@@ -586,8 +606,18 @@ pub unsafe fn forward<
     // orders them; BENCHMARKS.md log 81), derived here, before anything else, as they did
     // before the walk existed (a tile loop of one pass, or the tile derived in each role, moved
     // their registers and made them 1.5-3% slower on small grids, log 52).
+    // A serving kernel's grid is `(query blocks of the longest sequence, heads_q, batch)`
+    // ([`BlockInfo::new`]): a block whose rows all lie past its sequence's queries returns
+    // here, before its first barrier, every thread of it.
     let schedule = TileSchedule::new::<BLOCK_M>(params);
-    let grid_tile = tile_work(schedule.grid_tile::<BLOCK_M>(params));
+    let grid_tile = tile_work(if SERVING {
+        BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences)
+    } else {
+        schedule.grid_tile::<BLOCK_M, SERVING>(params)
+    });
+    if grid_tile.0.is_past_the_queries() {
+        return;
+    }
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = WgmmaTile::<BLOCK_M, HEAD_DIM>::at(smem, 0);
@@ -602,7 +632,7 @@ pub unsafe fn forward<
     // The K, or the V, tile of key block `key_block` of `info`'s tile into ring slot `stage`,
     // by copying thread `copier`.
     let copy_key_tile = #[inline(always)]
-    |info: &BlockInfo<false>, key_block: u32, stage: u32, copier: usize| {
+    |info: &BlockInfo<SERVING>, key_block: u32, stage: u32, copier: usize| {
         let k_rows = info.key_rows(
             params,
             &params.k_strides,
@@ -612,7 +642,7 @@ pub unsafe fn forward<
         copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(k_tile(stage), k_rows, copier);
     };
     let copy_value_tile = #[inline(always)]
-    |info: &BlockInfo<false>, key_block: u32, stage: u32, copier: usize| {
+    |info: &BlockInfo<SERVING>, key_block: u32, stage: u32, copier: usize| {
         let v_rows = info.key_rows(
             params,
             &params.v_strides,
@@ -679,52 +709,53 @@ pub unsafe fn forward<
                 // its `landed` barrier (a tile's first with its Q, its last with V alone),
                 // once the consumers freed the slots (and for Q, the tile before's Q); its
                 // other threads have none to make.
-                let produce_tile =
-                    #[inline(always)]
-                    |(info, (first_block, key_blocks), _): TileWork, ring: u32, tiles_done: u32| {
-                        let order = LastToFirst::new((first_block, key_blocks));
-                        let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
-                        let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
-                        if tiles_done > 0 {
-                            let parity = (tiles_done - 1) & 1;
-                            while !mbarrier_try_wait_parity_shared(q_freed, parity) {}
+                let produce_tile = #[inline(always)]
+                |(info, (first_block, key_blocks), _): TileWork<SERVING>,
+                                    ring: u32,
+                                    tiles_done: u32| {
+                    let order = LastToFirst::new((first_block, key_blocks));
+                    let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
+                    let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
+                    if tiles_done > 0 {
+                        let parity = (tiles_done - 1) & 1;
+                        while !mbarrier_try_wait_parity_shared(q_freed, parity) {}
+                    }
+                    for visit in first_block..key_blocks + 1 {
+                        let group = ring + visit - first_block;
+                        if group >= STAGES as u32 {
+                            let parity = phase_parity(group) ^ 1;
+                            while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
                         }
-                        for visit in first_block..key_blocks + 1 {
-                            let group = ring + visit - first_block;
-                            if group >= STAGES as u32 {
-                                let parity = phase_parity(group) ^ 1;
-                                while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
-                            }
-                            let barrier = landed(group);
-                            let copies_q = visit == first_block;
-                            let copies_key = visit < key_blocks;
-                            let copies_value = visit > first_block;
-                            let kv_tiles = copies_key as u32 + copies_value as u32;
-                            mbarrier_arrive_expect_tx_shared(
-                                barrier,
-                                copies_q as u32 * tma_tile_bytes::<BLOCK_M, HEAD_DIM>()
-                                    + kv_tiles * tma_tile_bytes::<BLOCK_N, HEAD_DIM>(),
-                            );
-                            if copies_q {
-                                let rows = [info.first_query, info.head, info.batch];
-                                tma_load_tile(q_tile, q_map, rows, barrier);
-                            }
-                            if copies_key {
-                                let first_key = key_block_of(visit) * BLOCK_N as u32;
-                                let rows = [first_key, info.kv_head, info.batch];
-                                tma_load_tile(k_tile(ring_slot(group)), k_map, rows, barrier);
-                            }
-                            if copies_value {
-                                let first_key = key_block_of(visit - 1) * BLOCK_N as u32;
-                                let rows = [first_key, info.kv_head, info.batch];
-                                tma_load_tile(v_tile(ring_slot(group - 1)), v_map, rows, barrier);
-                            }
+                        let barrier = landed(group);
+                        let copies_q = visit == first_block;
+                        let copies_key = visit < key_blocks;
+                        let copies_value = visit > first_block;
+                        let kv_tiles = copies_key as u32 + copies_value as u32;
+                        mbarrier_arrive_expect_tx_shared(
+                            barrier,
+                            copies_q as u32 * tma_tile_bytes::<BLOCK_M, HEAD_DIM>()
+                                + kv_tiles * tma_tile_bytes::<BLOCK_N, HEAD_DIM>(),
+                        );
+                        if copies_q {
+                            let rows = [info.first_query, info.head, info.batch];
+                            tma_load_tile(q_tile, q_map, rows, barrier);
                         }
-                        key_blocks - first_block + 1
-                    };
+                        if copies_key {
+                            let first_key = key_block_of(visit) * BLOCK_N as u32;
+                            let rows = [first_key, info.kv_head, info.batch];
+                            tma_load_tile(k_tile(ring_slot(group)), k_map, rows, barrier);
+                        }
+                        if copies_value {
+                            let first_key = key_block_of(visit - 1) * BLOCK_N as u32;
+                            let rows = [first_key, info.kv_head, info.batch];
+                            tma_load_tile(v_tile(ring_slot(group - 1)), v_map, rows, barrier);
+                        }
+                    }
+                    key_blocks - first_block + 1
+                };
                 if copier == 0 {
                     if persistent {
-                        schedule.walk::<BLOCK_M>(
+                        schedule.walk::<BLOCK_M, SERVING>(
                             params,
                             #[inline(always)]
                             |info, ring, tiles_done| {
@@ -817,7 +848,7 @@ pub unsafe fn forward<
     // One tile: `ring` the groups of the K/V ring that the block's tiles before used; returns
     // this tile's.
     let compute_tile = #[inline(always)]
-    |(info, (first_block, key_blocks), q_rows): TileWork, ring: u32| {
+    |(info, (first_block, key_blocks), q_rows): TileWork<SERVING>, ring: u32| {
         // The ALiBi slope of the tile's (batch, head) in the scores' units; 0 adds no bias.
         // Two branches, not one condition: `(MODIFIED && ..) || ALIBI` changed the modified
         // kernels' PTX.
@@ -1383,23 +1414,16 @@ pub unsafe fn forward<
         }
         let rows = softmax.finish(params.scale_log2);
         let staging = if persistent { output_tile } else { q_tile };
-        write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, false, PADS>(
+        write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, SERVING, PADS>(
             &output, &rows, staging, &info, params, warp_row, this_lane,
         );
-        write_logsumexp(
-            &rows,
-            &info,
-            params,
-            &SequenceParams::DENSE,
-            warp_row,
-            this_lane,
-        );
+        write_logsumexp(&rows, &info, params, sequences, warp_row, this_lane);
         key_blocks - first_block + 1
     };
 
     if persistent {
         first_turn();
-        schedule.walk::<BLOCK_M>(
+        schedule.walk::<BLOCK_M, SERVING>(
             params,
             #[inline(always)]
             |info, ring, _| compute_tile(tile_work(info), ring),

@@ -22,9 +22,9 @@
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan, plan_kv_cache, plan_kv_cache_alibi, plan_varlen, AlibiLayout, AlibiSlopes,
-    AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout, SlidingWindow,
-    VarlenShape,
+    plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_varlen, plan_varlen_on, AlibiLayout,
+    AlibiSlopes, AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout,
+    SlidingWindow, VarlenShape,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
@@ -330,20 +330,36 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
             layout: Layout::Bshd,
             ..ForwardOptions::default()
         };
-        let varlen_plan = plan_varlen(f16::DTYPE, &shape.extents()?, &options, gpu.sm_count())?;
-        let varlen = time_launches(gpu.stream(), warmup, repeats, launches, || {
-            gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
-        })?;
-        let mut case = report(
-            &format!("varlen causal={causal}"),
-            &varlen,
-            shape.flops(causal),
-            varlen_plan.kernel().entry,
-        );
-        case["problem"] = json!("varlen");
-        case["causal"] = json!(causal);
-        results.push(case);
-        let dense_plan = plan(f16::DTYPE, &dense, &options, gpu.sm_count())?;
+        let extents = shape.extents()?;
+        let capability = gpu.compute_capability();
+        let varlen_plan =
+            plan_varlen_on(f16::DTYPE, &extents, &options, gpu.sm_count(), capability)?;
+        // On compute capability 9.0 the sm90 family's serving kernel runs; the sm80 family's,
+        // which runs everywhere else, is timed beside it ("varlen-sm80").
+        let sm80_kernel = plan_varlen(f16::DTYPE, &extents, &options, gpu.sm_count())?.kernel();
+        let mut kernels = vec![("varlen", varlen_plan.kernel(), None)];
+        if sm80_kernel != varlen_plan.kernel() {
+            kernels.push(("varlen-sm80", sm80_kernel, Some(sm80_kernel)));
+        }
+        for (problem, kernel, named) in kernels {
+            let options = ForwardOptions {
+                kernel: named,
+                ..options
+            };
+            let varlen = time_launches(gpu.stream(), warmup, repeats, launches, || {
+                gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
+            })?;
+            let mut case = report(
+                &format!("{problem} causal={causal}"),
+                &varlen,
+                shape.flops(causal),
+                kernel.entry,
+            );
+            case["problem"] = json!(problem);
+            case["causal"] = json!(causal);
+            results.push(case);
+        }
+        let dense_plan = plan_on(f16::DTYPE, &dense, &options, gpu.sm_count(), capability)?;
         let dense_times = time_launches(gpu.stream(), warmup, repeats, launches, || {
             gpu.forward(&q, &k, &v, &mut output, None, dense, &options)
         })?;
