@@ -31,6 +31,14 @@ fn offsets(lengths: impl Iterator<Item = usize>) -> Vec<u32> {
         .collect()
 }
 
+/// The options of a causal or non-causal problem without score modifiers.
+fn causal_only(causal: bool) -> ForwardOptions {
+    ForwardOptions {
+        causal,
+        ..ForwardOptions::default()
+    }
+}
+
 /// Random packed `[tokens, heads, head_dim]` inputs (mean 0.5, unit spread, as the dense tests'
 /// `Problem`) and their f64 reference results.
 struct VarlenProblem<T: Element> {
@@ -65,11 +73,7 @@ impl<T: Element> VarlenProblem<T> {
         head_dim: usize,
         causal: bool,
     ) -> Self {
-        let scoring = ForwardOptions {
-            causal,
-            ..ForwardOptions::default()
-        };
-        Self::with_scoring(lengths, heads, head_dim, scoring)
+        Self::with_scoring(lengths, heads, head_dim, causal_only(causal))
     }
 
     /// [`Self::new`] with the causal masking and score modifiers of `scoring`.
@@ -92,11 +96,7 @@ impl<T: Element> VarlenProblem<T> {
         head_dim: usize,
         causal: bool,
     ) -> Self {
-        let scoring = ForwardOptions {
-            causal,
-            ..ForwardOptions::default()
-        };
-        Self::build(lengths, heads, head_dim, scoring, true)
+        Self::build(lengths, heads, head_dim, causal_only(causal), true)
     }
 
     fn build(
