@@ -5,8 +5,8 @@
 use std::cmp::Reverse;
 
 use flash_attn_params::{
-    padded_head_dim, ptx_target_for, Dtype, Family, ForwardParams, ModifierParams, SequenceParams,
-    TensorStrides, TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
+    padded_head_dim, Dtype, Family, ForwardParams, ModifierParams, SequenceParams, TensorStrides,
+    TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
 };
 
 use crate::launch::tensor_map_stride_bytes;
@@ -819,18 +819,17 @@ pub(crate) fn varlen_kernel_on(
     sm_count: usize,
     compute_capability: Option<(i32, i32)>,
 ) -> Result<&'static ForwardKernel, Error> {
-    let on_hopper = compute_capability
-        .is_some_and(|capability| ptx_target_for(Family::Sm90, capability).is_some());
     let sm90 = FORWARD_KERNELS.iter().find(|kernel| {
         let spec = kernel.spec;
         spec.family == Family::Sm90
             && spec.variant == variant
             && spec.dtype == dtype
             && spec.tile.head_dim == shape.head_dim
+            && compute_capability.is_some_and(|capability| kernel.runs_on(capability))
     });
     match sm90 {
-        Some(kernel) if on_hopper => Ok(kernel),
-        _ => serving_kernel(dtype, shape, causal, variant, sm_count),
+        Some(kernel) => Ok(kernel),
+        None => serving_kernel(dtype, shape, causal, variant, sm_count),
     }
 }
 

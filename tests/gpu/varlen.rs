@@ -86,19 +86,11 @@ impl<T: Element> VarlenProblem<T> {
         Self::build(lengths, heads, head_dim, scoring, false)
     }
 
-    /// [`Self::new`] where the sequences without queries hold non-finite keys and values, and
-    /// those without keys non-finite queries (NaN and infinities in turn): rows that no result
-    /// depends on, between the others' in the packed tensors, which a kernel that reads past
-    /// its own sequence's rows would carry into its neighbours' outputs.
-    fn with_poisoned_gaps(
-        lengths: &[(usize, usize)],
-        heads: (usize, usize),
-        head_dim: usize,
-        causal: bool,
-    ) -> Self {
-        Self::build(lengths, heads, head_dim, causal_only(causal), true)
-    }
-
+    /// The problem of [`Self::with_scoring`]; where `poison_gaps`, the sequences without
+    /// queries hold non-finite keys and values, and those without keys non-finite queries (NaN
+    /// and infinities in turn): rows that no result depends on, between the others' in the
+    /// packed tensors, which a kernel that reads past its own sequence's rows would carry into
+    /// its neighbours' outputs.
     fn build(
         lengths: &[(usize, usize)],
         (heads_q, heads_kv): (usize, usize),
@@ -327,6 +319,40 @@ const WITH_EMPTY: &[(usize, usize)] =
 /// Sequences longer than a few tiles beside short ones.
 const LONG: &[(usize, usize)] = &[(2049, 2049), (7, 2049), (2049, 65), (1, 1), (1000, 3001)];
 
+/// A ragged batch: its `(queries, keys)` lengths, `(heads_q, heads_kv)`, head dim and scoring.
+type Batch<'a> = (&'a [(usize, usize)], (usize, usize), usize, ForwardOptions);
+
+/// The problem of `(lengths, heads, head_dim, scoring)` at `dtype` ([`VarlenProblem::build`],
+/// its gaps poisoned where `poison_gaps`), checked on `kernel` (the default one where `None`),
+/// packed `[tokens, heads, head_dim]`.
+fn check_on(
+    gpu: &FlashAttention,
+    dtype: Dtype,
+    (lengths, heads, head_dim, scoring): Batch,
+    poison_gaps: bool,
+    kernel: Option<&'static ForwardKernel>,
+) {
+    fn check<T: Element>(
+        gpu: &FlashAttention,
+        problem: VarlenProblem<T>,
+        kernel: Option<&'static ForwardKernel>,
+    ) {
+        problem.check(gpu, &problem.options(Layout::Bshd, kernel));
+    }
+    match dtype {
+        Dtype::F16 => check(
+            gpu,
+            VarlenProblem::<f16>::build(lengths, heads, head_dim, scoring, poison_gaps),
+            kernel,
+        ),
+        Dtype::Bf16 => check(
+            gpu,
+            VarlenProblem::<bf16>::build(lengths, heads, head_dim, scoring, poison_gaps),
+            kernel,
+        ),
+    }
+}
+
 fn check_ragged<T: Element>(
     gpu: &FlashAttention,
     lengths: &[(usize, usize)],
@@ -408,18 +434,8 @@ pub(crate) fn every_serving_kernel_on_a_small_ragged_batch() {
                 softcap,
                 ..ForwardOptions::default()
             };
-            match kernel.spec.dtype {
-                Dtype::F16 => {
-                    let problem =
-                        VarlenProblem::<f16>::with_scoring(&lengths, (4, 2), head_dim, scoring);
-                    problem.check(&gpu, &problem.options(Layout::Bshd, Some(kernel)));
-                }
-                Dtype::Bf16 => {
-                    let problem =
-                        VarlenProblem::<bf16>::with_scoring(&lengths, (4, 2), head_dim, scoring);
-                    problem.check(&gpu, &problem.options(Layout::Bshd, Some(kernel)));
-                }
-            }
+            let problem = (&lengths[..], (4, 2), head_dim, scoring);
+            check_on(&gpu, kernel.spec.dtype, problem, false, Some(kernel));
         }
     }
 }
@@ -447,26 +463,9 @@ pub(crate) fn sequences_never_read_their_neighbours() {
     for causal in [false, true] {
         for kernel in std::iter::once(None).chain(kernels.iter().copied().map(Some)) {
             let head_dim = kernel.map_or(128, |kernel| kernel.spec.tile.head_dim);
-            match kernel.map_or(Dtype::F16, |kernel| kernel.spec.dtype) {
-                Dtype::F16 => {
-                    let problem = VarlenProblem::<f16>::with_poisoned_gaps(
-                        &lengths,
-                        (4, 2),
-                        head_dim,
-                        causal,
-                    );
-                    problem.check(&gpu, &problem.options(Layout::Bshd, kernel));
-                }
-                Dtype::Bf16 => {
-                    let problem = VarlenProblem::<bf16>::with_poisoned_gaps(
-                        &lengths,
-                        (4, 2),
-                        head_dim,
-                        causal,
-                    );
-                    problem.check(&gpu, &problem.options(Layout::Bshd, kernel));
-                }
-            }
+            let dtype = kernel.map_or(Dtype::F16, |kernel| kernel.spec.dtype);
+            let problem = (&lengths[..], (4, 2), head_dim, causal_only(causal));
+            check_on(&gpu, dtype, problem, true, kernel);
         }
     }
 }
