@@ -1412,6 +1412,15 @@ pub unsafe fn forward<
             cp_async_wait_group::<0>();
             bar_sync_0();
         }
+        // A serving kernel reads its sequence's offsets and lengths again for the output
+        // (a load after the loop's barriers, never merged with the first): kept from the
+        // tile's start they held registers through the key loop, which the three-consumer
+        // tile's consumers (160 each) lack.
+        let info = if SERVING {
+            BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences)
+        } else {
+            info
+        };
         let rows = softmax.finish(params.scale_log2);
         let staging = if persistent { output_tile } else { q_tile };
         write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, SERVING, PADS>(
