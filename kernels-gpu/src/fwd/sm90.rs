@@ -34,8 +34,8 @@
 //! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
 //! two that own the 128 rows, or at D=64 the three that own 192; overlapped schedule only)
 //! split the copies from the compute, as FlashAttention-3 does. The producer (24 registers
-//! per thread after `setmaxnreg`, 40 in the persistent and serving kernels:
-//! [`sm90_register_split`])
+//! per thread after `setmaxnreg`, 40 in the persistent and serving kernels, 32 in the serving
+//! kernel of three consumers: [`sm90_register_split`])
 //! issues the copies of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as
 //! soon as its slots are free: by TMA its first thread alone, arriving on the group's `landed`
 //! `mbarrier` with the bytes it expects; else (head dims of 64-byte rows) its 128 threads with
