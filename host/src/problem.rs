@@ -13,7 +13,8 @@ use crate::launch::tensor_map_stride_bytes;
 use crate::modifiers::{AlibiLayout, ScoreRule};
 use crate::varlen::PackedQueries;
 use crate::{
-    dispatch_kernel, kernel_head_dim, Error, ForwardKernel, SlidingWindow, FORWARD_KERNELS,
+    dispatch_kernel, dispatch_kernel_on, kernel_head_dim, Error, ForwardKernel, SlidingWindow,
+    FORWARD_KERNELS,
 };
 
 /// Sizes of one attention problem. Q and O are `[batch, heads_q, seq_len_q, head_dim]`,
@@ -810,7 +811,9 @@ pub fn serving_kernel(
 /// on a device of `compute_capability` where it is known: on one that runs the sm90 family
 /// (compute capability 9.0) the sm90 family's [`Variant::Serving`] kernel of the head dim
 /// where there is one ([`crate::SM90_SERVING_TILES`]: D=64 and D=128, no score modifier), the
-/// dense problem's main loop on Hopper; else [`serving_kernel`].
+/// dense problem's main loop on Hopper: that of the dense problem's tile
+/// ([`dispatch_kernel_on`]) where it has one, else the head dim's first; else
+/// [`serving_kernel`].
 pub(crate) fn varlen_kernel_on(
     dtype: Dtype,
     shape: &AttentionShape,
@@ -819,18 +822,29 @@ pub(crate) fn varlen_kernel_on(
     sm_count: usize,
     compute_capability: Option<(i32, i32)>,
 ) -> Result<&'static ForwardKernel, Error> {
-    let sm90 = FORWARD_KERNELS.iter().find(|kernel| {
-        let spec = kernel.spec;
-        spec.family == Family::Sm90
-            && spec.variant == variant
-            && spec.dtype == dtype
-            && spec.tile.head_dim == shape.head_dim
-            && compute_capability.is_some_and(|capability| kernel.runs_on(capability))
-    });
-    match sm90 {
-        Some(kernel) => Ok(kernel),
-        None => serving_kernel(dtype, shape, causal, variant, sm_count),
+    if let Some(capability) = compute_capability {
+        let sm90_serving = |tile: Option<TileConfig>| {
+            FORWARD_KERNELS.iter().find(|kernel| {
+                let spec = kernel.spec;
+                spec.family == Family::Sm90
+                    && spec.variant == variant
+                    && spec.dtype == dtype
+                    && spec.tile.head_dim == shape.head_dim
+                    && tile.is_none_or(|tile| spec.tile == tile)
+                    && kernel.runs_on(capability)
+            })
+        };
+        let dense_tile = dispatch_kernel_on(dtype, shape, causal, sm_count, capability)
+            .ok()
+            .map(|kernel| kernel.spec.tile);
+        if let Some(kernel) = dense_tile.and_then(|tile| sm90_serving(Some(tile))) {
+            return Ok(kernel);
+        }
+        if let Some(kernel) = sm90_serving(None) {
+            return Ok(kernel);
+        }
     }
+    serving_kernel(dtype, shape, causal, variant, sm_count)
 }
 
 /// Largest number of key-range splits (split-KV), as FlashAttention's.

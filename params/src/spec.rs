@@ -471,17 +471,22 @@ pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
     SM90_MODIFIED_TILES[4],
 ];
 
-/// The tiles of the sm90 family's [`Variant::Serving`] kernels: the warp-specialised
-/// `m128_n128` tile of the sm_90a dispatch table at D=64 and D=128 (its tile from 2048 keys on
-/// small grids at D=64, at every length at D=128), so that a variable-length prefill on a device
-/// of compute capability 9.0 runs the dense problem's main loop. They serve the
+/// The tiles of the sm90 family's [`Variant::Serving`] kernels: the warp-specialised tiles of
+/// the sm_90a dispatch table at D=64 and D=128, `m128_n128` (at D=64 its tile from 2048 keys on
+/// small grids, at D=128 at every length) and D=64's three-consumer `m192_n128` (its tile from
+/// 1025 keys on large grids), so that a variable-length prefill on a device of compute
+/// capability 9.0 runs the main loop of the dense problem of its mean lengths. They serve the
 /// variable-length batches alone (`flash_attn::plan_varlen_on`): one split, no cache lengths,
 /// no block table, no score modifier; the KV-cache calls run the sm80 family's serving kernels.
 /// They copy with `cp.async` ([`sm90_copies_by_tma`]), whose zero-fill past each sequence's
 /// rows keeps the next sequence's keys and values out of the tile: a TMA box would read them,
 /// and a non-finite value there would reach the output through `P V` (a masked score's 0
 /// times it).
-pub const SM90_SERVING_TILES: [TileConfig; 2] = [SM90_MODIFIED_TILES[0], SM90_MODIFIED_TILES[4]];
+pub const SM90_SERVING_TILES: [TileConfig; 3] = [
+    SM90_MODIFIED_TILES[0],
+    SM90_MODIFIED_TILES[1],
+    SM90_MODIFIED_TILES[4],
+];
 
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
 /// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but

@@ -42,10 +42,14 @@ pub const SM90_PRODUCER_WARPS: usize = 4;
 ///   serving kernel's forms each sequence's `cp.async` addresses, and in 24 it spilled 32 bytes
 ///   (log 85);
 /// - three consumers (D=64's 192-row tile, [`sm90_feeds_consumers`]): 24 and 160
-///   (128 x 24 + 384 x 160).
+///   (128 x 24 + 384 x 160);
+/// - three consumers of a serving kernel: 32 and 160 (128 x 32 + 384 x 160, all of the 65,536
+///   the block starts with at `.maxntid 512`): 40 beside 152 spilled 52 bytes (the consumers),
+///   and 32 beside 160 spilled 4 until the consumers read their sequence's extents again for
+///   the output rather than keep them through the key loop (BENCHMARKS.md log 86).
 pub const fn sm90_register_split(block_m: usize, roomy_producer: bool) -> (u32, u32) {
     if block_m == 3 * SM90_WARPGROUP_ROWS {
-        (24, 160)
+        (if roomy_producer { 32 } else { 24 }, 160)
     } else if roomy_producer {
         (40, 232)
     } else {

@@ -1205,6 +1205,40 @@ fn hopper_runs_the_sm90_serving_kernels_where_they_exist() {
     assert_eq!(modified.kernel().spec.variant, Variant::ServingModified);
 }
 
+/// On Hopper a variable-length batch runs the serving kernel of the tile the sm_90a table gives
+/// the dense problem of its mean lengths, where there is one: at D=64 the three-consumer
+/// `m192_n128` for long sequences on a large grid, the `m128_n128` on a small grid; where the
+/// table's tile has no serving kernel (the 8-warp `m128_n64` of short sequences on a large
+/// grid), the head dim's first.
+#[test]
+fn hopper_serving_kernels_follow_the_dense_tile_of_the_mean_lengths() {
+    // Offsets of `count` sequences of `length` tokens each (queries and keys alike).
+    let offsets = |count: u32, length: u32| (0..=count).map(|i| i * length).collect::<Vec<_>>();
+    let plan = |cu: &[u32], heads_q, dtype| {
+        let extents = VarlenShape {
+            heads_q,
+            heads_kv: heads_q / 4,
+            ..shape(cu, cu)
+        }
+        .extents()
+        .unwrap();
+        plan_varlen_on(dtype, &extents, &bshd(), H100_SM_COUNT, (9, 0)).unwrap()
+    };
+    for dtype in [Dtype::F16, Dtype::Bf16] {
+        for (count, length, heads_q, block_m) in
+            [(16, 2000, 32, 192), (2, 3000, 4, 128), (64, 300, 32, 128)]
+        {
+            let batch = plan(&offsets(count, length), heads_q, dtype);
+            let tile = batch.kernel().spec.tile;
+            assert_eq!(batch.kernel().spec.family, Family::Sm90);
+            assert_eq!(batch.kernel().spec.variant, Variant::Serving);
+            assert_eq!((tile.block_m, tile.block_n), (block_m, 128));
+            let rows = length.div_ceil(block_m as u32);
+            assert_eq!(batch.grid(), (rows, heads_q as u32, count));
+        }
+    }
+}
+
 /// The sm90 family's serving kernels run variable-length batches only: named for a KV-cache
 /// call (split-KV, cache lengths), they are a specific error.
 #[test]

@@ -34,8 +34,8 @@
 //! Warp-specialised tiles ([`TileConfig::producer_warps`]: a producer warpgroup beyond the
 //! two that own the 128 rows, or at D=64 the three that own 192; overlapped schedule only)
 //! split the copies from the compute, as FlashAttention-3 does. The producer (24 registers
-//! per thread after `setmaxnreg`, 40 in the persistent and serving kernels:
-//! [`sm90_register_split`])
+//! per thread after `setmaxnreg`, 40 in the persistent and serving kernels, 32 in the serving
+//! kernel of three consumers: [`sm90_register_split`])
 //! issues the copies of each group (block `b`'s K and block `b - 1`'s V, the first with Q) as
 //! soon as its slots are free: by TMA its first thread alone, arriving on the group's `landed`
 //! `mbarrier` with the bytes it expects; else (head dims of 64-byte rows) its 128 threads with
@@ -1412,6 +1412,15 @@ pub unsafe fn forward<
             cp_async_wait_group::<0>();
             bar_sync_0();
         }
+        // A serving kernel reads its sequence's offsets and lengths again for the output
+        // (a load after the loop's barriers, never merged with the first): kept from the
+        // tile's start they held registers through the key loop, which the three-consumer
+        // tile's consumers (160 each) lack.
+        let info = if SERVING {
+            BlockInfo::<SERVING>::new::<BLOCK_M>(params, sequences)
+        } else {
+            info
+        };
         let rows = softmax.finish(params.scale_log2);
         let staging = if persistent { output_tile } else { q_tile };
         write_output::<T, WgmmaTile<BLOCK_M, HEAD_DIM>, 1, DIM_STEPS, SERVING, PADS>(

@@ -23,8 +23,8 @@ use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
     plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_varlen, plan_varlen_on, AlibiLayout,
-    AlibiSlopes, AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout,
-    SlidingWindow, VarlenShape,
+    AlibiSlopes, AttentionShape, Element, Error, Family, FlashAttention, ForwardOptions, Layout,
+    SlidingWindow, Variant, VarlenShape, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
@@ -334,11 +334,21 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
         let capability = gpu.compute_capability();
         let varlen_plan =
             plan_varlen_on(f16::DTYPE, &extents, &options, gpu.sm_count(), capability)?;
-        // On compute capability 9.0 the sm90 family's serving kernel runs; the sm80 family's,
-        // which runs everywhere else, is timed beside it ("varlen-sm80").
+        // On compute capability 9.0 the sm90 family's serving kernel runs; the head dim's
+        // other sm90 serving tiles ("varlen-other-sm90") and the sm80 family's kernel, which
+        // runs everywhere else ("varlen-sm80"), are timed beside it.
         let sm80_kernel = plan_varlen(f16::DTYPE, &extents, &options, gpu.sm_count())?.kernel();
         let mut kernels = vec![("varlen", varlen_plan.kernel(), None)];
         if sm80_kernel != varlen_plan.kernel() {
+            let other_sm90 = FORWARD_KERNELS.iter().filter(|kernel| {
+                kernel.spec.family == Family::Sm90
+                    && kernel.spec.variant == Variant::Serving
+                    && kernel.spec.dtype == f16::DTYPE
+                    && kernel.spec.tile.head_dim == head_dim
+                    && kernel.runs_on(capability)
+                    && *kernel != varlen_plan.kernel()
+            });
+            kernels.extend(other_sm90.map(|kernel| ("varlen-other-sm90", kernel, Some(kernel))));
             kernels.push(("varlen-sm80", sm80_kernel, Some(sm80_kernel)));
         }
         for (problem, kernel, named) in kernels {
