@@ -809,11 +809,11 @@ pub fn serving_kernel(
 
 /// The kernel of a variable-length batch like `shape` (the dense problem of its mean lengths)
 /// on a device of `compute_capability` where it is known: on one that runs the sm90 family
-/// (compute capability 9.0) the sm90 family's [`Variant::Serving`] kernel of the head dim
-/// where there is one ([`crate::SM90_SERVING_TILES`]: D=64 and D=128, no score modifier), the
-/// dense problem's main loop on Hopper: that of the dense problem's tile
-/// ([`dispatch_kernel_on`]) where it has one, else the head dim's first; else
-/// [`serving_kernel`].
+/// (compute capability 9.0) the sm90 family's [`Variant::Serving`] kernel of the kernel head
+/// dim ([`kernel_head_dim`], as [`serving_kernel`] pads) where there is one
+/// ([`crate::SM90_SERVING_TILES`]: every kernel head dim from 64, no score modifier), the dense
+/// problem's main loop on Hopper: that of the dense problem's tile ([`dispatch_kernel_on`])
+/// where it has one, else the head dim's first; else [`serving_kernel`].
 pub(crate) fn varlen_kernel_on(
     dtype: Dtype,
     shape: &AttentionShape,
@@ -823,13 +823,14 @@ pub(crate) fn varlen_kernel_on(
     compute_capability: Option<(i32, i32)>,
 ) -> Result<&'static ForwardKernel, Error> {
     if let Some(capability) = compute_capability {
+        let head_dim = kernel_head_dim(dtype, variant, shape.head_dim)?;
         let sm90_serving = |tile: Option<TileConfig>| {
             FORWARD_KERNELS.iter().find(|kernel| {
                 let spec = kernel.spec;
                 spec.family == Family::Sm90
                     && spec.variant == variant
                     && spec.dtype == dtype
-                    && spec.tile.head_dim == shape.head_dim
+                    && spec.tile.head_dim == head_dim
                     && tile.is_none_or(|tile| spec.tile == tile)
                     && kernel.runs_on(capability)
             })

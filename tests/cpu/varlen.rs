@@ -1157,9 +1157,9 @@ fn the_varlen_generator_reaches_accepted_rejected_and_large_cases() {
     );
 }
 
-/// On compute capability 9.0 a batch of head dim 64 or 128 without a score modifier runs the
-/// sm90 family's serving kernel; other head dims, a score modifier, ALiBi and other devices run
-/// the sm80 family's, as [`plan_varlen`] does.
+/// On compute capability 9.0 a batch of a head dim above 32 without a score modifier runs
+/// the sm90 family's serving kernel; smaller head dims, a score modifier, ALiBi and other
+/// devices run the sm80 family's, as [`plan_varlen`] does.
 #[test]
 fn hopper_runs_the_sm90_serving_kernels_where_they_exist() {
     let (cu_q, cu_kv) = ([0, 129, 130, 1130], [0, 1, 700, 1700]);
@@ -1191,8 +1191,36 @@ fn hopper_runs_the_sm90_serving_kernels_where_they_exist() {
             }
         }
     }
-    // No sm90 serving kernel: head dim 96, a window.
-    assert_eq!(plan(96, &bshd(), (9, 0)).kernel().spec.family, Family::Sm80);
+    // The other kernel head dims from 64 have sm90 serving kernels (8-warp tiles); a padded
+    // head dim runs the kernel of the head dim it pads to.
+    for (head_dim, kernel_head_dim, tile) in [
+        (96, 96, (64, 8)),
+        (80, 96, (64, 8)),
+        (160, 160, (64, 8)),
+        (192, 192, (64, 8)),
+        (200, 224, (64, 8)),
+        (224, 224, (64, 8)),
+        (248, 256, (64, 8)),
+        (256, 256, (64, 8)),
+    ] {
+        let spec = plan(head_dim, &bshd(), (9, 0)).kernel().spec;
+        assert_eq!(
+            (spec.family, spec.variant),
+            (Family::Sm90, Variant::Serving)
+        );
+        assert_eq!(spec.tile.head_dim, kernel_head_dim, "head dim {head_dim}");
+        assert_eq!(
+            (spec.tile.block_n, spec.tile.warps),
+            tile,
+            "head dim {head_dim}"
+        );
+        assert_eq!(
+            plan(head_dim, &bshd(), (8, 0)).kernel().spec.family,
+            Family::Sm80
+        );
+    }
+    // No sm90 serving kernel: head dim 32, a window.
+    assert_eq!(plan(32, &bshd(), (9, 0)).kernel().spec.family, Family::Sm80);
     let window = ForwardOptions {
         window: Some(flash_attn::SlidingWindow {
             left: Some(64),

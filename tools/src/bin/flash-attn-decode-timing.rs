@@ -225,9 +225,11 @@ fn main() -> Result<(), Error> {
     let head_dim = args.head_dim;
     println!("head dim {head_dim}");
     let mut f16_medians = Vec::new();
-    time::<f16>(&gpu, head_dim, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
-    time::<bf16>(&gpu, head_dim, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
-    time_modified_decode(&gpu, head_dim, &f16_medians)?;
+    if !args.varlen_only {
+        time::<f16>(&gpu, head_dim, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
+        time::<bf16>(&gpu, head_dim, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
+        time_modified_decode(&gpu, head_dim, &f16_medians)?;
+    }
     let varlen = time_varlen_prefill(&gpu, head_dim)?;
     if let Some(path) = &args.varlen_json {
         let text = serde_json::to_string_pretty(&varlen).expect("plain data serialises");
@@ -242,18 +244,21 @@ fn main() -> Result<(), Error> {
 }
 
 /// The command line: the head dim of `--head-dim` ([`DECODE_HEAD_DIM`] without it), the split
-/// counts of `--splits N,N,...` (none without it) and the path of `--varlen-json`.
+/// counts of `--splits N,N,...` (none without it), the path of `--varlen-json` and
+/// `--varlen-only` (the variable-length prefill alone, no decode timing).
 struct Arguments {
     head_dim: usize,
     splits: Vec<usize>,
     varlen_json: Option<String>,
+    varlen_only: bool,
 }
 
 /// Parses the command line; exits with a usage line on anything it does not know.
 fn arguments() -> Arguments {
     let usage = || -> ! {
         eprintln!(
-            "usage: flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]"
+            "usage: flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH] \
+             [--varlen-only]"
         );
         std::process::exit(2)
     };
@@ -261,9 +266,14 @@ fn arguments() -> Arguments {
         head_dim: DECODE_HEAD_DIM,
         splits: Vec::new(),
         varlen_json: None,
+        varlen_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--varlen-only" {
+            parsed.varlen_only = true;
+            continue;
+        }
         let value = args.next().unwrap_or_else(|| usage());
         match flag.as_str() {
             "--head-dim" => parsed.head_dim = value.parse().unwrap_or_else(|_| usage()),
