@@ -240,10 +240,11 @@ pub fn plan_varlen(
 
 /// [`plan_varlen`] for a device of `compute_capability` (`(major, minor)`,
 /// [`FlashAttention::compute_capability`]), what [`FlashAttention::forward_varlen`] plans
-/// with: on compute capability 9.0, where the options name no kernel, a batch of head dim 64
-/// or 128 runs the sm90 family's serving kernel ([`crate::SM90_SERVING_TILES`], the dense
-/// problem's warp-specialised `wgmma` tile), elsewhere [`plan_varlen`]'s. On an H200 the
-/// 16-sequence batch of BENCHMARKS.md log 85 ran 1.5x faster on it than on the sm80 family's.
+/// with: on compute capability 9.0, where the options name no kernel, a batch of a head dim
+/// above 32 without a score modifier or ALiBi runs the sm90 family's serving kernel
+/// ([`crate::SM90_SERVING_TILES`]: that of the dense problem's `wgmma` tile at D=64 to 128,
+/// 8-warp tiles above), elsewhere [`plan_varlen`]'s. On an H200 the 16-sequence batch of
+/// BENCHMARKS.md logs 85 to 87 ran 1.2-1.9x faster on it than on the sm80 family's.
 ///
 /// ```
 /// use flash_attn::{plan_varlen, plan_varlen_on, Dtype, Family, ForwardOptions, VarlenShape};
