@@ -824,24 +824,23 @@ pub(crate) fn varlen_kernel_on(
 ) -> Result<&'static ForwardKernel, Error> {
     if let Some(capability) = compute_capability {
         let head_dim = kernel_head_dim(dtype, variant, shape.head_dim)?;
-        let sm90_serving = |tile: Option<TileConfig>| {
-            FORWARD_KERNELS.iter().find(|kernel| {
+        let sm90_serving = || {
+            FORWARD_KERNELS.iter().filter(move |kernel| {
                 let spec = kernel.spec;
                 spec.family == Family::Sm90
                     && spec.variant == variant
                     && spec.dtype == dtype
                     && spec.tile.head_dim == head_dim
-                    && tile.is_none_or(|tile| spec.tile == tile)
                     && kernel.runs_on(capability)
             })
         };
         let dense_tile = dispatch_kernel_on(dtype, shape, causal, sm_count, capability)
             .ok()
             .map(|kernel| kernel.spec.tile);
-        if let Some(kernel) = dense_tile.and_then(|tile| sm90_serving(Some(tile))) {
-            return Ok(kernel);
-        }
-        if let Some(kernel) = sm90_serving(None) {
+        let chosen = sm90_serving()
+            .find(|kernel| Some(kernel.spec.tile) == dense_tile)
+            .or_else(|| sm90_serving().next());
+        if let Some(kernel) = chosen {
             return Ok(kernel);
         }
     }
