@@ -471,17 +471,18 @@ pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
     SM90_MODIFIED_TILES[4],
 ];
 
-/// The tiles of the sm90 family's [`Variant::Serving`] kernels: the sm_90a dispatch table's at
-/// every kernel head dim from 64, so that a variable-length prefill on a device of compute
-/// capability 9.0 runs the sm90 main loop. At D=64 the warp-specialised `m128_n128` (the
-/// table's from 2048 keys on small grids) and the three-consumer `m192_n128` (from 1025 keys on
-/// large grids), at D=96 the 8-warp `m128_n64` and at D=128 the warp-specialised `m128_n128`,
-/// the table's tiles; from D=160 the 8-warp tiles of [`SM90_MODIFIED_TILES`]: the table's
-/// warp-specialised tiles there spilled as serving kernels (16-128 bytes of stack, their
-/// consumers at 232 registers with the padding's arithmetic; BENCHMARKS.md log 87). Those of
-/// head dims other than 64 and 128 pad, as every serving kernel does ([`pads_head_dim`]). They serve the
-/// variable-length batches alone (`flash_attn::plan_varlen_on`): one split, no cache lengths,
-/// no block table, no score modifier; the KV-cache calls run the sm80 family's serving kernels.
+/// The tiles of the sm90 family's [`Variant::Serving`] kernels, at every kernel head dim from
+/// 64, so that a variable-length prefill on a device of compute capability 9.0 runs the sm90
+/// main loop. Up to D=128 the sm_90a dispatch table's tiles: at D=64 the warp-specialised
+/// `m128_n128` (the table's from 2048 keys on small grids) and the three-consumer `m192_n128`
+/// (from 1025 keys on large grids), at D=96 the 8-warp `m128_n64`, at D=128 the
+/// warp-specialised `m128_n128`. From D=160 the 8-warp tiles of [`SM90_MODIFIED_TILES`]: the
+/// table's warp-specialised tiles there spilled as serving kernels (16-128 bytes of stack,
+/// their consumers at 232 registers with the padding's arithmetic; BENCHMARKS.md log 87).
+/// Those of head dims other than 64 and 128 pad, as every serving kernel does
+/// ([`pads_head_dim`]). They serve the variable-length batches alone
+/// (`flash_attn::plan_varlen_on`): one split, no cache lengths, no block table, no score
+/// modifier; the KV-cache calls run the sm80 family's serving kernels.
 /// They copy with `cp.async` ([`sm90_copies_by_tma`]), whose zero-fill past each sequence's
 /// rows keeps the next sequence's keys and values out of the tile: a TMA box would read them,
 /// and a non-finite value there would reach the output through `P V` (a masked score's 0
