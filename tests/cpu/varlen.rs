@@ -877,7 +877,14 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec((sequence_length(), sequence_length()), 1..=5),
         1usize..=4,
         prop_oneof![1usize..=4, Just(1 << 14)],
-        prop_oneof![8 => Just(64usize), 8 => Just(128), 1 => Just(96)],
+        prop_oneof![
+            8 => Just(64usize),
+            8 => Just(128),
+            1 => Just(96),
+            1 => Just(80),
+            1 => Just(200),
+            1 => Just(256)
+        ],
         options,
         [
             length_change(),
