@@ -88,15 +88,15 @@ pub use modifiers::{
     RawAlibiSlopes, SlidingWindow,
 };
 pub use problem::{
-    plan, plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_paged_kv_cache,
+    plan, plan_kv_cache, plan_kv_cache_alibi, plan_kv_cache_on, plan_on, plan_paged_kv_cache,
     plan_paged_kv_cache_alibi, serving_kernel, split_count, supports, AttentionShape,
     BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, MAX_SEQ_LEN,
     MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 pub use varlen::{
     plan_varlen, plan_varlen_alibi, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
-    plan_varlen_on, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape, VarlenExtents,
-    VarlenShape,
+    plan_varlen_kv_cache_on, plan_varlen_on, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape,
+    VarlenExtents, VarlenShape,
 };
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
@@ -578,6 +578,7 @@ impl FlashAttention {
             layout,
             options,
             self.sm_count(),
+            Some(self.compute_capability()),
         )?;
         plan.check_host_alibi(alibi)?;
         let buffers = cache.check(&plan, shape.batch)?;
@@ -805,8 +806,16 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let layout = alibi.map(|alibi| alibi.layout);
-        let plan =
-            problem::plan_cache(dtype, &shape, None, paged, layout, options, self.sm_count())?;
+        let plan = problem::plan_cache(
+            dtype,
+            &shape,
+            None,
+            paged,
+            layout,
+            options,
+            self.sm_count(),
+            Some(self.compute_capability()),
+        )?;
         // 0 would read as "no lengths: every sequence uses the whole cache".
         if buffers.seq_used_kv == 0 {
             return Err(Error::MisalignedBuffer {

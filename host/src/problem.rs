@@ -814,7 +814,7 @@ pub fn serving_kernel(
 /// ([`crate::SM90_SERVING_TILES`]: every kernel head dim from 64, no score modifier), the dense
 /// problem's main loop on Hopper: that of the dense problem's tile ([`dispatch_kernel_on`])
 /// where it has one, else the head dim's first; else [`serving_kernel`].
-pub(crate) fn varlen_kernel_on(
+pub(crate) fn serving_kernel_on(
     dtype: Dtype,
     shape: &AttentionShape,
     causal: bool,
@@ -907,7 +907,55 @@ pub fn plan_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, None, None, options, sm_count)
+    plan_cache(dtype, shape, None, None, None, options, sm_count, None)
+}
+
+/// [`plan_kv_cache`] for a device of `compute_capability` (`(major, minor)`,
+/// [`FlashAttention::compute_capability`]), what [`FlashAttention::forward_kv_cache`] plans
+/// with: on compute capability 9.0, where the options name no kernel, a call whose query heads
+/// are not packed (more than one query per sequence, or no grouped heads) and whose grid of the
+/// sm90 family's serving tile ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length
+/// batch: [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]) runs
+/// that kernel, a chunked prefill's `wgmma` main loop; elsewhere [`plan_kv_cache`]'s.
+///
+/// ```
+/// use flash_attn::{plan_kv_cache, plan_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions};
+///
+/// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
+/// // A chunked prefill: 512 new queries per sequence over caches of 4,096 keys.
+/// let prefill = AttentionShape {
+///     seq_len_q: 512,
+///     heads_kv: 8,
+///     ..AttentionShape::new(4, 32, 4096, 128)
+/// };
+/// let hopper = plan_kv_cache_on(Dtype::Bf16, &prefill, &options, 132, (9, 0))?;
+/// assert_eq!(hopper.kernel().spec.family, Family::Sm90);
+/// assert_eq!(hopper.splits(), 1);
+/// let ada = plan_kv_cache_on(Dtype::Bf16, &prefill, &options, 128, (8, 9))?;
+/// assert_eq!(ada.kernel(), plan_kv_cache(Dtype::Bf16, &prefill, &options, 128)?.kernel());
+/// // Decode packs the grouped query heads and splits the key range: the sm80 family's kernel.
+/// let decode = AttentionShape { seq_len_q: 1, ..prefill };
+/// let kernel = plan_kv_cache_on(Dtype::Bf16, &decode, &options, 132, (9, 0))?.kernel();
+/// assert_eq!(kernel.spec.family, Family::Sm80);
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
+pub fn plan_kv_cache_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        None,
+        None,
+        options,
+        sm_count,
+        Some(compute_capability),
+    )
 }
 
 /// The geometry of a paged KV cache: K and V are each `[num_pages, page_size, heads_kv,
@@ -995,7 +1043,16 @@ pub fn plan_paged_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, Some(paged), None, options, sm_count)
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        Some(paged),
+        None,
+        options,
+        sm_count,
+        None,
+    )
 }
 
 /// [`plan_kv_cache`] for a call with ALiBi biases whose slopes are laid out as `layout`
@@ -1029,7 +1086,16 @@ pub fn plan_kv_cache_alibi(
     layout: AlibiLayout,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, None, Some(layout), options, sm_count)
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        None,
+        Some(layout),
+        options,
+        sm_count,
+        None,
+    )
 }
 
 /// [`plan_paged_kv_cache`] with ALiBi biases ([`plan_kv_cache_alibi`]): the modified paged
@@ -1051,6 +1117,7 @@ pub fn plan_paged_kv_cache_alibi(
         Some(layout),
         options,
         sm_count,
+        None,
     )
 }
 
@@ -1066,6 +1133,7 @@ pub(crate) fn plan_cache(
     alibi: Option<AlibiLayout>,
     options: &ForwardOptions,
     sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
 ) -> Result<LaunchPlan, Error> {
     let unmodified = if paged.is_some() {
         Variant::Paged
@@ -1083,7 +1151,24 @@ pub(crate) fn plan_cache(
             ..*shape
         },
     };
-    let default_kernel = || serving_kernel(dtype, &like, rule.causal(), variant, sm_count);
+    let group = shape.heads_q / shape.heads_kv.max(1);
+    // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
+    // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
+    let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
+    // On Hopper the sm90 family's serving kernel where it runs the call: a contiguous cache
+    // without score modifiers, no packed heads, and a grid of its tile that needs no split.
+    let default_kernel = || {
+        let capability = compute_capability.filter(|_| !packed_heads);
+        let kernel = serving_kernel_on(dtype, &like, rule.causal(), variant, sm_count, capability)?;
+        let unsplit = || {
+            CacheSplit::new(&kernel.spec.tile, shape, false, &rule, options, sm_count).splits == 1
+        };
+        if kernel.spec.family == Family::Sm80 || unsplit() {
+            Ok(kernel)
+        } else {
+            serving_kernel(dtype, &like, rule.causal(), variant, sm_count)
+        }
+    };
     let (checked, mut required) = match queries {
         None => {
             let checked = check_problem(dtype, shape, options, variant, default_kernel)?;
@@ -1126,7 +1211,15 @@ pub(crate) fn plan_cache(
         }
     };
     let kernel = checked.kernel;
-    if kernel.spec.family != Family::Sm80 {
+    let split = CacheSplit::new(
+        &kernel.spec.tile,
+        shape,
+        packed_heads,
+        &rule,
+        options,
+        sm_count,
+    );
+    if kernel.spec.family != Family::Sm80 && (packed_heads || split.splits > 1) {
         return Err(Error::KernelNotForKvCache {
             kernel: kernel.entry,
         });
@@ -1192,10 +1285,6 @@ pub(crate) fn plan_cache(
         },
         |queries| queries.lse_strides(),
     );
-    let group = shape.heads_q / shape.heads_kv;
-    // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
-    // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
-    let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
     if packed_heads {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
@@ -1222,27 +1311,11 @@ pub(crate) fn plan_cache(
         }
     }
     let tile = kernel.spec.tile;
-    let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
-    // The key blocks a query block sees: a window's span, or the whole capacity. Packed heads
-    // are rows of one query, whose window is that of a sequence of one query (sized for the
-    // `group` rows, it took up to `group` keys more, and splits with nothing to do).
-    let (seq_len_q, rows) = if packed_heads {
-        (1, 1)
-    } else {
-        let seq_len_q = params.seq_len_q as usize;
-        (seq_len_q, seq_len_q.min(tile.block_m))
-    };
-    let key_blocks = rule
-        .visible_keys(seq_len_q, rows)
-        .map_or(usize::MAX, |keys| keys.div_ceil(tile.block_n) + 1)
-        .min(shape.seq_len_kv.div_ceil(tile.block_n));
-    let blocks = query_blocks * params.heads_q as usize * shape.batch;
-    let splits = options
-        .num_splits
-        .unwrap_or_else(|| split_count(blocks, key_blocks, sm_count));
-    let blocks_per_split = key_blocks.div_ceil(splits);
-    // No empty split: the count that this many key blocks per split needs.
-    let splits = key_blocks.div_ceil(blocks_per_split);
+    let CacheSplit {
+        query_blocks,
+        splits,
+        blocks_per_split,
+    } = split;
     // A workspace row per query row: `[batch, seq_len_q]` of them, or the packed tokens.
     let partial_rows = queries.map_or(shape.batch * params.seq_len_q as usize, |queries| {
         queries.tokens_q
@@ -1303,6 +1376,63 @@ pub(crate) fn plan_cache(
         // `shape.batch` is the number of sequences, packed queries or not.
         alibi_slopes: rule.alibi_slopes(shape),
     })
+}
+
+/// How a KV-cache call's grid covers its problem on one tile: the query blocks of each
+/// (sequence, query head), and the key range's split ([`split_count`], or the options'
+/// `num_splits`) into `splits` parts of `blocks_per_split` key blocks each, none empty.
+#[derive(Clone, Copy)]
+struct CacheSplit {
+    query_blocks: usize,
+    splits: usize,
+    blocks_per_split: usize,
+}
+
+impl CacheSplit {
+    /// The split of `shape` (the longest sequence of a packed batch) on `tile`, its query heads
+    /// packed into the rows of one tile per K/V head if `packed_heads` (a decode step of
+    /// grouped heads: `heads_q / heads_kv` rows of one query).
+    fn new(
+        tile: &TileConfig,
+        shape: &AttentionShape,
+        packed_heads: bool,
+        rule: &ScoreRule,
+        options: &ForwardOptions,
+        sm_count: usize,
+    ) -> Self {
+        let (rows_q, heads) = if packed_heads {
+            (shape.heads_q / shape.heads_kv, shape.heads_kv)
+        } else {
+            (shape.seq_len_q, shape.heads_q)
+        };
+        let query_blocks = rows_q.div_ceil(tile.block_m);
+        // The key blocks a query block sees: a window's span, or the whole capacity. Packed
+        // heads are rows of one query, whose window is that of a sequence of one query (sized
+        // for the `group` rows, it took up to `group` keys more, and splits with nothing to
+        // do).
+        let (seq_len_q, rows) = if packed_heads {
+            (1, 1)
+        } else {
+            (rows_q, rows_q.min(tile.block_m))
+        };
+        let key_blocks = rule
+            .visible_keys(seq_len_q, rows)
+            .map_or(usize::MAX, |keys| keys.div_ceil(tile.block_n) + 1)
+            .min(shape.seq_len_kv.div_ceil(tile.block_n));
+        // Saturating: the sm90 family's choice asks before the size checks (a grid too large
+        // for either family is an error after them).
+        let blocks = query_blocks.saturating_mul(heads).saturating_mul(shape.batch);
+        let splits = options
+            .num_splits
+            .unwrap_or_else(|| split_count(blocks, key_blocks, sm_count));
+        let blocks_per_split = key_blocks.div_ceil(splits);
+        Self {
+            query_blocks,
+            // No empty split: the count that this many key blocks per split needs.
+            splits: key_blocks.div_ceil(blocks_per_split),
+            blocks_per_split,
+        }
+    }
 }
 
 /// The rows of one tensor that a launch covers: `seq_len` that exist, `padded_seq_len` that its

@@ -18,7 +18,7 @@ use flash_attn_params::{Dtype, SequenceParams, TensorStrides, TileConfig, Varian
 
 use crate::modifiers::ScoreRule;
 use crate::problem::{
-    check_num_splits, check_problem, overlaps, plan_cache, varlen_kernel_on, Rows, ELEMENT_BYTES,
+    check_num_splits, check_problem, overlaps, plan_cache, serving_kernel_on, Rows, ELEMENT_BYTES,
     MAX_GRID_YZ,
 };
 use crate::{
@@ -298,7 +298,7 @@ pub fn plan_varlen_alibi(
 }
 
 /// [`plan_varlen`] (`alibi` `None`), [`plan_varlen_on`] and [`plan_varlen_alibi`], on a
-/// device of `compute_capability` where it is known ([`varlen_kernel_on`]).
+/// device of `compute_capability` where it is known ([`serving_kernel_on`]).
 pub(crate) fn plan_varlen_with(
     dtype: Dtype,
     extents: &VarlenExtents,
@@ -351,7 +351,7 @@ pub(crate) fn plan_varlen_with(
         ..longest
     };
     let checked = check_problem(dtype, &longest, &packed, variant, || {
-        varlen_kernel_on(
+        serving_kernel_on(
             dtype,
             &mean,
             rule.causal(),
@@ -496,7 +496,32 @@ pub fn plan_varlen_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_varlen_cache_with(dtype, extents, paged, None, options, sm_count)
+    plan_varlen_cache_with(dtype, extents, paged, None, options, sm_count, None)
+}
+
+/// [`plan_varlen_kv_cache`] for a device of `compute_capability`, what
+/// [`FlashAttention::forward_varlen_kv_cache`] and
+/// [`FlashAttention::forward_varlen_paged_kv_cache`] plan with: the sm90 family's serving
+/// kernel on compute capability 9.0 where [`crate::plan_kv_cache_on`] would run it on
+/// `extents.longest` (a contiguous cache whose grid needs no split), elsewhere
+/// [`plan_varlen_kv_cache`]'s.
+pub fn plan_varlen_kv_cache_on(
+    dtype: Dtype,
+    extents: &VarlenCacheExtents,
+    paged: Option<&PagedKvCache>,
+    options: &ForwardOptions,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_varlen_cache_with(
+        dtype,
+        extents,
+        paged,
+        None,
+        options,
+        sm_count,
+        Some(compute_capability),
+    )
 }
 
 /// [`plan_varlen_kv_cache`] with ALiBi biases whose slopes are laid out as `layout`
@@ -515,10 +540,12 @@ pub fn plan_varlen_kv_cache_alibi(
     layout: AlibiLayout,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_varlen_cache_with(dtype, extents, paged, Some(layout), options, sm_count)
+    plan_varlen_cache_with(dtype, extents, paged, Some(layout), options, sm_count, None)
 }
 
-/// [`plan_varlen_kv_cache`] (`alibi` `None`) and [`plan_varlen_kv_cache_alibi`].
+/// [`plan_varlen_kv_cache`] (`alibi` `None`), [`plan_varlen_kv_cache_on`] and
+/// [`plan_varlen_kv_cache_alibi`], on a device of `compute_capability` where it is known (as
+/// [`crate::plan_kv_cache_on`]).
 pub(crate) fn plan_varlen_cache_with(
     dtype: Dtype,
     extents: &VarlenCacheExtents,
@@ -526,6 +553,7 @@ pub(crate) fn plan_varlen_cache_with(
     alibi: Option<AlibiLayout>,
     options: &ForwardOptions,
     sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
 ) -> Result<LaunchPlan, Error> {
     let queries = PackedQueries {
         tokens_q: extents.tokens_q,
@@ -539,6 +567,7 @@ pub(crate) fn plan_varlen_cache_with(
         alibi,
         options,
         sm_count,
+        compute_capability,
     )
 }
 
@@ -926,6 +955,7 @@ impl FlashAttention {
             layout,
             options,
             self.sm_count(),
+            Some(self.compute_capability()),
         )?;
         plan.check_host_alibi(alibi)?;
         let buffers = cache.check(&plan, extents.longest.batch)?;
@@ -1162,7 +1192,15 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let layout = alibi.map(|alibi| alibi.layout);
-        let plan = plan_varlen_cache_with(dtype, extents, paged, layout, options, self.sm_count())?;
+        let plan = plan_varlen_cache_with(
+            dtype,
+            extents,
+            paged,
+            layout,
+            options,
+            self.sm_count(),
+            Some(self.compute_capability()),
+        )?;
         // 0 would read as "no offsets" and "no lengths": every sequence at token 0 of Q, and
         // using its whole cache.
         for (tensor, address) in [
