@@ -1124,7 +1124,10 @@ pub fn plan_paged_kv_cache_alibi(
 /// [`plan_kv_cache`] (`queries`, `paged` and `alibi` `None`), [`plan_paged_kv_cache`] and,
 /// with `queries`, [`crate::plan_varlen_kv_cache`]; with `alibi`, their ALiBi forms
 /// ([`plan_kv_cache_alibi`], ...). With `queries`, Q and O hold them packed (their batch
-/// strides unused) and `shape.seq_len_q` is the longest sequence's query count.
+/// strides unused) and `shape.seq_len_q` is the longest sequence's query count. With
+/// `compute_capability` ([`plan_kv_cache_on`]) the sm90 family's serving kernel where it takes
+/// the call.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn plan_cache(
     dtype: Dtype,
     shape: &AttentionShape,
@@ -1421,7 +1424,9 @@ impl CacheSplit {
             .min(shape.seq_len_kv.div_ceil(tile.block_n));
         // Saturating: the sm90 family's choice asks before the size checks (a grid too large
         // for either family is an error after them).
-        let blocks = query_blocks.saturating_mul(heads).saturating_mul(shape.batch);
+        let blocks = query_blocks
+            .saturating_mul(heads)
+            .saturating_mul(shape.batch);
         let splits = options
             .num_splits
             .unwrap_or_else(|| split_count(blocks, key_blocks, sm_count));

@@ -936,31 +936,33 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         // kernels take the call (a contiguous cache), which the random cases reach rarely.
         prop::bool::weighted(0.15),
     )
-        .prop_map(|(mut case, paged, extra_tokens, num_splits, decode, hopper)| {
-            case.options.num_splits = num_splits;
-            if decode {
-                case.shape.seq_len_q = 1;
-            }
-            if hopper {
-                case.compute_capability = Some((9, 0));
-                case.options.num_splits = Some(1);
-                (case.options.window, case.options.softcap, case.alibi) = (None, None, None);
-            }
-            if let Some((page_size, _)) = paged {
-                // The capacity in whole pages, so that most paged cases are valid; K and V in
-                // the pages' own layout.
-                let pages = case.shape.seq_len_kv.div_ceil(page_size.max(1));
-                case.shape.seq_len_kv = pages.saturating_mul(page_size);
-                case.options.strides = None;
-            }
-            // Mostly at least the longest sequence's tokens; at times fewer (an error).
-            let tokens_q = extra_tokens.map(|extra| case.shape.seq_len_q.saturating_add(extra));
-            CacheCase {
-                case,
-                paged,
-                tokens_q,
-            }
-        })
+        .prop_map(
+            |(mut case, paged, extra_tokens, num_splits, decode, hopper)| {
+                case.options.num_splits = num_splits;
+                if decode {
+                    case.shape.seq_len_q = 1;
+                }
+                if hopper {
+                    case.compute_capability = Some((9, 0));
+                    case.options.num_splits = Some(1);
+                    (case.options.window, case.options.softcap, case.alibi) = (None, None, None);
+                }
+                if let Some((page_size, _)) = paged {
+                    // The capacity in whole pages, so that most paged cases are valid; K and V in
+                    // the pages' own layout.
+                    let pages = case.shape.seq_len_kv.div_ceil(page_size.max(1));
+                    case.shape.seq_len_kv = pages.saturating_mul(page_size);
+                    case.options.strides = None;
+                }
+                // Mostly at least the longest sequence's tokens; at times fewer (an error).
+                let tokens_q = extra_tokens.map(|extra| case.shape.seq_len_q.saturating_add(extra));
+                CacheCase {
+                    case,
+                    paged,
+                    tokens_q,
+                }
+            },
+        )
 }
 
 /// An accepted KV-cache launch: its plan, buffers, paged cache and (with ALiBi) slopes.
