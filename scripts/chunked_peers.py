@@ -6,7 +6,7 @@ and `forward_varlen_kv_cache` on, side by side with ours.
 
 Each problem of the JSON is a list of (queries, used keys) per sequence, causal aligned to the
 bottom right (query i of a chunk of q queries against k keys sees keys 0..=i + k - q), fp16,
-32 query heads over 8 K/V heads. The peer is torch.ops.aten._flash_attention_forward on packed
+32 query heads over the entry's K/V heads (8, or 32 for the multi-head decode step). The peer is torch.ops.aten._flash_attention_forward on packed
 [tokens, heads, head_dim] tensors (randn + 0.5, as ours): the queries' offsets and the used
 keys' offsets, is_causal=True, which FlashAttention-2 aligns to the bottom right. A cache holds
 no more than the used keys here (FA2's varlen call has no cache capacity); the work is the
@@ -85,23 +85,24 @@ def main():
     args = parser.parse_args()
     with open(args.ours) as f:
         doc = json.load(f)
-    heads_q, heads_kv, head_dim = doc["heads_q"], doc["heads_kv"], doc["head_dim"]
+    heads_q, head_dim = doc["heads_q"], doc["head_dim"]
     counts = (doc["warmup"], doc["repeats"], doc["launches_per_repeat"])
     print(f"chunked-prefill peers on {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"fp16, H={heads_q}/{heads_kv}, D={head_dim}, causal (bottom right)")
+          f"fp16, H_q={heads_q}, D={head_dim}, causal (bottom right)")
     problems = {}
     for entry in doc["results"]:
         chunks = tuple(tuple(chunk) for chunk in entry["chunks"])
         flops = heads_q * sum(chunk_flops(q, k, head_dim) for q, k in chunks)
         if not math.isclose(flops, entry["flops"], rel_tol=1e-12):
             raise SystemExit(f"FLOP count {entry['flops']} for {entry['problem']}, {flops} here")
-        problems.setdefault(chunks, []).append(entry)
+        problems.setdefault((chunks, entry["heads_kv"]), []).append(entry)
     print("| problem | implementation | median us | p10-p90 us | TFLOP/s | peer / ours | kernel |")
     print("|---|---|---|---|---|---|---|")
     generator = torch.Generator(device="cuda").manual_seed(2026)
-    for chunks, ours in problems.items():
-        label = (f"B={len(chunks)} Sq={chunks[0][0]} Sk={chunks[0][1]}"
-                 if len(set(chunks)) == 1 else f"ragged, {len(chunks)} sequences")
+    for (chunks, heads_kv), ours in problems.items():
+        label = (f"H={heads_q}/{heads_kv} B={len(chunks)} Sq={chunks[0][0]} Sk={chunks[0][1]}"
+                 if len(set(chunks)) == 1 else f"H={heads_q}/{heads_kv} ragged, {len(chunks)} "
+                 f"sequences")
         flops = ours[0]["flops"]
         default = next(entry for entry in ours if entry["problem"].endswith("default"))
         for entry in ours:

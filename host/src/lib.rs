@@ -418,7 +418,8 @@ impl FlashAttention {
     /// and `v_cache` of `shape.seq_len_kv` keys per sequence (the capacity), of which sequence
     /// `b` uses the first `cache_lens[b]` (a device buffer of at least `batch` u32; a length
     /// above the capacity is read as the capacity). See [`plan_kv_cache`] for the kernels,
-    /// grouped-query packing and split-KV.
+    /// grouped-query packing and split-KV, and [`plan_kv_cache_on`], what it plans with: on
+    /// Hopper, a chunk of queries runs the sm90 family's serving kernel where it takes the call.
     ///
     /// With split-KV it uses this instance's workspace, allocated (and zeroed) on the first
     /// call that needs more than it has, which synchronises; calls after that allocate nothing
@@ -683,8 +684,10 @@ impl FlashAttention {
     }
 
     /// As [`Self::forward_kv_cache`] with raw device addresses, a caller's stream and a
-    /// caller's workspace (`None` is fine where [`plan_kv_cache`]`(..).workspace_bytes()` is 0):
-    /// it neither allocates nor synchronises, so it can be captured in a CUDA graph.
+    /// caller's workspace (`None` is fine where [`plan_kv_cache_on`]`(..)` for this instance's
+    /// [`Self::compute_capability`], what the call plans, has `workspace_bytes()` 0; it never
+    /// needs more than [`plan_kv_cache`]'s): it neither allocates nor synchronises, so it can be
+    /// captured in a CUDA graph.
     ///
     /// # Safety
     /// As for [`Self::forward_raw`], with K and V caches of `shape.seq_len_kv` keys, and:

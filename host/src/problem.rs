@@ -746,8 +746,9 @@ pub(crate) fn check_problem(
 /// and 96 and 2 at 128 (and the m128 serving tiles of 64 and 128; the paged D=128 kernel m64
 /// n32 with 3), then Q in shared memory, m64 n32 at 160 and 224, m64 n16 at 192 and 256 (the
 /// paged D=256 kernel with one stage). These are the sm80 family's kernels, which run on every
-/// supported device; on compute capability 9.0 a variable-length batch of head dim 64 or 128
-/// runs the sm90 family's instead ([`crate::plan_varlen_on`]).
+/// supported device; on compute capability 9.0 a variable-length batch of a head dim above 32,
+/// and the KV-cache calls that they take, run the sm90 family's instead
+/// ([`crate::plan_varlen_on`], [`plan_kv_cache_on`]).
 ///
 /// ```
 /// use flash_attn::{serving_kernel, AttentionShape, Dtype, Variant};
@@ -852,7 +853,7 @@ pub const MAX_SPLITS: usize = 128;
 
 /// The number of key-range splits for `blocks` blocks of `key_blocks` key blocks each on
 /// `sm_count` multiprocessors, FlashAttention-2's rule: none when the blocks nearly fill the
-/// GPU (80% of two per multiprocessor, the serving tiles' occupancy); else the fewest splits
+/// GPU (80% of two per multiprocessor, the sm80 serving tiles' occupancy); else the fewest splits
 /// whose waves are at least 85% as full as the best count's, skipping counts that leave the
 /// same number of key blocks per split as one fewer split.
 ///
@@ -866,8 +867,36 @@ pub const MAX_SPLITS: usize = 128;
 /// assert_eq!(split_count(1024, 64, 132), 1);
 /// ```
 pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
+    split_count_resident(
+        blocks,
+        key_blocks,
+        sm_count,
+        split_blocks_per_sm(Family::Sm80),
+    )
+}
+
+/// The blocks per multiprocessor that the split rule counts a family's serving kernels as
+/// keeping resident: two for the sm80 family's (FlashAttention-2's rule), one for the sm90
+/// family's, whose 128 to 255 registers at 256 to 512 threads take the whole register file
+/// (`tests/cpu/ptxas.rs` checks it on the gate). Counted at two, a grid of 128 blocks of the
+/// sm90 `m128` tiles on 132 SMs was split, and so ran on the sm80 family's kernel, 1.8x
+/// (D=128) to 2.2x (D=64) slower than unsplit on the sm90 one (H200, BENCHMARKS.md log 88).
+pub(crate) const fn split_blocks_per_sm(family: Family) -> usize {
+    match family {
+        Family::Sm80 => 2,
+        Family::Sm90 => 1,
+    }
+}
+
+/// [`split_count`] for kernels that keep `blocks_per_sm` blocks resident per multiprocessor.
+pub(crate) fn split_count_resident(
+    blocks: usize,
+    key_blocks: usize,
+    sm_count: usize,
+    blocks_per_sm: usize,
+) -> usize {
     // In u128: `sm_count` is the caller's, and no product of these may wrap.
-    let slots = 2 * sm_count.max(1) as u128;
+    let slots = blocks_per_sm.max(1) as u128 * sm_count.max(1) as u128;
     if blocks as u128 * 5 >= slots * 4 || key_blocks <= 1 {
         return 1;
     }
@@ -895,8 +924,9 @@ pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
 /// above the capacity is read as the capacity, so no key outside the cache is ever read).
 /// Causal masking aligns each sequence's queries to the bottom right of its used keys.
 ///
-/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one). With one
-/// query row per sequence (decode) and grouped-query heads, the query heads that share a K/V
+/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one; on Hopper
+/// the call plans with [`plan_kv_cache_on`]). With one query row per sequence (decode) and
+/// grouped-query heads, the query heads that share a K/V
 /// head become the rows of one tile, so that each K/V tile is read once per K/V head; and where
 /// the grid would leave the GPU idle, the key range is split over several blocks
 /// ([`split_count`]) whose partials the last of them combines, in the workspace that
@@ -911,12 +941,16 @@ pub fn plan_kv_cache(
 }
 
 /// [`plan_kv_cache`] for a device of `compute_capability` (`(major, minor)`,
-/// [`FlashAttention::compute_capability`]), what [`FlashAttention::forward_kv_cache`] plans
-/// with: on compute capability 9.0, where the options name no kernel, a call whose query heads
-/// are not packed (more than one query per sequence, or no grouped heads) and whose grid of the
-/// sm90 family's serving tile ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length
-/// batch: [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]) runs
-/// that kernel, a chunked prefill's `wgmma` main loop; elsewhere [`plan_kv_cache`]'s.
+/// [`crate::FlashAttention::compute_capability`]), what [`crate::FlashAttention::forward_kv_cache`] plans
+/// with: on compute capability 9.0, where the options name no kernel, a call without score
+/// modifiers whose query heads are not packed (more than one query per sequence, or no
+/// grouped heads) and whose grid of the sm90 family's serving tile
+/// ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length batch:
+/// [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]'s rule, counting
+/// that tile at its one block per SM) runs that kernel, a chunked prefill's `wgmma` main loop;
+/// elsewhere [`plan_kv_cache`]'s. On an H200, chunked prefills of 256 to 2,048 queries against
+/// 4,096 to 8,192 cached keys ran 1.3-1.8x faster on it than on the sm80 family's
+/// (BENCHMARKS.md log 88).
 ///
 /// ```
 /// use flash_attn::{plan_kv_cache, plan_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions};
@@ -1163,9 +1197,8 @@ pub(crate) fn plan_cache(
     let default_kernel = || {
         let capability = compute_capability.filter(|_| !packed_heads);
         let kernel = serving_kernel_on(dtype, &like, rule.causal(), variant, sm_count, capability)?;
-        let unsplit = || {
-            CacheSplit::new(&kernel.spec.tile, shape, false, &rule, options, sm_count).splits == 1
-        };
+        let unsplit =
+            || CacheSplit::new(kernel, shape, false, &rule, options, sm_count).splits == 1;
         if kernel.spec.family == Family::Sm80 || unsplit() {
             Ok(kernel)
         } else {
@@ -1214,14 +1247,7 @@ pub(crate) fn plan_cache(
         }
     };
     let kernel = checked.kernel;
-    let split = CacheSplit::new(
-        &kernel.spec.tile,
-        shape,
-        packed_heads,
-        &rule,
-        options,
-        sm_count,
-    );
+    let split = CacheSplit::new(kernel, shape, packed_heads, &rule, options, sm_count);
     if kernel.spec.family != Family::Sm80 && (packed_heads || split.splits > 1) {
         return Err(Error::KernelNotForKvCache {
             kernel: kernel.entry,
@@ -1381,9 +1407,10 @@ pub(crate) fn plan_cache(
     })
 }
 
-/// How a KV-cache call's grid covers its problem on one tile: the query blocks of each
-/// (sequence, query head), and the key range's split ([`split_count`], or the options'
-/// `num_splits`) into `splits` parts of `blocks_per_split` key blocks each, none empty.
+/// How a KV-cache call's grid covers its problem on one kernel: the query blocks of each
+/// (sequence, query head), and the key range's split ([`split_count`] with the kernel family's
+/// [`split_blocks_per_sm`], or the options' `num_splits`) into `splits` parts of
+/// `blocks_per_split` key blocks each, none empty.
 #[derive(Clone, Copy)]
 struct CacheSplit {
     query_blocks: usize,
@@ -1392,17 +1419,18 @@ struct CacheSplit {
 }
 
 impl CacheSplit {
-    /// The split of `shape` (the longest sequence of a packed batch) on `tile`, its query heads
-    /// packed into the rows of one tile per K/V head if `packed_heads` (a decode step of
+    /// The split of `shape` (the longest sequence of a packed batch) on `kernel`, its query
+    /// heads packed into the rows of one tile per K/V head if `packed_heads` (a decode step of
     /// grouped heads: `heads_q / heads_kv` rows of one query).
     fn new(
-        tile: &TileConfig,
+        kernel: &ForwardKernel,
         shape: &AttentionShape,
         packed_heads: bool,
         rule: &ScoreRule,
         options: &ForwardOptions,
         sm_count: usize,
     ) -> Self {
+        let tile = kernel.spec.tile;
         let (rows_q, heads) = if packed_heads {
             (shape.heads_q / shape.heads_kv, shape.heads_kv)
         } else {
@@ -1427,9 +1455,10 @@ impl CacheSplit {
         let blocks = query_blocks
             .saturating_mul(heads)
             .saturating_mul(shape.batch);
+        let resident = split_blocks_per_sm(kernel.spec.family);
         let splits = options
             .num_splits
-            .unwrap_or_else(|| split_count(blocks, key_blocks, sm_count));
+            .unwrap_or_else(|| split_count_resident(blocks, key_blocks, sm_count, resident));
         let blocks_per_split = key_blocks.div_ceil(splits);
         Self {
             query_blocks,

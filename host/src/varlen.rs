@@ -483,8 +483,8 @@ pub struct VarlenCacheExtents {
 ///
 /// It runs the serving kernel of the cache ([`crate::serving_kernel`] of [`Variant::Serving`] or
 /// [`Variant::Paged`] for `extents.longest` at the batch's mean query length, or
-/// `options.kernel` if that is one) on a grid of
-/// `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows
+/// `options.kernel` if that is one; on Hopper the calls plan with [`plan_varlen_kv_cache_on`])
+/// on a grid of `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows
 /// all lie past its sequence's queries returns at once. Where that grid would leave the GPU of
 /// `sm_count` multiprocessors idle, the key range is split ([`crate::split_count`]; the
 /// workspace has a row per query token). The checks are those of the cache plans on the
@@ -829,7 +829,9 @@ impl FlashAttention {
     /// [`Self::forward_varlen`] (`lse`, if given, `[heads_q, tokens_q]` f32), K and V caches
     /// `[batch, heads_kv, seq_len_kv, head_dim]` in the options' layout or strides, sequence
     /// `b` attending to its first `cache_lens[b]` keys (at least `batch` u32 on the device;
-    /// a length above the capacity reads as the capacity). See [`plan_varlen_kv_cache`].
+    /// a length above the capacity reads as the capacity). See [`plan_varlen_kv_cache`], and
+    /// [`plan_varlen_kv_cache_on`], what it plans with (the sm90 family's serving kernel on
+    /// Hopper where it takes the call).
     ///
     /// The query offsets are validated in full and uploaded as [`Self::forward_varlen`]
     /// uploads its offsets; a split-KV plan uses this instance's workspace as
@@ -1101,9 +1103,11 @@ impl FlashAttention {
     /// As [`Self::forward_varlen_kv_cache`] (`paged` `None`, `block_table` 0) and
     /// [`Self::forward_varlen_paged_kv_cache`] with raw device addresses, query offsets and
     /// cache lengths already on the device, a caller's stream and a caller's workspace
-    /// (`None` is fine where [`plan_varlen_kv_cache`]`(..).workspace_bytes()` is 0): it neither
-    /// allocates nor synchronises, so it can be captured in a CUDA graph. It validates the
-    /// extents ([`plan_varlen_kv_cache`]) and the addresses' alignment (the offsets and the
+    /// (`None` is fine where [`plan_varlen_kv_cache_on`]`(..)` for this instance's
+    /// [`Self::compute_capability`], what the call plans, has `workspace_bytes()` 0; it never
+    /// needs more than [`plan_varlen_kv_cache`]'s): it neither allocates nor synchronises, so it
+    /// can be captured in a CUDA graph. It validates the extents ([`plan_varlen_kv_cache_on`])
+    /// and the addresses' alignment (the offsets and the
     /// cache lengths 4-byte aligned and not 0; a block table exactly with `paged`); it cannot
     /// read the offsets, nor check sizes.
     ///

@@ -277,9 +277,11 @@ fn hopper_runs_the_sm90_serving_kernel_on_the_cache_calls_it_takes() {
         head_dim,
         ..decode(batch, 32, 8, 8192)
     };
-    // Chunked prefills whose grids fill the GPU: the sm90 kernel, unsplit, with the grid of
-    // its tile; head dim 80 padded to 96.
+    // Chunked prefills whose grids fill the GPU at one block per SM: the sm90 kernel, unsplit,
+    // with the grid of its tile; head dim 80 padded to 96. B=1 at 512 queries is 128 blocks
+    // of 128 rows, which the sm80 kernels' rule (two blocks per SM) would split.
     for (shape, block_m) in [
+        (chunk(1, 512, 128), 128),
         (chunk(4, 2048, 128), 128),
         (chunk(4, 2048, 64), 192),
         (chunk(16, 300, 80), 128),
@@ -308,8 +310,8 @@ fn hopper_runs_the_sm90_serving_kernel_on_the_cache_calls_it_takes() {
             (blind.kernel(), blind.splits())
         );
     };
-    // A small grid (1 x 4 query blocks x 32 heads) splits on the sm90 tile: the sm80 kernel.
-    sm80(&chunk(1, 512, 128), &causal);
+    // A small grid (1 x 2 query blocks x 32 heads) splits on the sm90 tile: the sm80 kernel.
+    sm80(&chunk(1, 256, 128), &causal);
     // Decode with grouped heads packs them; an explicit split; head dim 32 has no sm90 kernel;
     // a softcap or a window is a modifier.
     sm80(&decode(64, 32, 8, 4096), &causal);

@@ -399,7 +399,7 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
                 gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
             })?;
             let mut case = report(
-                &format!("{problem} causal={causal}"),
+                &format!("H=32/8 {problem} causal={causal}"),
                 &varlen,
                 shape.flops(causal),
                 kernel.entry,
@@ -413,7 +413,7 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
             gpu.forward(&q, &k, &v, &mut output, None, dense, &options)
         })?;
         let mut case = report(
-            &format!("dense B={sequences} S={mean} causal={causal}"),
+            &format!("H=32/8 dense B={sequences} S={mean} causal={causal}"),
             &dense_times,
             dense.flops(causal),
             dense_plan.kernel().entry,
@@ -443,15 +443,17 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
     }))
 }
 
-/// The chunked prefills `(batch, queries per sequence, cache length)` of
-/// [`time_chunked_prefill`]: each sequence's new chunk against a full cache of that many keys
-/// (the chunk's own keys included), causal.
-const CHUNKED_PREFILL_SHAPES: [(usize, usize, usize); 5] = [
-    (1, 512, 4096),
-    (1, 2048, 8192),
-    (4, 512, 4096),
-    (4, 2048, 8192),
-    (16, 256, 4096),
+/// The chunked prefills `(batch, K/V heads, queries per sequence, cache length)` of
+/// [`time_chunked_prefill`] (32 query heads): each sequence's new chunk against a full cache of
+/// that many keys (the chunk's own keys included), causal; the last a decode step of
+/// multi-head attention, whose one query row per sequence packs no heads.
+const CHUNKED_PREFILL_SHAPES: [(usize, usize, usize, usize); 6] = [
+    (1, 8, 512, 4096),
+    (1, 8, 2048, 8192),
+    (4, 8, 512, 4096),
+    (4, 8, 2048, 8192),
+    (16, 8, 256, 4096),
+    (64, 32, 1, 4096),
 ];
 
 /// The ragged chunked prefill of [`time_chunked_prefill`]: `(queries, used keys)` per sequence,
@@ -485,7 +487,7 @@ fn chunk_flops(queries: u32, keys: u32, head_dim: usize) -> f64 {
 /// (compute capability 9.0); the full caches also against `forward` on the same problem (the
 /// dense kernel). Returns the problems and timings as the JSON of `--chunked-json`.
 fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
-    let (heads_q, heads_kv) = (32, 8);
+    let (heads_q, ragged_heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
     let capability = gpu.compute_capability();
     let sm90_serving: Vec<&'static ForwardKernel> = FORWARD_KERNELS
@@ -498,13 +500,13 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
                 && kernel.runs_on(capability)
         })
         .collect();
-    let largest = |queries: usize, keys: usize| (queries * heads_q * head_dim, keys * heads_kv);
+    let largest = |queries: usize, keys: usize| (queries * heads_q * head_dim, keys);
     let (q_elements, kv_rows) = CHUNKED_PREFILL_SHAPES
         .iter()
-        .map(|&(batch, chunk, cache)| largest(batch * chunk, batch * cache))
+        .map(|&(batch, heads_kv, chunk, cache)| largest(batch * chunk, batch * cache * heads_kv))
         .chain([largest(
             RAGGED_CHUNKS.iter().map(|&(q, _)| q as usize).sum(),
-            RAGGED_CHUNKS.len() * RAGGED_CACHE_CAPACITY,
+            RAGGED_CHUNKS.len() * RAGGED_CACHE_CAPACITY * ragged_heads_kv,
         )])
         .fold((0, 0), |(q, kv), (q2, kv2)| (q.max(q2), kv.max(kv2)));
     let kv_elements = kv_rows * head_dim;
@@ -536,7 +538,7 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
         cases
     };
     let mut results = Vec::new();
-    for (batch, chunk, cache) in CHUNKED_PREFILL_SHAPES {
+    for (batch, heads_kv, chunk, cache) in CHUNKED_PREFILL_SHAPES {
         let shape = AttentionShape {
             batch,
             heads_q,
@@ -554,21 +556,25 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
             let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
                 gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
             })?;
-            let name = format!("chunked B={batch} Sq={chunk} Sk={cache} {problem} splits={splits}");
+            let name = format!(
+                "H=32/{heads_kv} chunked B={batch} Sq={chunk} Sk={cache} {problem} splits={splits}"
+            );
             let mut case = report(&name, &times, flops, kernel.entry);
             case["problem"] = json!(problem);
             case["splits"] = json!(splits);
             case["chunks"] = json!(vec![[chunk, cache]; batch]);
+            case["heads_kv"] = json!(heads_kv);
             results.push(case);
         }
         let dense = plan_on(f16::DTYPE, &shape, &options, sm, capability)?;
         let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
             gpu.forward(&q, &k, &v, &mut output, None, shape, &options)
         })?;
-        let name = format!("chunked B={batch} Sq={chunk} Sk={cache} dense");
+        let name = format!("H=32/{heads_kv} chunked B={batch} Sq={chunk} Sk={cache} dense");
         let mut case = report(&name, &times, flops, dense.kernel().entry);
         case["problem"] = json!("dense");
         case["chunks"] = json!(vec![[chunk, cache]; batch]);
+        case["heads_kv"] = json!(heads_kv);
         results.push(case);
     }
     let mut cu_seqlens_q = vec![0u32];
@@ -580,7 +586,7 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
     let shape = VarlenCacheShape {
         cu_seqlens_q: &cu_seqlens_q,
         heads_q,
-        heads_kv,
+        heads_kv: ragged_heads_kv,
         seq_len_kv: RAGGED_CACHE_CAPACITY,
         head_dim,
     };
@@ -597,11 +603,12 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
         let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
             gpu.forward_varlen_kv_cache(&q, &k, &v, &lens, &mut output, None, &shape, &options)
         })?;
-        let name = format!("ragged chunks {problem} splits={splits}");
+        let name = format!("H=32/8 ragged chunks {problem} splits={splits}");
         let mut case = report(&name, &times, flops, kernel.entry);
         case["problem"] = json!(format!("ragged-{problem}"));
         case["splits"] = json!(splits);
         case["chunks"] = json!(RAGGED_CHUNKS);
+        case["heads_kv"] = json!(ragged_heads_kv);
         results.push(case);
     }
     Ok(json!({
@@ -610,7 +617,6 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
         "layout": "bshd",
         "causal": true,
         "heads_q": heads_q,
-        "heads_kv": heads_kv,
         "head_dim": head_dim,
         "flop_count": "4 * heads_q * head_dim * visible scores (bottom-right causal) per sequence",
         "warmup": warmup,
@@ -631,7 +637,7 @@ fn report(
     let median = times.median();
     let tflops = flops / (median * 1e-6) / 1e12;
     println!(
-        "f16 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
+        "f16 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
          {kernel}, host {:.1} us/launch",
         times.quantile(0.1),
         times.quantile(0.9),
