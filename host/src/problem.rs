@@ -943,8 +943,8 @@ pub fn plan_kv_cache(
 /// [`plan_kv_cache`] for a device of `compute_capability` (`(major, minor)`,
 /// [`crate::FlashAttention::compute_capability`]), what [`crate::FlashAttention::forward_kv_cache`] plans
 /// with: on compute capability 9.0, where the options name no kernel, a call without score
-/// modifiers whose query heads are not packed (more than one query per sequence, or no
-/// grouped heads) and whose grid of the sm90 family's serving tile
+/// modifiers of more than one query per sequence (a decode step stays on the sm80 family's
+/// 64-row tiles, which ran it faster) whose grid of the sm90 family's serving tile
 /// ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length batch:
 /// [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]'s rule, counting
 /// that tile at its one block per SM) runs that kernel, a chunked prefill's `wgmma` main loop;
@@ -1192,10 +1192,13 @@ pub(crate) fn plan_cache(
     // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
     // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
     let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
-    // On Hopper the sm90 family's serving kernel where it runs the call: a contiguous cache
-    // without score modifiers, no packed heads, and a grid of its tile that needs no split.
+    // On Hopper the sm90 family's serving kernel where it runs the call and is the faster: a
+    // contiguous cache without score modifiers, more than one query in the longest sequence (no
+    // packed heads; at a multi-head decode step the sm80 kernel's 64-row tile ran 1.20x faster
+    // than the sm90 one's 192 rows, D=64, H200, BENCHMARKS.md log 88), and a grid of its tile
+    // that needs no split.
     let default_kernel = || {
-        let capability = compute_capability.filter(|_| !packed_heads);
+        let capability = compute_capability.filter(|_| shape.seq_len_q > 1);
         let kernel = serving_kernel_on(dtype, &like, rule.causal(), variant, sm_count, capability)?;
         let unsplit =
             || CacheSplit::new(kernel, shape, false, &rule, options, sm_count).splits == 1;

@@ -257,9 +257,9 @@ fn an_explicit_split_count_is_honoured_within_its_limits() {
 }
 
 /// On compute capability 9.0 a KV-cache call runs the sm90 family's serving kernel exactly
-/// where that kernel takes it: a contiguous cache, no packed heads, no score modifier, and a
-/// grid of its tile that needs no split. Everywhere else, and on other devices, the plan is
-/// the device-blind one's.
+/// where that kernel takes it and the rule prefers it: a contiguous cache, more than one query
+/// per sequence, no score modifier, and a grid of its tile that needs no split. Everywhere
+/// else, and on other devices, the plan is the device-blind one's.
 #[test]
 fn hopper_runs_the_sm90_serving_kernel_on_the_cache_calls_it_takes() {
     let hopper = |shape: &AttentionShape, options: &ForwardOptions| {
@@ -312,9 +312,11 @@ fn hopper_runs_the_sm90_serving_kernel_on_the_cache_calls_it_takes() {
     };
     // A small grid (1 x 2 query blocks x 32 heads) splits on the sm90 tile: the sm80 kernel.
     sm80(&chunk(1, 256, 128), &causal);
-    // Decode with grouped heads packs them; an explicit split; head dim 32 has no sm90 kernel;
-    // a softcap or a window is a modifier.
+    // Decode with grouped heads packs them, and without them stays on the sm80 kernels (which
+    // ran it faster); an explicit split; head dim 32 has no sm90 kernel; a softcap is a
+    // modifier.
     sm80(&decode(64, 32, 8, 4096), &causal);
+    sm80(&decode(64, 32, 32, 4096), &causal);
     let split = ForwardOptions {
         num_splits: Some(2),
         ..causal

@@ -932,8 +932,9 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         // Decode (one query per sequence), the serving calls' commonest case and the one that
         // packs grouped query heads into a tile.
         prop::bool::weighted(0.25),
-        // A prefill chunk on Hopper, unsplit and unmodified: where the sm90 family's serving
-        // kernels take the call (a contiguous cache), which the random cases reach rarely.
+        // A prefill chunk on Hopper (more than one query), unsplit and unmodified: where the
+        // sm90 family's serving kernels take the call (a contiguous cache), which the random
+        // cases reach rarely.
         prop::bool::weighted(0.15),
     )
         .prop_map(
@@ -943,6 +944,7 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
                     case.shape.seq_len_q = 1;
                 }
                 if hopper {
+                    case.shape.seq_len_q = case.shape.seq_len_q.max(2);
                     case.compute_capability = Some((9, 0));
                     case.options.num_splits = Some(1);
                     (case.options.window, case.options.softcap, case.alibi) = (None, None, None);
@@ -1096,8 +1098,11 @@ fn check_accepted_cache(cache: &CacheCase, (plan, buffers, paged, slopes): &Acce
         assert_eq!(sequences.splits, 1);
         assert_eq!(params.heads_q as usize, shape.heads_q, "packed heads");
         assert!(paged.is_none() && plan.modifiers().is_none());
+        let named = cache.case.options.kernel.is_some();
+        assert!(named || cache.case.compute_capability == Some((9, 0)));
         assert!(
-            cache.case.options.kernel.is_some() || cache.case.compute_capability == Some((9, 0))
+            named || shape.seq_len_q > 1,
+            "a decode step stays on the sm80 kernels"
         );
     }
     // Packed queries: Q, O and the logsumexps hold `tokens_q` rows, which the kernel reaches

@@ -453,7 +453,7 @@ const CHUNKED_PREFILL_SHAPES: [(usize, usize, usize, usize); 6] = [
     (4, 8, 512, 4096),
     (4, 8, 2048, 8192),
     (16, 8, 256, 4096),
-    (64, 32, 1, 4096),
+    (16, 32, 1, 1024),
 ];
 
 /// The ragged chunked prefill of [`time_chunked_prefill`]: `(queries, used keys)` per sequence,
