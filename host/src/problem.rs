@@ -949,8 +949,8 @@ pub fn plan_kv_cache(
 /// [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]'s rule, counting
 /// that tile at its one block per SM) runs that kernel, a chunked prefill's `wgmma` main loop;
 /// elsewhere [`plan_kv_cache`]'s. On an H200, chunked prefills of 256 to 2,048 queries against
-/// 4,096 to 8,192 cached keys ran 1.3-1.8x faster on it than on the sm80 family's
-/// (BENCHMARKS.md log 88).
+/// 4,096 to 8,192 cached keys ran 1.6-1.8x faster on it than on the sm80 family's at D=128,
+/// 1.1-2.2x at D=64 (BENCHMARKS.md log 88).
 ///
 /// ```
 /// use flash_attn::{plan_kv_cache, plan_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions};
