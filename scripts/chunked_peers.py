@@ -13,15 +13,18 @@ no more than the used keys here (FA2's varlen call has no cache capacity); the w
 same. Before it is timed, the peer's output of the first sequence is checked against an fp32
 SDPA (math backend) with that mask, and the largest absolute error printed.
 
-Timing as ours: CUDA events around back-to-back launches, with the warm-up, repeat and launch
-counts of the JSON; median and p10-p90 by linear interpolation; TFLOP/s from the JSON's FLOP
+Timing as ours (varlen_peers.py's time_us): CUDA events around back-to-back launches, with the
+warm-up, repeat and launch counts of the JSON; median and p10-p90 by linear interpolation;
+TFLOP/s from the JSON's FLOP
 count, which the script re-derives and checks. "peer / ours" is the peer's median over our
 default kernel's on the same problem: above 1, ours is faster.
 """
 import argparse
 import json
 import math
-import statistics
+
+# The timing method and the error line, shared with the varlen peers (the bundle carries both).
+from varlen_peers import first_line, time_us
 
 TOLERANCE = 1e-2
 
@@ -30,34 +33,6 @@ def chunk_flops(queries, keys, head_dim):
     """The timing tool's chunk_flops: 4 * D per visible score of one head."""
     hidden = min(queries, keys)
     return 4.0 * (queries * keys - hidden * (hidden - 1) / 2) * head_dim
-
-
-def quantile(sorted_values, q):
-    position = q * (len(sorted_values) - 1)
-    low, high = math.floor(position), math.ceil(position)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
-
-
-def time_call(call, warmup, repeats, launches):
-    import time
-    import torch
-
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times, host = [], []
-    for _ in range(repeats):
-        start.record()
-        host_start = time.perf_counter()
-        for _ in range(launches):
-            call()
-        host.append((time.perf_counter() - host_start) * 1e6 / launches)
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3 / launches)
-    times.sort()
-    return statistics.median(times), quantile(times, 0.1), quantile(times, 0.9), statistics.median(host)
 
 
 def reference_first(q, k, v, queries, keys):
@@ -132,16 +107,18 @@ def main():
             out = call()
             torch.cuda.synchronize()
         except Exception as exc:  # whatever this torch build raises for what it does not take
-            print(f"| {label} | FA2 varlen | n/a: {str(exc).splitlines()[0][:120]} | | | | |")
+            print(f"| {label} | FA2 varlen | n/a: {first_line(exc)} | | | | |")
             continue
         first_q, first_k = chunks[0]
         error = (out[:first_q].float() - reference_first(q, k, v, first_q, first_k)).abs().max()
         if not torch.isfinite(out).all().item() or error.item() > TOLERANCE:
             print(f"| {label} | FA2 varlen | n/a: max |err| {error.item():.3g} | | | | |")
             continue
-        median, p10, p90, _ = time_call(call, *counts)
+        warmup, repeats, launches = counts
+        stats = time_us(call, warmup, launches, repeats, flops)
+        median = stats["median_us"]
         print(f"| {label} | FA2 varlen (aten._flash_attention_forward), max |err| "
-              f"{error.item():.2g} | {median:.1f} | {p10:.1f}-{p90:.1f} | "
+              f"{error.item():.2g} | {median:.1f} | {stats['p10_us']:.1f}-{stats['p90_us']:.1f} | "
               f"{flops / (median * 1e-6) / 1e12:.1f} | {median / default['median_us']:.2f} | |")
 
 

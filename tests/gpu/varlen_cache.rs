@@ -291,12 +291,11 @@ impl<T: Element> VarlenCacheProblem<T> {
         ))
     }
 
-    /// [`Self::check`] of the safe call, after checking that the plan runs the kernels of the
-    /// head dim the problem pads to; the plan's split count.
-    fn check_splits(&self, gpu: &FlashAttention) -> u32 {
+    /// The plan of the safe call on `gpu`'s device, as it plans.
+    fn plan(&self, gpu: &FlashAttention) -> flash_attn::LaunchPlan {
         let extents = self.shape().extents().unwrap();
         let paged = self.pages.as_ref().map(|pages| &pages.paged);
-        let plan = plan_varlen_kv_cache_on(
+        plan_varlen_kv_cache_on(
             T::DTYPE,
             &extents,
             paged,
@@ -304,7 +303,13 @@ impl<T: Element> VarlenCacheProblem<T> {
             gpu.sm_count(),
             gpu.compute_capability(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// [`Self::check`] of the safe call, after checking that the plan runs the kernels of the
+    /// head dim the problem pads to; the plan's split count.
+    fn check_splits(&self, gpu: &FlashAttention) -> u32 {
+        let plan = self.plan(gpu);
         assert_eq!(
             plan.kernel().spec.tile.head_dim,
             flash_attn::padded_head_dim(self.head_dim).unwrap()
@@ -316,17 +321,8 @@ impl<T: Element> VarlenCacheProblem<T> {
     /// The tolerance rule per sequence; a sequence whose reference is NaN (a page outside the
     /// cache) must be NaN, output and logsumexps.
     fn check(&self, gpu: &FlashAttention, raw: bool) {
-        let extents = self.shape().extents().unwrap();
+        let plan = self.plan(gpu);
         let paged = self.pages.as_ref().map(|pages| &pages.paged);
-        let plan = plan_varlen_kv_cache_on(
-            T::DTYPE,
-            &extents,
-            paged,
-            &self.options(),
-            gpu.sm_count(),
-            gpu.compute_capability(),
-        )
-        .unwrap();
         let context = format!(
             "offsets q {:?} lens {:?} heads {}/{} capacity {} d={} causal={} {:?} paged {:?} \
              kernel {} ({} splits) raw={raw}, seed {} (replay with FLASH_ATTN_SEED={})",
