@@ -58,7 +58,7 @@ cp "$tune" "$bundle/flash-attn-tune"
 cp "$regression" "$bundle/flash-attn-regression"
 cp "$decode_timing" "$bundle/flash-attn-decode-timing"
 cp "$modifier_timing" "$bundle/flash-attn-modifier-timing"
-cp scripts/decode_peers.py scripts/varlen_peers.py "$bundle/"
+cp scripts/decode_peers.py scripts/varlen_peers.py scripts/chunked_peers.py "$bundle/"
 for i in "${!examples[@]}"; do
     cp "${example_paths[$i]}" "$bundle/example-${examples[$i]}"
     strip "$bundle/example-${examples[$i]}"

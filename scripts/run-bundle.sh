@@ -30,7 +30,9 @@
 #   decode: KV-cache decode timings (flash-attn-decode-timing), the SDPA peers at the same
 #          shapes and the copy bandwidth (decode_peers.py); then the varlen prefill peers
 #          (varlen_peers.py: PyTorch's varlen_attn and SDPA over nested jagged tensors on the
-#          batch the tool timed, read from its --varlen-json file) beside ours;
+#          batch the tool timed, read from its --varlen-json file) beside ours, and the chunked
+#          prefill peer (chunked_peers.py: FlashAttention-2's varlen forward on the problems
+#          of its --chunked-json file);
 #   modifiers: the score modifiers' timings against the plain kernels
 #          (flash-attn-modifier-timing: softcap and ALiBi at the anchor shapes, the sliding window
 #          at S=8192) and the SDPA peer of the window (peer_compare.py --window);
@@ -352,14 +354,15 @@ if wants peers; then
 fi
 
 # 4b. Decode against a KV cache: ours, then the SDPA peers and the copy bandwidth, in the same
-#     call; then the varlen prefill peers on the batch the tool wrote (varlen-ours.json stays
-#     here: at most 8 files come back from $OUT).
+#     call; then the varlen and chunked prefill peers on the problems the tool wrote (the JSON
+#     files stay here: at most 8 files come back from $OUT).
 if wants decode; then
-    rm -f varlen-ours.json
+    rm -f varlen-ours.json chunked-ours.json
     {
-        ./flash-attn-decode-timing --varlen-json varlen-ours.json
+        ./flash-attn-decode-timing --varlen-json varlen-ours.json --chunked-json chunked-ours.json
         python3 decode_peers.py
         python3 varlen_peers.py --ours varlen-ours.json
+        python3 chunked_peers.py --ours chunked-ours.json
     } > "$out/decode.log" 2>&1
     note "$(cat "$out/decode.log")"
 fi

@@ -465,6 +465,7 @@ impl CudarcAttention<'_> {
             tensors.alibi.map(|alibi| alibi.layout()),
             options,
             self.attention.sm_count(),
+            Some(self.attention.compute_capability()),
         )?;
         let cache = Cache {
             batch: shape.batch,
@@ -704,6 +705,7 @@ impl CudarcAttention<'_> {
             tensors.alibi.map(|alibi| alibi.layout()),
             options,
             self.attention.sm_count(),
+            Some(self.attention.compute_capability()),
         )?;
         let cache = Cache {
             batch: extents.longest.batch,

@@ -257,9 +257,11 @@ pub enum Error {
         /// [`Variant::Softcap`], whose problems a [`Variant::Modified`] kernel runs too).
         needed: Variant,
     },
-    /// The kernel named in the options serves variable-length batches only (the sm90 family's
-    /// [`Variant::Serving`] kernels: one split, no cache lengths, no block table), and the call
-    /// is a KV-cache one, which the sm80 family's serving kernels run.
+    /// The kernel named in the options (an sm90 family [`Variant::Serving`] kernel: one split,
+    /// no packed query heads) cannot run this KV-cache call: a decode step whose grouped query
+    /// heads are packed into one tile's rows, or a key range split (by the options'
+    /// `num_splits`, or because the kernel's grid would leave the GPU idle), which the sm80
+    /// family's serving kernels run.
     KernelNotForKvCache {
         /// The kernel's PTX entry name.
         kernel: &'static str,
@@ -503,8 +505,8 @@ impl fmt::Display for Error {
             ),
             Error::KernelNotForKvCache { kernel } => write!(
                 f,
-                "{kernel} runs variable-length batches only, not the KV-cache calls (no split-KV, \
-                 no cache lengths): name an sm80 serving kernel"
+                "{kernel} has no split-KV and no packed query heads, which this KV-cache call \
+                 needs: name an sm80 serving kernel, or ask for one split (num_splits: Some(1))"
             ),
             Error::CacheLengthsTooShort { lengths, batch } => write!(
                 f,

@@ -88,15 +88,15 @@ pub use modifiers::{
     RawAlibiSlopes, SlidingWindow,
 };
 pub use problem::{
-    plan, plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_paged_kv_cache,
+    plan, plan_kv_cache, plan_kv_cache_alibi, plan_kv_cache_on, plan_on, plan_paged_kv_cache,
     plan_paged_kv_cache_alibi, serving_kernel, split_count, supports, AttentionShape,
     BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, MAX_SEQ_LEN,
     MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 pub use varlen::{
     plan_varlen, plan_varlen_alibi, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
-    plan_varlen_on, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape, VarlenExtents,
-    VarlenShape,
+    plan_varlen_kv_cache_on, plan_varlen_on, RawSeqOffsets, VarlenCacheExtents, VarlenCacheShape,
+    VarlenExtents, VarlenShape,
 };
 
 /// A CUDA stream for [`FlashAttention::forward_raw`], as the driver API's `CUstream` handle,
@@ -418,7 +418,8 @@ impl FlashAttention {
     /// and `v_cache` of `shape.seq_len_kv` keys per sequence (the capacity), of which sequence
     /// `b` uses the first `cache_lens[b]` (a device buffer of at least `batch` u32; a length
     /// above the capacity is read as the capacity). See [`plan_kv_cache`] for the kernels,
-    /// grouped-query packing and split-KV.
+    /// grouped-query packing and split-KV, and [`plan_kv_cache_on`], what it plans with: on
+    /// Hopper, a chunk of queries runs the sm90 family's serving kernel where it takes the call.
     ///
     /// With split-KV it uses this instance's workspace, allocated (and zeroed) on the first
     /// call that needs more than it has, which synchronises; calls after that allocate nothing
@@ -578,6 +579,7 @@ impl FlashAttention {
             layout,
             options,
             self.sm_count(),
+            Some(self.compute_capability()),
         )?;
         plan.check_host_alibi(alibi)?;
         let buffers = cache.check(&plan, shape.batch)?;
@@ -682,8 +684,10 @@ impl FlashAttention {
     }
 
     /// As [`Self::forward_kv_cache`] with raw device addresses, a caller's stream and a
-    /// caller's workspace (`None` is fine where [`plan_kv_cache`]`(..).workspace_bytes()` is 0):
-    /// it neither allocates nor synchronises, so it can be captured in a CUDA graph.
+    /// caller's workspace (`None` is fine where [`plan_kv_cache_on`]`(..)` for this instance's
+    /// [`Self::compute_capability`], what the call plans, has `workspace_bytes()` 0; it never
+    /// needs more than [`plan_kv_cache`]'s): it neither allocates nor synchronises, so it can be
+    /// captured in a CUDA graph.
     ///
     /// # Safety
     /// As for [`Self::forward_raw`], with K and V caches of `shape.seq_len_kv` keys, and:
@@ -805,8 +809,16 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let layout = alibi.map(|alibi| alibi.layout);
-        let plan =
-            problem::plan_cache(dtype, &shape, None, paged, layout, options, self.sm_count())?;
+        let plan = problem::plan_cache(
+            dtype,
+            &shape,
+            None,
+            paged,
+            layout,
+            options,
+            self.sm_count(),
+            Some(self.compute_capability()),
+        )?;
         // 0 would read as "no lengths: every sequence uses the whole cache".
         if buffers.seq_used_kv == 0 {
             return Err(Error::MisalignedBuffer {

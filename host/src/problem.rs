@@ -746,8 +746,9 @@ pub(crate) fn check_problem(
 /// and 96 and 2 at 128 (and the m128 serving tiles of 64 and 128; the paged D=128 kernel m64
 /// n32 with 3), then Q in shared memory, m64 n32 at 160 and 224, m64 n16 at 192 and 256 (the
 /// paged D=256 kernel with one stage). These are the sm80 family's kernels, which run on every
-/// supported device; on compute capability 9.0 a variable-length batch of head dim 64 or 128
-/// runs the sm90 family's instead ([`crate::plan_varlen_on`]).
+/// supported device; on compute capability 9.0 a variable-length batch of a head dim above 32,
+/// and the KV-cache calls that they take, run the sm90 family's instead
+/// ([`crate::plan_varlen_on`], [`plan_kv_cache_on`]).
 ///
 /// ```
 /// use flash_attn::{serving_kernel, AttentionShape, Dtype, Variant};
@@ -814,7 +815,7 @@ pub fn serving_kernel(
 /// ([`crate::SM90_SERVING_TILES`]: every kernel head dim from 64, no score modifier), the dense
 /// problem's main loop on Hopper: that of the dense problem's tile ([`dispatch_kernel_on`])
 /// where it has one, else the head dim's first; else [`serving_kernel`].
-pub(crate) fn varlen_kernel_on(
+pub(crate) fn serving_kernel_on(
     dtype: Dtype,
     shape: &AttentionShape,
     causal: bool,
@@ -852,7 +853,7 @@ pub const MAX_SPLITS: usize = 128;
 
 /// The number of key-range splits for `blocks` blocks of `key_blocks` key blocks each on
 /// `sm_count` multiprocessors, FlashAttention-2's rule: none when the blocks nearly fill the
-/// GPU (80% of two per multiprocessor, the serving tiles' occupancy); else the fewest splits
+/// GPU (80% of two per multiprocessor, the sm80 serving tiles' occupancy); else the fewest splits
 /// whose waves are at least 85% as full as the best count's, skipping counts that leave the
 /// same number of key blocks per split as one fewer split.
 ///
@@ -866,8 +867,36 @@ pub const MAX_SPLITS: usize = 128;
 /// assert_eq!(split_count(1024, 64, 132), 1);
 /// ```
 pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
+    split_count_resident(
+        blocks,
+        key_blocks,
+        sm_count,
+        split_blocks_per_sm(Family::Sm80),
+    )
+}
+
+/// The blocks per multiprocessor that the split rule counts a family's serving kernels as
+/// keeping resident: two for the sm80 family's (FlashAttention-2's rule), one for the sm90
+/// family's, whose 128 to 255 registers at 256 to 512 threads take the whole register file
+/// (`tests/cpu/ptxas.rs` checks it on the gate). Counted at two, a grid of 128 blocks of the
+/// sm90 `m128` tiles on 132 SMs was split, and so ran on the sm80 family's kernel, 1.8x
+/// (D=128) to 2.2x (D=64) slower than unsplit on the sm90 one (H200, BENCHMARKS.md log 88).
+pub(crate) const fn split_blocks_per_sm(family: Family) -> usize {
+    match family {
+        Family::Sm80 => 2,
+        Family::Sm90 => 1,
+    }
+}
+
+/// [`split_count`] for kernels that keep `blocks_per_sm` blocks resident per multiprocessor.
+pub(crate) fn split_count_resident(
+    blocks: usize,
+    key_blocks: usize,
+    sm_count: usize,
+    blocks_per_sm: usize,
+) -> usize {
     // In u128: `sm_count` is the caller's, and no product of these may wrap.
-    let slots = 2 * sm_count.max(1) as u128;
+    let slots = blocks_per_sm.max(1) as u128 * sm_count.max(1) as u128;
     if blocks as u128 * 5 >= slots * 4 || key_blocks <= 1 {
         return 1;
     }
@@ -895,8 +924,9 @@ pub fn split_count(blocks: usize, key_blocks: usize, sm_count: usize) -> usize {
 /// above the capacity is read as the capacity, so no key outside the cache is ever read).
 /// Causal masking aligns each sequence's queries to the bottom right of its used keys.
 ///
-/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one). With one
-/// query row per sequence (decode) and grouped-query heads, the query heads that share a K/V
+/// It runs a serving kernel ([`serving_kernel`], or `options.kernel` if that is one; on Hopper
+/// the call plans with [`plan_kv_cache_on`]). With one query row per sequence (decode) and
+/// grouped-query heads, the query heads that share a K/V
 /// head become the rows of one tile, so that each K/V tile is read once per K/V head; and where
 /// the grid would leave the GPU idle, the key range is split over several blocks
 /// ([`split_count`]) whose partials the last of them combines, in the workspace that
@@ -907,7 +937,59 @@ pub fn plan_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, None, None, options, sm_count)
+    plan_cache(dtype, shape, None, None, None, options, sm_count, None)
+}
+
+/// [`plan_kv_cache`] for a device of `compute_capability` (`(major, minor)`,
+/// [`crate::FlashAttention::compute_capability`]), what [`crate::FlashAttention::forward_kv_cache`] plans
+/// with: on compute capability 9.0, where the options name no kernel, a call without score
+/// modifiers of more than one query per sequence (a decode step stays on the sm80 family's
+/// 64-row tiles, which ran it faster) whose grid of the sm90 family's serving tile
+/// ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length batch:
+/// [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]'s rule, counting
+/// that tile at its one block per SM) runs that kernel, a chunked prefill's `wgmma` main loop;
+/// elsewhere [`plan_kv_cache`]'s. On an H200, chunked prefills of 256 to 2,048 queries against
+/// 4,096 to 8,192 cached keys ran 1.6-1.8x faster on it than on the sm80 family's at D=128,
+/// 1.1-2.2x at D=64 (BENCHMARKS.md log 88).
+///
+/// ```
+/// use flash_attn::{plan_kv_cache, plan_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions};
+///
+/// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
+/// // A chunked prefill: 512 new queries per sequence over caches of 4,096 keys.
+/// let prefill = AttentionShape {
+///     seq_len_q: 512,
+///     heads_kv: 8,
+///     ..AttentionShape::new(4, 32, 4096, 128)
+/// };
+/// let hopper = plan_kv_cache_on(Dtype::Bf16, &prefill, &options, 132, (9, 0))?;
+/// assert_eq!(hopper.kernel().spec.family, Family::Sm90);
+/// assert_eq!(hopper.splits(), 1);
+/// let ada = plan_kv_cache_on(Dtype::Bf16, &prefill, &options, 128, (8, 9))?;
+/// assert_eq!(ada.kernel(), plan_kv_cache(Dtype::Bf16, &prefill, &options, 128)?.kernel());
+/// // Decode packs the grouped query heads and splits the key range: the sm80 family's kernel.
+/// let decode = AttentionShape { seq_len_q: 1, ..prefill };
+/// let kernel = plan_kv_cache_on(Dtype::Bf16, &decode, &options, 132, (9, 0))?.kernel();
+/// assert_eq!(kernel.spec.family, Family::Sm80);
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
+pub fn plan_kv_cache_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    options: &ForwardOptions,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        None,
+        None,
+        options,
+        sm_count,
+        Some(compute_capability),
+    )
 }
 
 /// The geometry of a paged KV cache: K and V are each `[num_pages, page_size, heads_kv,
@@ -995,7 +1077,16 @@ pub fn plan_paged_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, Some(paged), None, options, sm_count)
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        Some(paged),
+        None,
+        options,
+        sm_count,
+        None,
+    )
 }
 
 /// [`plan_kv_cache`] for a call with ALiBi biases whose slopes are laid out as `layout`
@@ -1029,7 +1120,16 @@ pub fn plan_kv_cache_alibi(
     layout: AlibiLayout,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_cache(dtype, shape, None, None, Some(layout), options, sm_count)
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        None,
+        Some(layout),
+        options,
+        sm_count,
+        None,
+    )
 }
 
 /// [`plan_paged_kv_cache`] with ALiBi biases ([`plan_kv_cache_alibi`]): the modified paged
@@ -1051,13 +1151,17 @@ pub fn plan_paged_kv_cache_alibi(
         Some(layout),
         options,
         sm_count,
+        None,
     )
 }
 
 /// [`plan_kv_cache`] (`queries`, `paged` and `alibi` `None`), [`plan_paged_kv_cache`] and,
 /// with `queries`, [`crate::plan_varlen_kv_cache`]; with `alibi`, their ALiBi forms
 /// ([`plan_kv_cache_alibi`], ...). With `queries`, Q and O hold them packed (their batch
-/// strides unused) and `shape.seq_len_q` is the longest sequence's query count.
+/// strides unused) and `shape.seq_len_q` is the longest sequence's query count. With
+/// `compute_capability` ([`plan_kv_cache_on`]) the sm90 family's serving kernel where it takes
+/// the call.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn plan_cache(
     dtype: Dtype,
     shape: &AttentionShape,
@@ -1066,6 +1170,7 @@ pub(crate) fn plan_cache(
     alibi: Option<AlibiLayout>,
     options: &ForwardOptions,
     sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
 ) -> Result<LaunchPlan, Error> {
     let unmodified = if paged.is_some() {
         Variant::Paged
@@ -1083,7 +1188,26 @@ pub(crate) fn plan_cache(
             ..*shape
         },
     };
-    let default_kernel = || serving_kernel(dtype, &like, rule.causal(), variant, sm_count);
+    let group = shape.heads_q / shape.heads_kv.max(1);
+    // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
+    // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
+    let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
+    // On Hopper the sm90 family's serving kernel where it runs the call and is the faster: a
+    // contiguous cache without score modifiers, more than one query in the longest sequence (no
+    // packed heads; at a multi-head decode step the sm80 kernel's 64-row tile ran 1.20x faster
+    // than the sm90 one's 192 rows, D=64, H200, BENCHMARKS.md log 88), and a grid of its tile
+    // that needs no split.
+    let default_kernel = || {
+        let capability = compute_capability.filter(|_| shape.seq_len_q > 1);
+        let kernel = serving_kernel_on(dtype, &like, rule.causal(), variant, sm_count, capability)?;
+        let unsplit =
+            || CacheSplit::new(kernel, shape, false, &rule, options, sm_count).splits == 1;
+        if kernel.spec.family == Family::Sm80 || unsplit() {
+            Ok(kernel)
+        } else {
+            serving_kernel(dtype, &like, rule.causal(), variant, sm_count)
+        }
+    };
     let (checked, mut required) = match queries {
         None => {
             let checked = check_problem(dtype, shape, options, variant, default_kernel)?;
@@ -1126,7 +1250,8 @@ pub(crate) fn plan_cache(
         }
     };
     let kernel = checked.kernel;
-    if kernel.spec.family != Family::Sm80 {
+    let split = CacheSplit::new(kernel, shape, packed_heads, &rule, options, sm_count);
+    if kernel.spec.family != Family::Sm80 && (packed_heads || split.splits > 1) {
         return Err(Error::KernelNotForKvCache {
             kernel: kernel.entry,
         });
@@ -1192,10 +1317,6 @@ pub(crate) fn plan_cache(
         },
         |queries| queries.lse_strides(),
     );
-    let group = shape.heads_q / shape.heads_kv;
-    // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
-    // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
-    let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
     if packed_heads {
         // One query row per sequence: the `group` query heads of a K/V head become the rows of
         // one (batch, K/V head) slice, row `j` being head `kv_head * group + j`. All rows are
@@ -1222,27 +1343,11 @@ pub(crate) fn plan_cache(
         }
     }
     let tile = kernel.spec.tile;
-    let query_blocks = (params.seq_len_q as usize).div_ceil(tile.block_m);
-    // The key blocks a query block sees: a window's span, or the whole capacity. Packed heads
-    // are rows of one query, whose window is that of a sequence of one query (sized for the
-    // `group` rows, it took up to `group` keys more, and splits with nothing to do).
-    let (seq_len_q, rows) = if packed_heads {
-        (1, 1)
-    } else {
-        let seq_len_q = params.seq_len_q as usize;
-        (seq_len_q, seq_len_q.min(tile.block_m))
-    };
-    let key_blocks = rule
-        .visible_keys(seq_len_q, rows)
-        .map_or(usize::MAX, |keys| keys.div_ceil(tile.block_n) + 1)
-        .min(shape.seq_len_kv.div_ceil(tile.block_n));
-    let blocks = query_blocks * params.heads_q as usize * shape.batch;
-    let splits = options
-        .num_splits
-        .unwrap_or_else(|| split_count(blocks, key_blocks, sm_count));
-    let blocks_per_split = key_blocks.div_ceil(splits);
-    // No empty split: the count that this many key blocks per split needs.
-    let splits = key_blocks.div_ceil(blocks_per_split);
+    let CacheSplit {
+        query_blocks,
+        splits,
+        blocks_per_split,
+    } = split;
     // A workspace row per query row: `[batch, seq_len_q]` of them, or the packed tokens.
     let partial_rows = queries.map_or(shape.batch * params.seq_len_q as usize, |queries| {
         queries.tokens_q
@@ -1303,6 +1408,68 @@ pub(crate) fn plan_cache(
         // `shape.batch` is the number of sequences, packed queries or not.
         alibi_slopes: rule.alibi_slopes(shape),
     })
+}
+
+/// How a KV-cache call's grid covers its problem on one kernel: the query blocks of each
+/// (sequence, query head), and the key range's split ([`split_count`] with the kernel family's
+/// [`split_blocks_per_sm`], or the options' `num_splits`) into `splits` parts of
+/// `blocks_per_split` key blocks each, none empty.
+#[derive(Clone, Copy)]
+struct CacheSplit {
+    query_blocks: usize,
+    splits: usize,
+    blocks_per_split: usize,
+}
+
+impl CacheSplit {
+    /// The split of `shape` (the longest sequence of a packed batch) on `kernel`, its query
+    /// heads packed into the rows of one tile per K/V head if `packed_heads` (a decode step of
+    /// grouped heads: `heads_q / heads_kv` rows of one query).
+    fn new(
+        kernel: &ForwardKernel,
+        shape: &AttentionShape,
+        packed_heads: bool,
+        rule: &ScoreRule,
+        options: &ForwardOptions,
+        sm_count: usize,
+    ) -> Self {
+        let tile = kernel.spec.tile;
+        let (rows_q, heads) = if packed_heads {
+            (shape.heads_q / shape.heads_kv, shape.heads_kv)
+        } else {
+            (shape.seq_len_q, shape.heads_q)
+        };
+        let query_blocks = rows_q.div_ceil(tile.block_m);
+        // The key blocks a query block sees: a window's span, or the whole capacity. Packed
+        // heads are rows of one query, whose window is that of a sequence of one query (sized
+        // for the `group` rows, it took up to `group` keys more, and splits with nothing to
+        // do).
+        let (seq_len_q, rows) = if packed_heads {
+            (1, 1)
+        } else {
+            (rows_q, rows_q.min(tile.block_m))
+        };
+        let key_blocks = rule
+            .visible_keys(seq_len_q, rows)
+            .map_or(usize::MAX, |keys| keys.div_ceil(tile.block_n) + 1)
+            .min(shape.seq_len_kv.div_ceil(tile.block_n));
+        // Saturating: the sm90 family's choice asks before the size checks (a grid too large
+        // for either family is an error after them).
+        let blocks = query_blocks
+            .saturating_mul(heads)
+            .saturating_mul(shape.batch);
+        let resident = split_blocks_per_sm(kernel.spec.family);
+        let splits = options
+            .num_splits
+            .unwrap_or_else(|| split_count_resident(blocks, key_blocks, sm_count, resident));
+        let blocks_per_split = key_blocks.div_ceil(splits);
+        Self {
+            query_blocks,
+            // No empty split: the count that this many key blocks per split needs.
+            splits: key_blocks.div_ceil(blocks_per_split),
+            blocks_per_split,
+        }
+    }
 }
 
 /// The rows of one tensor that a launch covers: `seq_len` that exist, `padded_seq_len` that its

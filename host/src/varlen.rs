@@ -18,7 +18,7 @@ use flash_attn_params::{Dtype, SequenceParams, TensorStrides, TileConfig, Varian
 
 use crate::modifiers::ScoreRule;
 use crate::problem::{
-    check_num_splits, check_problem, overlaps, plan_cache, varlen_kernel_on, Rows, ELEMENT_BYTES,
+    check_num_splits, check_problem, overlaps, plan_cache, serving_kernel_on, Rows, ELEMENT_BYTES,
     MAX_GRID_YZ,
 };
 use crate::{
@@ -298,7 +298,7 @@ pub fn plan_varlen_alibi(
 }
 
 /// [`plan_varlen`] (`alibi` `None`), [`plan_varlen_on`] and [`plan_varlen_alibi`], on a
-/// device of `compute_capability` where it is known ([`varlen_kernel_on`]).
+/// device of `compute_capability` where it is known ([`serving_kernel_on`]).
 pub(crate) fn plan_varlen_with(
     dtype: Dtype,
     extents: &VarlenExtents,
@@ -351,7 +351,7 @@ pub(crate) fn plan_varlen_with(
         ..longest
     };
     let checked = check_problem(dtype, &longest, &packed, variant, || {
-        varlen_kernel_on(
+        serving_kernel_on(
             dtype,
             &mean,
             rule.causal(),
@@ -483,8 +483,8 @@ pub struct VarlenCacheExtents {
 ///
 /// It runs the serving kernel of the cache ([`crate::serving_kernel`] of [`Variant::Serving`] or
 /// [`Variant::Paged`] for `extents.longest` at the batch's mean query length, or
-/// `options.kernel` if that is one) on a grid of
-/// `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows
+/// `options.kernel` if that is one; on Hopper the calls plan with [`plan_varlen_kv_cache_on`])
+/// on a grid of `ceil(max_seq_len_q / block_m) * splits` x `heads_q` x `batch` blocks; a block whose rows
 /// all lie past its sequence's queries returns at once. Where that grid would leave the GPU of
 /// `sm_count` multiprocessors idle, the key range is split ([`crate::split_count`]; the
 /// workspace has a row per query token). The checks are those of the cache plans on the
@@ -496,7 +496,32 @@ pub fn plan_varlen_kv_cache(
     options: &ForwardOptions,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_varlen_cache_with(dtype, extents, paged, None, options, sm_count)
+    plan_varlen_cache_with(dtype, extents, paged, None, options, sm_count, None)
+}
+
+/// [`plan_varlen_kv_cache`] for a device of `compute_capability`, what
+/// [`FlashAttention::forward_varlen_kv_cache`] and
+/// [`FlashAttention::forward_varlen_paged_kv_cache`] plan with: the sm90 family's serving
+/// kernel on compute capability 9.0 where [`crate::plan_kv_cache_on`] would run it on
+/// `extents.longest` (a contiguous cache whose grid needs no split), elsewhere
+/// [`plan_varlen_kv_cache`]'s.
+pub fn plan_varlen_kv_cache_on(
+    dtype: Dtype,
+    extents: &VarlenCacheExtents,
+    paged: Option<&PagedKvCache>,
+    options: &ForwardOptions,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_varlen_cache_with(
+        dtype,
+        extents,
+        paged,
+        None,
+        options,
+        sm_count,
+        Some(compute_capability),
+    )
 }
 
 /// [`plan_varlen_kv_cache`] with ALiBi biases whose slopes are laid out as `layout`
@@ -515,10 +540,12 @@ pub fn plan_varlen_kv_cache_alibi(
     layout: AlibiLayout,
     sm_count: usize,
 ) -> Result<LaunchPlan, Error> {
-    plan_varlen_cache_with(dtype, extents, paged, Some(layout), options, sm_count)
+    plan_varlen_cache_with(dtype, extents, paged, Some(layout), options, sm_count, None)
 }
 
-/// [`plan_varlen_kv_cache`] (`alibi` `None`) and [`plan_varlen_kv_cache_alibi`].
+/// [`plan_varlen_kv_cache`] (`alibi` `None`), [`plan_varlen_kv_cache_on`] and
+/// [`plan_varlen_kv_cache_alibi`], on a device of `compute_capability` where it is known (as
+/// [`crate::plan_kv_cache_on`]).
 pub(crate) fn plan_varlen_cache_with(
     dtype: Dtype,
     extents: &VarlenCacheExtents,
@@ -526,6 +553,7 @@ pub(crate) fn plan_varlen_cache_with(
     alibi: Option<AlibiLayout>,
     options: &ForwardOptions,
     sm_count: usize,
+    compute_capability: Option<(i32, i32)>,
 ) -> Result<LaunchPlan, Error> {
     let queries = PackedQueries {
         tokens_q: extents.tokens_q,
@@ -539,6 +567,7 @@ pub(crate) fn plan_varlen_cache_with(
         alibi,
         options,
         sm_count,
+        compute_capability,
     )
 }
 
@@ -800,7 +829,9 @@ impl FlashAttention {
     /// [`Self::forward_varlen`] (`lse`, if given, `[heads_q, tokens_q]` f32), K and V caches
     /// `[batch, heads_kv, seq_len_kv, head_dim]` in the options' layout or strides, sequence
     /// `b` attending to its first `cache_lens[b]` keys (at least `batch` u32 on the device;
-    /// a length above the capacity reads as the capacity). See [`plan_varlen_kv_cache`].
+    /// a length above the capacity reads as the capacity). See [`plan_varlen_kv_cache`], and
+    /// [`plan_varlen_kv_cache_on`], what it plans with (the sm90 family's serving kernel on
+    /// Hopper where it takes the call).
     ///
     /// The query offsets are validated in full and uploaded as [`Self::forward_varlen`]
     /// uploads its offsets; a split-KV plan uses this instance's workspace as
@@ -926,6 +957,7 @@ impl FlashAttention {
             layout,
             options,
             self.sm_count(),
+            Some(self.compute_capability()),
         )?;
         plan.check_host_alibi(alibi)?;
         let buffers = cache.check(&plan, extents.longest.batch)?;
@@ -1071,9 +1103,11 @@ impl FlashAttention {
     /// As [`Self::forward_varlen_kv_cache`] (`paged` `None`, `block_table` 0) and
     /// [`Self::forward_varlen_paged_kv_cache`] with raw device addresses, query offsets and
     /// cache lengths already on the device, a caller's stream and a caller's workspace
-    /// (`None` is fine where [`plan_varlen_kv_cache`]`(..).workspace_bytes()` is 0): it neither
-    /// allocates nor synchronises, so it can be captured in a CUDA graph. It validates the
-    /// extents ([`plan_varlen_kv_cache`]) and the addresses' alignment (the offsets and the
+    /// (`None` is fine where [`plan_varlen_kv_cache_on`]`(..)` for this instance's
+    /// [`Self::compute_capability`], what the call plans, has `workspace_bytes()` 0; it never
+    /// needs more than [`plan_varlen_kv_cache`]'s): it neither allocates nor synchronises, so it
+    /// can be captured in a CUDA graph. It validates the extents ([`plan_varlen_kv_cache_on`])
+    /// and the addresses' alignment (the offsets and the
     /// cache lengths 4-byte aligned and not 0; a block table exactly with `paged`); it cannot
     /// read the offsets, nor check sizes.
     ///
@@ -1162,7 +1196,15 @@ impl FlashAttention {
         options: &ForwardOptions,
     ) -> Result<(), Error> {
         let layout = alibi.map(|alibi| alibi.layout);
-        let plan = plan_varlen_cache_with(dtype, extents, paged, layout, options, self.sm_count())?;
+        let plan = plan_varlen_cache_with(
+            dtype,
+            extents,
+            paged,
+            layout,
+            options,
+            self.sm_count(),
+            Some(self.compute_capability()),
+        )?;
         // 0 would read as "no offsets" and "no lengths": every sequence at token 0 of Q, and
         // using its whole cache.
         for (tensor, address) in [

@@ -3,8 +3,9 @@
 
 use flash_attn::reference::{attention, attention_kv_cache, random_normal, Precision, Scoring};
 use flash_attn::{
-    kernel_by_name, plan, plan_kv_cache, split_count, AttentionShape, Dtype, Error, ForwardOptions,
-    Layout, Variant, MAX_SPLITS,
+    kernel_by_name, plan, plan_kv_cache, plan_kv_cache_on, plan_paged_kv_cache,
+    plan_varlen_kv_cache, plan_varlen_kv_cache_on, split_count, AttentionShape, Dtype, Error,
+    Family, ForwardOptions, Layout, PagedKvCache, Variant, VarlenCacheShape, MAX_SPLITS,
 };
 use half::f16;
 
@@ -253,4 +254,128 @@ fn an_explicit_split_count_is_honoured_within_its_limits() {
             limit: 1
         })
     );
+}
+
+/// On compute capability 9.0 a KV-cache call runs the sm90 family's serving kernel exactly
+/// where that kernel takes it and the rule prefers it: a contiguous cache, more than one query
+/// per sequence, no score modifier, and a grid of its tile that needs no split. Everywhere
+/// else, and on other devices, the plan is the device-blind one's.
+#[test]
+fn hopper_runs_the_sm90_serving_kernel_on_the_cache_calls_it_takes() {
+    let hopper = |shape: &AttentionShape, options: &ForwardOptions| {
+        plan_kv_cache_on(Dtype::Bf16, shape, options, H100_SM_COUNT, (9, 0)).unwrap()
+    };
+    let blind = |shape: &AttentionShape, options: &ForwardOptions| {
+        plan_kv_cache(Dtype::Bf16, shape, options, H100_SM_COUNT).unwrap()
+    };
+    let causal = ForwardOptions {
+        causal: true,
+        ..bshd()
+    };
+    let chunk = |batch, seq_len_q, head_dim| AttentionShape {
+        seq_len_q,
+        head_dim,
+        ..decode(batch, 32, 8, 8192)
+    };
+    // Chunked prefills whose grids fill the GPU at one block per SM: the sm90 kernel, unsplit,
+    // with the grid of its tile; head dim 80 padded to 96. B=1 at 512 queries is 128 blocks
+    // of 128 rows, which the sm80 kernels' rule (two blocks per SM) would split.
+    for (shape, block_m) in [
+        (chunk(1, 512, 128), 128),
+        (chunk(4, 2048, 128), 128),
+        (chunk(4, 2048, 64), 192),
+        (chunk(16, 300, 80), 128),
+    ] {
+        let plan = hopper(&shape, &causal);
+        let spec = plan.kernel().spec;
+        assert_eq!(
+            (spec.family, spec.variant),
+            (Family::Sm90, Variant::Serving)
+        );
+        assert_eq!(spec.tile.block_m, block_m, "{shape:?}");
+        assert_eq!((plan.splits(), plan.workspace_bytes()), (1, 0));
+        let rows = shape.seq_len_q.div_ceil(block_m) as u32;
+        assert_eq!(plan.grid(), (rows, 32, shape.batch as u32));
+        // The same call on Ada: the device-blind plan.
+        let ada = plan_kv_cache_on(Dtype::Bf16, &shape, &causal, 128, (8, 9)).unwrap();
+        assert_eq!(ada.kernel(), blind(&shape, &causal).kernel());
+        assert_eq!(ada.kernel().spec.family, Family::Sm80);
+    }
+    let sm80 = |shape: &AttentionShape, options: &ForwardOptions| {
+        let plan = hopper(shape, options);
+        assert_eq!(plan.kernel().spec.family, Family::Sm80, "{shape:?}");
+        let blind = blind(shape, options);
+        assert_eq!(
+            (plan.kernel(), plan.splits()),
+            (blind.kernel(), blind.splits())
+        );
+    };
+    // A small grid (1 x 2 query blocks x 32 heads) splits on the sm90 tile: the sm80 kernel.
+    sm80(&chunk(1, 256, 128), &causal);
+    // Decode with grouped heads packs them, and without them stays on the sm80 kernels (which
+    // ran it faster); an explicit split; head dim 32 has no sm90 kernel; a softcap is a
+    // modifier.
+    sm80(&decode(64, 32, 8, 4096), &causal);
+    sm80(&decode(64, 32, 32, 4096), &causal);
+    let split = ForwardOptions {
+        num_splits: Some(2),
+        ..causal
+    };
+    sm80(&chunk(4, 2048, 128), &split);
+    sm80(&chunk(4, 2048, 32), &causal);
+    let softcap = ForwardOptions {
+        softcap: Some(30.0),
+        ..causal
+    };
+    sm80(&chunk(4, 2048, 128), &softcap);
+    // The paged call keeps the sm80 family's kernel.
+    let paged = PagedKvCache {
+        num_pages: 4 * 128,
+        page_size: 64,
+        pages_per_sequence: 128,
+    };
+    let shape = chunk(4, 2048, 128);
+    let plan = plan_paged_kv_cache(Dtype::Bf16, &shape, &paged, &causal, H100_SM_COUNT).unwrap();
+    assert_eq!(plan.kernel().spec.family, Family::Sm80);
+}
+
+/// The variable-length form follows the same rule on its longest sequence and the mean chunk.
+#[test]
+fn hopper_runs_the_sm90_serving_kernel_on_a_chunked_prefill_batch() {
+    let offsets = [0, 1000, 1500, 3500, 4096];
+    let shape = VarlenCacheShape {
+        cu_seqlens_q: &offsets,
+        heads_q: 32,
+        heads_kv: 8,
+        seq_len_kv: 8192,
+        head_dim: 128,
+    };
+    let extents = shape.extents().unwrap();
+    let options = ForwardOptions {
+        causal: true,
+        ..bshd()
+    };
+    let plan = plan_varlen_kv_cache_on(Dtype::F16, &extents, None, &options, H100_SM_COUNT, (9, 0))
+        .unwrap();
+    assert_eq!(plan.kernel().spec.family, Family::Sm90);
+    assert_eq!(plan.splits(), 1);
+    assert_eq!(plan.grid(), (2000u32.div_ceil(128), 32, 4));
+    let blind = plan_varlen_kv_cache(Dtype::F16, &extents, None, &options, H100_SM_COUNT).unwrap();
+    assert_eq!(blind.kernel().spec.family, Family::Sm80);
+    // In pages: the sm80 family's.
+    let paged = PagedKvCache {
+        num_pages: 512,
+        page_size: 64,
+        pages_per_sequence: 128,
+    };
+    let plan = plan_varlen_kv_cache_on(
+        Dtype::F16,
+        &extents,
+        Some(&paged),
+        &options,
+        H100_SM_COUNT,
+        (9, 0),
+    )
+    .unwrap();
+    assert_eq!(plan.kernel().spec.family, Family::Sm80);
 }

@@ -138,6 +138,34 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture_of_
     }
 }
 
+/// The split-KV rule counts the sm90 family's serving kernels as one resident block per SM
+/// (the host's `split_blocks_per_sm`): on the committed gate each fits exactly one on sm_90a,
+/// so a grid of one block per SM fills the GPU.
+#[test]
+fn every_sm90_serving_kernel_keeps_one_block_per_sm() {
+    let (_, gate) = committed_gate();
+    let serving = FORWARD_KERNELS.iter().filter(|kernel| {
+        kernel.spec.family == Family::Sm90 && kernel.spec.variant == Variant::Serving
+    });
+    let mut count = 0;
+    for kernel in serving {
+        let record = gate
+            .iter()
+            .find(|record| record.entry == kernel.entry)
+            .unwrap();
+        for column in &record.columns {
+            let blocks = blocks_per_sm(&kernel.spec.tile, column.resources.registers, column.arch);
+            assert_eq!(
+                blocks.0, 1,
+                "{} on {}: {blocks:?}",
+                kernel.entry, column.arch.name
+            );
+        }
+        count += 1;
+    }
+    assert_eq!(count, 16, "two element types, eight tiles");
+}
+
 /// A modified kernel runs a problem in its dense twin's place (the dense kernel of its tile),
 /// so it must not lose the blocks per SM its twin keeps resident: the 8-warp sm90 modified
 /// kernels at D=64 and D=96 took one block per SM to their twins' two (131 and 156 registers

@@ -19,14 +19,17 @@
 //! inside their buffer. The KV-cache cases (contiguous, paged, packed queries; a quarter of
 //! them decode steps) draw the same modifiers and plan ALiBi through the serving calls' own
 //! planners ([`plan_kv_cache_alibi`], [`plan_paged_kv_cache_alibi`],
-//! [`plan_varlen_kv_cache_alibi`]), with the same two checks at the longest lengths.
+//! [`plan_varlen_kv_cache_alibi`]), with the same two checks at the longest lengths; those with
+//! a device plan for it ([`plan_kv_cache_on`], [`plan_varlen_kv_cache_on`]), which on compute
+//! capability 9.0 runs the sm90 family's serving kernels where they take the call.
 
 use flash_attn::{
-    kernel_head_dim, plan, plan_alibi, plan_alibi_on, plan_kv_cache, plan_kv_cache_alibi, plan_on,
-    plan_paged_kv_cache, plan_paged_kv_cache_alibi, plan_varlen_kv_cache,
-    plan_varlen_kv_cache_alibi, AlibiLayout, AttentionShape, BufferLengths, Dtype, Error, Family,
-    ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, SlidingWindow, TensorStrides,
-    Variant, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    kernel_head_dim, plan, plan_alibi, plan_alibi_on, plan_kv_cache, plan_kv_cache_alibi,
+    plan_kv_cache_on, plan_on, plan_paged_kv_cache, plan_paged_kv_cache_alibi,
+    plan_varlen_kv_cache, plan_varlen_kv_cache_alibi, plan_varlen_kv_cache_on, AlibiLayout,
+    AttentionShape, BufferLengths, Dtype, Error, Family, ForwardOptions, ForwardStrides,
+    LaunchPlan, Layout, PagedKvCache, SlidingWindow, TensorStrides, Variant, VarlenCacheExtents,
+    FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -929,27 +932,39 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         // Decode (one query per sequence), the serving calls' commonest case and the one that
         // packs grouped query heads into a tile.
         prop::bool::weighted(0.25),
+        // A prefill chunk on Hopper (more than one query), unsplit and unmodified: where the
+        // sm90 family's serving kernels take the call (a contiguous cache), which the random
+        // cases reach rarely.
+        prop::bool::weighted(0.15),
     )
-        .prop_map(|(mut case, paged, extra_tokens, num_splits, decode)| {
-            case.options.num_splits = num_splits;
-            if decode {
-                case.shape.seq_len_q = 1;
-            }
-            if let Some((page_size, _)) = paged {
-                // The capacity in whole pages, so that most paged cases are valid; K and V in
-                // the pages' own layout.
-                let pages = case.shape.seq_len_kv.div_ceil(page_size.max(1));
-                case.shape.seq_len_kv = pages.saturating_mul(page_size);
-                case.options.strides = None;
-            }
-            // Mostly at least the longest sequence's tokens; at times fewer (an error).
-            let tokens_q = extra_tokens.map(|extra| case.shape.seq_len_q.saturating_add(extra));
-            CacheCase {
-                case,
-                paged,
-                tokens_q,
-            }
-        })
+        .prop_map(
+            |(mut case, paged, extra_tokens, num_splits, decode, hopper)| {
+                case.options.num_splits = num_splits;
+                if decode {
+                    case.shape.seq_len_q = 1;
+                }
+                if hopper {
+                    case.shape.seq_len_q = case.shape.seq_len_q.max(2);
+                    case.compute_capability = Some((9, 0));
+                    case.options.num_splits = Some(1);
+                    (case.options.window, case.options.softcap, case.alibi) = (None, None, None);
+                }
+                if let Some((page_size, _)) = paged {
+                    // The capacity in whole pages, so that most paged cases are valid; K and V in
+                    // the pages' own layout.
+                    let pages = case.shape.seq_len_kv.div_ceil(page_size.max(1));
+                    case.shape.seq_len_kv = pages.saturating_mul(page_size);
+                    case.options.strides = None;
+                }
+                // Mostly at least the longest sequence's tokens; at times fewer (an error).
+                let tokens_q = extra_tokens.map(|extra| case.shape.seq_len_q.saturating_add(extra));
+                CacheCase {
+                    case,
+                    paged,
+                    tokens_q,
+                }
+            },
+        )
 }
 
 /// An accepted KV-cache launch: its plan, buffers, paged cache and (with ALiBi) slopes.
@@ -979,14 +994,20 @@ fn validate_cache(cache: &CacheCase) -> Result<AcceptedCache, Error> {
                 tokens_q,
             };
             let paged = paged.as_ref();
-            match layout {
-                None => plan_varlen_kv_cache(dtype, &extents, paged, options, sm_count)?,
-                Some(layout) => {
+            match (layout, case.compute_capability) {
+                (None, None) => plan_varlen_kv_cache(dtype, &extents, paged, options, sm_count)?,
+                (None, Some(capability)) => {
+                    plan_varlen_kv_cache_on(dtype, &extents, paged, options, sm_count, capability)?
+                }
+                (Some(layout), _) => {
                     plan_varlen_kv_cache_alibi(dtype, &extents, paged, options, layout, sm_count)?
                 }
             }
         }
-        (None, None, None) => plan_kv_cache(dtype, shape, options, sm_count)?,
+        (None, None, None) => match case.compute_capability {
+            None => plan_kv_cache(dtype, shape, options, sm_count)?,
+            Some(capability) => plan_kv_cache_on(dtype, shape, options, sm_count, capability)?,
+        },
         (None, None, Some(layout)) => plan_kv_cache_alibi(dtype, shape, options, layout, sm_count)?,
         (None, Some(paged), None) => plan_paged_kv_cache(dtype, shape, paged, options, sm_count)?,
         (None, Some(paged), Some(layout)) => {
@@ -1071,6 +1092,19 @@ fn check_accepted_cache(cache: &CacheCase, (plan, buffers, paged, slopes): &Acce
     let tile = plan.kernel().spec.tile;
     assert!(plan.kernel().spec.variant.is_serving());
     assert_eq!(plan.kernel().spec.variant.is_paged(), paged.is_some());
+    // The sm90 family's serving kernels run unsplit calls on contiguous caches without packed
+    // heads or modifiers (their contract: one split, no block table), on compute capability 9.0.
+    if plan.kernel().spec.family == Family::Sm90 {
+        assert_eq!(sequences.splits, 1);
+        assert_eq!(params.heads_q as usize, shape.heads_q, "packed heads");
+        assert!(paged.is_none() && plan.modifiers().is_none());
+        let named = cache.case.options.kernel.is_some();
+        assert!(named || cache.case.compute_capability == Some((9, 0)));
+        assert!(
+            named || shape.seq_len_q > 1,
+            "a decode step stays on the sm80 kernels"
+        );
+    }
     // Packed queries: Q, O and the logsumexps hold `tokens_q` rows, which the kernel reaches
     // at any batch (batch stride 0) through the offsets, each row of a sequence being a token
     // below `tokens_q`.
@@ -1258,8 +1292,9 @@ fn seen_packed(plan: &LaunchPlan, cache: &CacheCase) -> bool {
 fn the_kv_cache_generator_reaches_every_kind_of_plan() {
     let mut runner = TestRunner::deterministic();
     // contiguous, paged, split, packed heads, varlen, varlen split, explicit split count,
-    // modified (a window, a softcap or ALiBi), a window split, ALiBi, ALiBi with packed heads
-    let mut seen = [0usize; 11];
+    // modified (a window, a softcap or ALiBi), a window split, ALiBi, ALiBi with packed heads,
+    // the sm90 family's kernel, that on packed queries
+    let mut seen = [0usize; 13];
     let mut rejected = 0;
     for _ in 0..4000 {
         let cache = cache_case().new_tree(&mut runner).unwrap().current();
@@ -1277,13 +1312,17 @@ fn the_kv_cache_generator_reaches_every_kind_of_plan() {
                 seen[8] += (modified && split && cache.case.options.window.is_some()) as usize;
                 seen[9] += slopes.is_some() as usize;
                 seen[10] += (slopes.is_some() && seen_packed(&plan, &cache)) as usize;
+                let sm90 = plan.kernel().spec.family == Family::Sm90;
+                seen[11] += sm90 as usize;
+                seen[12] += (sm90 && cache.tokens_q.is_some()) as usize;
             }
             Err(_) => rejected += 1,
         }
     }
     eprintln!(
         "contiguous, paged, split, packed heads, varlen, varlen split, explicit split count, \
-         modified, window split, ALiBi, ALiBi packed: {seen:?}; {rejected} rejected"
+         modified, window split, ALiBi, ALiBi packed, sm90, sm90 varlen: {seen:?}; {rejected} \
+         rejected"
     );
     assert!(
         seen.iter().all(|&count| count >= 20) && rejected >= 200,

@@ -1274,10 +1274,10 @@ fn hopper_serving_kernels_follow_the_dense_tile_of_the_mean_lengths() {
     }
 }
 
-/// The sm90 family's serving kernels run variable-length batches only: named for a KV-cache
-/// call (split-KV, cache lengths), they are a specific error.
+/// The sm90 family's serving kernels have no split-KV and no packed heads: named for a
+/// KV-cache call that needs either, they are a specific error; unsplit, they run it.
 #[test]
-fn an_sm90_serving_kernel_named_for_a_kv_cache_call_is_rejected() {
+fn an_sm90_serving_kernel_named_for_a_split_or_packed_kv_cache_call_is_rejected() {
     for head_dim in [64, 128] {
         let name = format!("flash_fwd_f16_d{head_dim}_m128_n128_w12_s2_serving_sm90a");
         let kernel = kernel_by_name(&name).expect("an exposed sm90 serving kernel");
@@ -1285,16 +1285,41 @@ fn an_sm90_serving_kernel_named_for_a_kv_cache_call_is_rejected() {
             kernel: Some(kernel),
             ..ForwardOptions::default()
         };
+        let rejected = Some(Error::KernelNotForKvCache {
+            kernel: kernel.entry,
+        });
+        // 16 blocks split the key range.
         let decode = AttentionShape {
             seq_len_q: 1,
             ..AttentionShape::new(2, 8, 4096, head_dim)
         };
-        assert_eq!(
-            plan_kv_cache(Dtype::F16, &decode, &options, H100_SM_COUNT).err(),
-            Some(Error::KernelNotForKvCache {
-                kernel: kernel.entry
-            })
-        );
+        let plan = |shape: &AttentionShape, options: &ForwardOptions| {
+            plan_kv_cache(Dtype::F16, shape, options, H100_SM_COUNT)
+        };
+        assert_eq!(plan(&decode, &options).err(), rejected);
+        let split = ForwardOptions {
+            num_splits: Some(2),
+            ..options
+        };
+        let prefill = AttentionShape {
+            seq_len_q: 1024,
+            ..decode
+        };
+        assert_eq!(plan(&prefill, &split).err(), rejected);
+        // Grouped heads packed into the rows of a decode tile, unsplit.
+        let unsplit = ForwardOptions {
+            num_splits: Some(1),
+            ..options
+        };
+        let grouped = AttentionShape {
+            heads_kv: 2,
+            ..decode
+        };
+        assert_eq!(plan(&grouped, &unsplit).err(), rejected);
+        for shape in [decode, prefill] {
+            let accepted = plan(&shape, &unsplit).unwrap();
+            assert_eq!((accepted.kernel(), accepted.splits()), (kernel, 1));
+        }
         // Its variable-length batch runs on it.
         let (cu_q, cu_kv) = ([0, 5, 300], [0, 7, 9]);
         let extents = VarlenShape {

@@ -7,8 +7,8 @@ use flash_attn::reference::{
     within_tolerance, Precision, Scoring,
 };
 use flash_attn::{
-    plan_kv_cache, AttentionShape, Element, Error, FlashAttention, ForwardOptions, ForwardStrides,
-    Layout, TensorStrides,
+    plan_kv_cache, plan_kv_cache_on, AttentionShape, Element, Error, FlashAttention,
+    ForwardOptions, ForwardStrides, Layout, TensorStrides,
 };
 use half::{bf16, f16};
 
@@ -87,7 +87,14 @@ impl<T: Element> CacheProblem<T> {
 
     fn check_with(&self, gpu: &FlashAttention, options: &ForwardOptions) {
         let (s, layout) = (self.shape, options.layout);
-        let plan = plan_kv_cache(T::DTYPE, &s, options, gpu.sm_count()).unwrap();
+        let plan = plan_kv_cache_on(
+            T::DTYPE,
+            &s,
+            options,
+            gpu.sm_count(),
+            gpu.compute_capability(),
+        )
+        .unwrap();
         let context = format!(
             "{s:?} lens {:?} causal={} {layout:?} ({} splits, kernel {}), seed {} (replay with \
              FLASH_ATTN_SEED={})",
@@ -279,14 +286,16 @@ pub(crate) fn too_few_cache_lengths_are_rejected() {
 /// over processes with `FLASH_ATTN_KERNEL_SHARD`).
 pub(crate) fn every_serving_kernel_on_a_small_cache() {
     let gpu = gpu();
-    // The sm80 family's: the sm90 family's serving kernels run variable-length batches only.
+    // The sm80 family's, and the sm90 family's unmodified ones where the device runs them
+    // (compute capability 9.0), on the calls they take: no packed heads, no split.
     for kernel in selected_kernels("serving", |k| {
         k.spec.variant.with_modifiers() == flash_attn::Variant::ServingModified
-            && k.spec.family == flash_attn::Family::Sm80
+            && (k.spec.family == flash_attn::Family::Sm80 || k.runs_on(gpu.compute_capability()))
     }) {
         let d = kernel.spec.tile.head_dim;
         let (window, softcap) = modifiers_for(kernel);
-        for (shape, lens, splits) in [
+        let sm80 = kernel.spec.family == flash_attn::Family::Sm80;
+        let cases = [
             (shape(1, 8, 2, 1, 1000, d), vec![999], true),
             // 8 heads: at least 320 blocks, enough not to split on the 128-row tiles too.
             (
@@ -294,7 +303,14 @@ pub(crate) fn every_serving_kernel_on_a_small_cache() {
                 (0..40).map(|b| 61 + b).collect(),
                 false,
             ),
-        ] {
+            // Decode without grouped heads, no packing: 240 blocks of one row each.
+            (
+                shape(60, 4, 4, 1, 333, d),
+                (0..60).map(|b| 1 + 5 * b).collect(),
+                false,
+            ),
+        ];
+        for (shape, lens, splits) in cases.into_iter().filter(|case| sm80 || !case.2) {
             for causal in [false, true] {
                 let check = |problem_splits: u32| {
                     assert_eq!(
@@ -356,7 +372,14 @@ pub(crate) fn decode_and_chunks_at_every_head_dim() {
                         num_splits,
                         ..problem.options(layout)
                     };
-                    let plan = plan_kv_cache(T::DTYPE, &shape, &options, gpu.sm_count()).unwrap();
+                    let plan = plan_kv_cache_on(
+                        T::DTYPE,
+                        &shape,
+                        &options,
+                        gpu.sm_count(),
+                        gpu.compute_capability(),
+                    )
+                    .unwrap();
                     assert_eq!(
                         plan.splits() > 1,
                         num_splits > Some(1),
@@ -400,7 +423,14 @@ pub(crate) fn split_counts_across_the_combine_chunks() {
                         num_splits: Some(num_splits),
                         ..problem.options(Layout::Bshd)
                     };
-                    let plan = plan_kv_cache(T::DTYPE, &shape, &options, gpu.sm_count()).unwrap();
+                    let plan = plan_kv_cache_on(
+                        T::DTYPE,
+                        &shape,
+                        &options,
+                        gpu.sm_count(),
+                        gpu.compute_capability(),
+                    )
+                    .unwrap();
                     // 65 key blocks of 64 keys: the counts that leave no split empty.
                     assert_eq!(plan.kernel().spec.tile.block_n, 64, "{shape:?}");
                     assert_eq!(plan.splits(), expected, "{shape:?}: {num_splits} asked");

@@ -12,7 +12,7 @@ use flash_attn::reference::{
     relayout, within_tolerance, Precision, ReferenceOutput, Scoring,
 };
 use flash_attn::{
-    plan_varlen_kv_cache, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions,
+    plan_varlen_kv_cache_on, Dtype, Element, Error, FlashAttention, ForwardKernel, ForwardOptions,
     Layout, RawTensors, RawWorkspace, SlidingWindow, VarlenCacheShape,
 };
 use half::{bf16, f16};
@@ -213,7 +213,14 @@ impl<T: Element> VarlenCacheProblem<T> {
         let paged = self.pages.as_ref().map(|pages| &pages.paged);
         if raw {
             let extents = shape.extents()?;
-            let plan = plan_varlen_kv_cache(T::DTYPE, &extents, paged, &options, gpu.sm_count())?;
+            let plan = plan_varlen_kv_cache_on(
+                T::DTYPE,
+                &extents,
+                paged,
+                &options,
+                gpu.sm_count(),
+                gpu.compute_capability(),
+            )?;
             let partials = DeviceBuffer::<u8>::zeroed(plan.workspace_bytes().max(16))?;
             let counters = DeviceBuffer::<u32>::zeroed(plan.counters().max(1))?;
             let workspace = RawWorkspace {
@@ -284,13 +291,25 @@ impl<T: Element> VarlenCacheProblem<T> {
         ))
     }
 
+    /// The plan of the safe call on `gpu`'s device, as it plans.
+    fn plan(&self, gpu: &FlashAttention) -> flash_attn::LaunchPlan {
+        let extents = self.shape().extents().unwrap();
+        let paged = self.pages.as_ref().map(|pages| &pages.paged);
+        plan_varlen_kv_cache_on(
+            T::DTYPE,
+            &extents,
+            paged,
+            &self.options(),
+            gpu.sm_count(),
+            gpu.compute_capability(),
+        )
+        .unwrap()
+    }
+
     /// [`Self::check`] of the safe call, after checking that the plan runs the kernels of the
     /// head dim the problem pads to; the plan's split count.
     fn check_splits(&self, gpu: &FlashAttention) -> u32 {
-        let extents = self.shape().extents().unwrap();
-        let paged = self.pages.as_ref().map(|pages| &pages.paged);
-        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, paged, &self.options(), gpu.sm_count())
-            .unwrap();
+        let plan = self.plan(gpu);
         assert_eq!(
             plan.kernel().spec.tile.head_dim,
             flash_attn::padded_head_dim(self.head_dim).unwrap()
@@ -302,10 +321,8 @@ impl<T: Element> VarlenCacheProblem<T> {
     /// The tolerance rule per sequence; a sequence whose reference is NaN (a page outside the
     /// cache) must be NaN, output and logsumexps.
     fn check(&self, gpu: &FlashAttention, raw: bool) {
-        let extents = self.shape().extents().unwrap();
+        let plan = self.plan(gpu);
         let paged = self.pages.as_ref().map(|pages| &pages.paged);
-        let plan = plan_varlen_kv_cache(T::DTYPE, &extents, paged, &self.options(), gpu.sm_count())
-            .unwrap();
         let context = format!(
             "offsets q {:?} lens {:?} heads {}/{} capacity {} d={} causal={} {:?} paged {:?} \
              kernel {} ({} splits) raw={raw}, seed {} (replay with FLASH_ATTN_SEED={})",
@@ -447,9 +464,12 @@ pub(crate) fn a_page_outside_the_cache_makes_its_sequence_nan() {
 /// sequence), for compute-sanitizer.
 pub(crate) fn every_cache_kernel_on_a_small_batch() {
     let gpu = gpu();
-    // The sm80 family's: the sm90 family's serving kernels run variable-length batches only.
+    // The sm80 family's, and the sm90 family's where the device runs them (compute capability
+    // 9.0), unsplit: the calls they take.
     for kernel in selected_kernels("serving or paged", |kernel| {
-        kernel.spec.variant.is_serving() && kernel.spec.family == flash_attn::Family::Sm80
+        kernel.spec.variant.is_serving()
+            && (kernel.spec.family == flash_attn::Family::Sm80
+                || kernel.runs_on(gpu.compute_capability()))
     }) {
         let d = kernel.spec.tile.head_dim;
         let page_size = kernel.spec.variant.is_paged().then_some(16);
@@ -464,6 +484,9 @@ pub(crate) fn every_cache_kernel_on_a_small_batch() {
                 let mut problem =
                     VarlenCacheProblem::<T>::new(sequences, (4, 2), 1024, d, page_size, true);
                 problem.kernel = Some(kernel);
+                if kernel.spec.family == flash_attn::Family::Sm90 {
+                    problem.num_splits = Some(1);
+                }
                 (problem.window, problem.softcap) = modifiers_for(kernel);
                 problem.check(gpu, false);
                 if let Some(pages) = problem.pages.as_mut() {

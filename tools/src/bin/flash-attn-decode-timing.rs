@@ -8,23 +8,31 @@
 //! and ALiBi with the window (the modified serving kernels) against the plain time. Then a
 //! variable-length prefill (`forward_varlen`): 16 sequences of lengths spread between 128 and
 //! 4096 (fixed seed), fp16, the same head dim, 32 query heads over 8, causal and not, against
-//! the dense kernel (`forward`) on a batch of 16 sequences of the mean length.
+//! the dense kernel (`forward`) on a batch of 16 sequences of the mean length. Then chunked
+//! prefill: causal chunks of new queries against full contiguous caches (`forward_kv_cache`,
+//! [`CHUNKED_PREFILL_SHAPES`]) and a ragged batch of chunks (`forward_varlen_kv_cache`), fp16,
+//! the same heads and head dim, each on the default kernel, on the sm80 family's (what
+//! [`plan_kv_cache`] runs, with its splits) and on each sm90 serving kernel unsplit (compute
+//! capability 9.0), against the dense kernel on the same problem.
 //!
-//! `flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]`: one line
+//! `flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]
+//! [--varlen-only] [--chunked-json PATH] [--chunked-only]`: one line
 //! per case: median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and
 //! TFLOP/s counting real work only (each sequence's `4 · H · Sq · Sk · D`, halved for causal).
 //! With `--splits`, each fp16 decode shape again at each of those split counts
 //! (`ForwardOptions::num_splits`), contiguous and in pages of 16: the data behind the split
 //! heuristic. With `--varlen-json`, the prefill batch (its offsets and lengths) and its timings
 //! also go to PATH as JSON, for `scripts/varlen_peers.py`, which times PyTorch's varlen peers
-//! on the same batch.
+//! on the same batch; with `--chunked-json`, the chunked prefills' problems and timings, for
+//! `scripts/chunked_peers.py`. `--varlen-only` and `--chunked-only` time that section alone.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan_kv_cache, plan_kv_cache_alibi, plan_on, plan_varlen, plan_varlen_on, AlibiLayout,
-    AlibiSlopes, AttentionShape, Element, Error, Family, FlashAttention, ForwardOptions, Layout,
-    SlidingWindow, Variant, VarlenShape, FORWARD_KERNELS,
+    plan_kv_cache, plan_kv_cache_alibi, plan_kv_cache_on, plan_on, plan_varlen,
+    plan_varlen_kv_cache, plan_varlen_kv_cache_on, plan_varlen_on, AlibiLayout, AlibiSlopes,
+    AttentionShape, Element, Error, Family, FlashAttention, ForwardKernel, ForwardOptions, Layout,
+    SlidingWindow, Variant, VarlenCacheShape, VarlenShape, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
@@ -225,16 +233,27 @@ fn main() -> Result<(), Error> {
     let head_dim = args.head_dim;
     println!("head dim {head_dim}");
     let mut f16_medians = Vec::new();
-    if !args.varlen_only {
+    let (decode, varlen, chunked) = match (args.varlen_only, args.chunked_only) {
+        (false, false) => (true, true, true),
+        (varlen, chunked) => (false, varlen, chunked),
+    };
+    if decode {
         time::<f16>(&gpu, head_dim, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
         time::<bf16>(&gpu, head_dim, "bf16", None, &PAGE_SIZES, &mut Vec::new())?;
         time_modified_decode(&gpu, head_dim, &f16_medians)?;
     }
-    let varlen = time_varlen_prefill(&gpu, head_dim)?;
-    if let Some(path) = &args.varlen_json {
-        let text = serde_json::to_string_pretty(&varlen).expect("plain data serialises");
-        std::fs::write(path, text + "\n").expect("writing the varlen JSON");
-        println!("wrote {path}");
+    let write_json = |path: &Option<String>, doc: &Value| {
+        if let Some(path) = path {
+            let text = serde_json::to_string_pretty(doc).expect("plain data serialises");
+            std::fs::write(path, text + "\n").expect("writing the JSON");
+            println!("wrote {path}");
+        }
+    };
+    if varlen {
+        write_json(&args.varlen_json, &time_varlen_prefill(&gpu, head_dim)?);
+    }
+    if chunked {
+        write_json(&args.chunked_json, &time_chunked_prefill(&gpu, head_dim)?);
     }
     for splits in args.splits {
         let name = format!("f16 num_splits={splits}");
@@ -244,13 +263,16 @@ fn main() -> Result<(), Error> {
 }
 
 /// The command line: the head dim of `--head-dim` ([`DECODE_HEAD_DIM`] without it), the split
-/// counts of `--splits N,N,...` (none without it), the path of `--varlen-json` and
-/// `--varlen-only` (the variable-length prefill alone, no decode timing).
+/// counts of `--splits N,N,...` (none without it), the paths of `--varlen-json` and
+/// `--chunked-json`, and `--varlen-only` and `--chunked-only` (those sections alone, no decode
+/// timing).
 struct Arguments {
     head_dim: usize,
     splits: Vec<usize>,
     varlen_json: Option<String>,
+    chunked_json: Option<String>,
     varlen_only: bool,
+    chunked_only: bool,
 }
 
 /// Parses the command line; exits with a usage line on anything it does not know.
@@ -258,7 +280,7 @@ fn arguments() -> Arguments {
     let usage = || -> ! {
         eprintln!(
             "usage: flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH] \
-             [--varlen-only]"
+             [--varlen-only] [--chunked-json PATH] [--chunked-only]"
         );
         std::process::exit(2)
     };
@@ -266,12 +288,18 @@ fn arguments() -> Arguments {
         head_dim: DECODE_HEAD_DIM,
         splits: Vec::new(),
         varlen_json: None,
+        chunked_json: None,
         varlen_only: false,
+        chunked_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--varlen-only" {
             parsed.varlen_only = true;
+            continue;
+        }
+        if flag == "--chunked-only" {
+            parsed.chunked_only = true;
             continue;
         }
         let value = args.next().unwrap_or_else(|| usage());
@@ -285,6 +313,7 @@ fn arguments() -> Arguments {
                     .unwrap_or_else(|| usage())
             }
             "--varlen-json" => parsed.varlen_json = Some(value),
+            "--chunked-json" => parsed.chunked_json = Some(value),
             _ => usage(),
         }
     }
@@ -370,7 +399,7 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
                 gpu.forward_varlen(&q, &k, &v, &mut output, None, &shape, &options)
             })?;
             let mut case = report(
-                &format!("{problem} causal={causal}"),
+                &format!("H=32/8 {problem} causal={causal}"),
                 &varlen,
                 shape.flops(causal),
                 kernel.entry,
@@ -384,7 +413,7 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
             gpu.forward(&q, &k, &v, &mut output, None, dense, &options)
         })?;
         let mut case = report(
-            &format!("dense B={sequences} S={mean} causal={causal}"),
+            &format!("H=32/8 dense B={sequences} S={mean} causal={causal}"),
             &dense_times,
             dense.flops(causal),
             dense_plan.kernel().entry,
@@ -414,6 +443,189 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
     }))
 }
 
+/// The chunked prefills `(batch, K/V heads, queries per sequence, cache length)` of
+/// [`time_chunked_prefill`] (32 query heads): each sequence's new chunk against a full cache of
+/// that many keys (the chunk's own keys included), causal; the last a decode step of
+/// multi-head attention, whose one query row per sequence packs no heads.
+const CHUNKED_PREFILL_SHAPES: [(usize, usize, usize, usize); 6] = [
+    (1, 8, 512, 4096),
+    (1, 8, 2048, 8192),
+    (4, 8, 512, 4096),
+    (4, 8, 2048, 8192),
+    (16, 8, 256, 4096),
+    (16, 32, 1, 1024),
+];
+
+/// The ragged chunked prefill of [`time_chunked_prefill`]: `(queries, used keys)` per sequence,
+/// in caches of [`RAGGED_CACHE_CAPACITY`] keys.
+const RAGGED_CHUNKS: [(u32, u32); 8] = [
+    (512, 4096),
+    (128, 700),
+    (1024, 8192),
+    (300, 2300),
+    (2048, 2048),
+    (64, 6000),
+    (777, 5000),
+    (1500, 3100),
+];
+const RAGGED_CACHE_CAPACITY: usize = 8192;
+
+/// Floating-point operations of causal attention of `queries` queries against `keys` keys
+/// aligned to the bottom right (query `i` sees keys `0..=i + keys - queries`), per head:
+/// `4 · D` per visible score.
+fn chunk_flops(queries: u32, keys: u32, head_dim: usize) -> f64 {
+    let (queries, keys) = (queries as f64, keys as f64);
+    let hidden = queries.min(keys);
+    let visible = queries * keys - hidden * (hidden - 1.0) / 2.0;
+    4.0 * visible * head_dim as f64
+}
+
+/// Times causal chunked prefill, fp16, GQA 32/8, at head dim `head_dim`: `forward_kv_cache` at
+/// each of [`CHUNKED_PREFILL_SHAPES`] (full caches) and `forward_varlen_kv_cache` on
+/// [`RAGGED_CHUNKS`], each on the default kernel ([`plan_kv_cache_on`]), on the sm80 family's
+/// ([`plan_kv_cache`]'s, with its splits) and on each sm90 serving kernel with one split
+/// (compute capability 9.0); the full caches also against `forward` on the same problem (the
+/// dense kernel). Returns the problems and timings as the JSON of `--chunked-json`.
+fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
+    let (heads_q, ragged_heads_kv) = (32, 8);
+    let (warmup, repeats, launches) = PREFILL_TIMING;
+    let capability = gpu.compute_capability();
+    let sm90_serving: Vec<&'static ForwardKernel> = FORWARD_KERNELS
+        .iter()
+        .filter(|kernel| {
+            kernel.spec.family == Family::Sm90
+                && kernel.spec.variant == Variant::Serving
+                && kernel.spec.dtype == f16::DTYPE
+                && kernel.spec.tile.head_dim == head_dim
+                && kernel.runs_on(capability)
+        })
+        .collect();
+    let largest = |queries: usize, keys: usize| (queries * heads_q * head_dim, keys);
+    let (q_elements, kv_rows) = CHUNKED_PREFILL_SHAPES
+        .iter()
+        .map(|&(batch, heads_kv, chunk, cache)| largest(batch * chunk, batch * cache * heads_kv))
+        .chain([largest(
+            RAGGED_CHUNKS.iter().map(|&(q, _)| q as usize).sum(),
+            RAGGED_CHUNKS.len() * RAGGED_CACHE_CAPACITY * ragged_heads_kv,
+        )])
+        .fold((0, 0), |(q, kv), (q2, kv2)| (q.max(q2), kv.max(kv2)));
+    let kv_elements = kv_rows * head_dim;
+    let q = DeviceBuffer::from_slice(&random_normal::<f16>(q_elements, 0.5, 1.0, 1))?;
+    let k = DeviceBuffer::from_slice(&random_normal::<f16>(kv_elements, 0.5, 1.0, 2))?;
+    let v = DeviceBuffer::from_slice(&random_normal::<f16>(kv_elements, 0.5, 1.0, 3))?;
+    let mut output = DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); q_elements])?;
+    let options = ForwardOptions {
+        causal: true,
+        layout: Layout::Bshd,
+        ..ForwardOptions::default()
+    };
+    let sm = gpu.sm_count();
+    // The kernels to time on one problem: the default's, the sm80 family's with its own split
+    // count, each sm90 serving kernel with one split; `(name, kernel, options)`.
+    let cases = |default: &'static ForwardKernel, sm80: &'static ForwardKernel| {
+        let named = |kernel, num_splits| ForwardOptions {
+            kernel: Some(kernel),
+            num_splits,
+            ..options
+        };
+        let mut cases = vec![("default", default, options)];
+        if sm80 != default {
+            cases.push(("sm80", sm80, named(sm80, None)));
+        }
+        for &kernel in sm90_serving.iter().filter(|&&kernel| kernel != default) {
+            cases.push(("sm90-unsplit", kernel, named(kernel, Some(1))));
+        }
+        cases
+    };
+    let mut results = Vec::new();
+    for (batch, heads_kv, chunk, cache) in CHUNKED_PREFILL_SHAPES {
+        let shape = AttentionShape {
+            batch,
+            heads_q,
+            heads_kv,
+            seq_len_q: chunk,
+            seq_len_kv: cache,
+            head_dim,
+        };
+        let lens = DeviceBuffer::from_slice(&vec![cache as u32; batch])?;
+        let flops = (batch * heads_q) as f64 * chunk_flops(chunk as u32, cache as u32, head_dim);
+        let default = plan_kv_cache_on(f16::DTYPE, &shape, &options, sm, capability)?;
+        let sm80 = plan_kv_cache(f16::DTYPE, &shape, &options, sm)?.kernel();
+        for (problem, kernel, options) in cases(default.kernel(), sm80) {
+            let splits = plan_kv_cache_on(f16::DTYPE, &shape, &options, sm, capability)?.splits();
+            let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
+                gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
+            })?;
+            let name = format!(
+                "H=32/{heads_kv} chunked B={batch} Sq={chunk} Sk={cache} {problem} splits={splits}"
+            );
+            let mut case = report(&name, &times, flops, kernel.entry);
+            case["problem"] = json!(problem);
+            case["splits"] = json!(splits);
+            case["chunks"] = json!(vec![[chunk, cache]; batch]);
+            case["heads_kv"] = json!(heads_kv);
+            results.push(case);
+        }
+        let dense = plan_on(f16::DTYPE, &shape, &options, sm, capability)?;
+        let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
+            gpu.forward(&q, &k, &v, &mut output, None, shape, &options)
+        })?;
+        let name = format!("H=32/{heads_kv} chunked B={batch} Sq={chunk} Sk={cache} dense");
+        let mut case = report(&name, &times, flops, dense.kernel().entry);
+        case["problem"] = json!("dense");
+        case["chunks"] = json!(vec![[chunk, cache]; batch]);
+        case["heads_kv"] = json!(heads_kv);
+        results.push(case);
+    }
+    let mut cu_seqlens_q = vec![0u32];
+    for &(queries, _) in &RAGGED_CHUNKS {
+        cu_seqlens_q.push(cu_seqlens_q[cu_seqlens_q.len() - 1] + queries);
+    }
+    let used: Vec<u32> = RAGGED_CHUNKS.iter().map(|&(_, keys)| keys).collect();
+    let lens = DeviceBuffer::from_slice(&used)?;
+    let shape = VarlenCacheShape {
+        cu_seqlens_q: &cu_seqlens_q,
+        heads_q,
+        heads_kv: ragged_heads_kv,
+        seq_len_kv: RAGGED_CACHE_CAPACITY,
+        head_dim,
+    };
+    let extents = shape.extents()?;
+    let flops: f64 = RAGGED_CHUNKS
+        .iter()
+        .map(|&(queries, keys)| heads_q as f64 * chunk_flops(queries, keys, head_dim))
+        .sum();
+    let default = plan_varlen_kv_cache_on(f16::DTYPE, &extents, None, &options, sm, capability)?;
+    let sm80 = plan_varlen_kv_cache(f16::DTYPE, &extents, None, &options, sm)?.kernel();
+    for (problem, kernel, options) in cases(default.kernel(), sm80) {
+        let plan = plan_varlen_kv_cache_on(f16::DTYPE, &extents, None, &options, sm, capability);
+        let splits = plan?.splits();
+        let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
+            gpu.forward_varlen_kv_cache(&q, &k, &v, &lens, &mut output, None, &shape, &options)
+        })?;
+        let name = format!("H=32/8 ragged chunks {problem} splits={splits}");
+        let mut case = report(&name, &times, flops, kernel.entry);
+        case["problem"] = json!(format!("ragged-{problem}"));
+        case["splits"] = json!(splits);
+        case["chunks"] = json!(RAGGED_CHUNKS);
+        case["heads_kv"] = json!(ragged_heads_kv);
+        results.push(case);
+    }
+    Ok(json!({
+        "device": gpu.device_name(),
+        "dtype": f16::DTYPE.name(),
+        "layout": "bshd",
+        "causal": true,
+        "heads_q": heads_q,
+        "head_dim": head_dim,
+        "flop_count": "4 * heads_q * head_dim * visible scores (bottom-right causal) per sequence",
+        "warmup": warmup,
+        "repeats": repeats,
+        "launches_per_repeat": launches,
+        "results": results,
+    }))
+}
+
 /// One prefill line: median, spread, TFLOP/s of `flops` at the median, the kernel; returns the
 /// same figures as JSON.
 fn report(
@@ -425,7 +637,7 @@ fn report(
     let median = times.median();
     let tflops = flops / (median * 1e-6) / 1e12;
     println!(
-        "f16 H=32/8 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
+        "f16 {name}: {median:.1} us (p10-p90 {:.1}-{:.1}), {tflops:.1} TFLOP/s, \
          {kernel}, host {:.1} us/launch",
         times.quantile(0.1),
         times.quantile(0.9),
