@@ -941,10 +941,11 @@ pub fn plan_kv_cache(
 }
 
 /// [`plan_kv_cache`] for a device of `compute_capability` (`(major, minor)`,
-/// [`crate::FlashAttention::compute_capability`]), what [`crate::FlashAttention::forward_kv_cache`] plans
-/// with: on compute capability 9.0, where the options name no kernel, a call without score
-/// modifiers of more than one query per sequence (a decode step stays on the sm80 family's
-/// 64-row tiles, which ran it faster) whose grid of the sm90 family's serving tile
+/// [`crate::FlashAttention::compute_capability`]), what
+/// [`crate::FlashAttention::forward_kv_cache`] plans with: on compute capability 9.0, where
+/// the options name no kernel, a call without score modifiers of more than one query per
+/// sequence (a decode step stays on the sm80 family's 64-row tiles, which ran it faster)
+/// whose grid of the sm90 family's serving tile
 /// ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length batch:
 /// [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]'s rule, counting
 /// that tile at its one block per SM) runs that kernel, a chunked prefill's `wgmma` main loop;
@@ -953,7 +954,9 @@ pub fn plan_kv_cache(
 /// 1.1-2.2x at D=64 (BENCHMARKS.md log 88).
 ///
 /// ```
-/// use flash_attn::{plan_kv_cache, plan_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions};
+/// use flash_attn::{
+///     plan_kv_cache, plan_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions,
+/// };
 ///
 /// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
 /// // A chunked prefill: 512 new queries per sequence over caches of 4,096 keys.
@@ -967,7 +970,7 @@ pub fn plan_kv_cache(
 /// assert_eq!(hopper.splits(), 1);
 /// let ada = plan_kv_cache_on(Dtype::Bf16, &prefill, &options, 128, (8, 9))?;
 /// assert_eq!(ada.kernel(), plan_kv_cache(Dtype::Bf16, &prefill, &options, 128)?.kernel());
-/// // Decode packs the grouped query heads and splits the key range: the sm80 family's kernel.
+/// // A decode step (one query per sequence) stays on the sm80 family's kernels.
 /// let decode = AttentionShape { seq_len_q: 1, ..prefill };
 /// let kernel = plan_kv_cache_on(Dtype::Bf16, &decode, &options, 132, (9, 0))?.kernel();
 /// assert_eq!(kernel.spec.family, Family::Sm80);
