@@ -85,16 +85,21 @@ impl<T: Element> CacheProblem<T> {
         self.check_with(gpu, &self.options(layout))
     }
 
-    fn check_with(&self, gpu: &FlashAttention, options: &ForwardOptions) {
-        let (s, layout) = (self.shape, options.layout);
-        let plan = plan_kv_cache_on(
+    /// The plan of the safe call with `options` on `gpu`'s device, as it plans.
+    fn plan(&self, gpu: &FlashAttention, options: &ForwardOptions) -> flash_attn::LaunchPlan {
+        plan_kv_cache_on(
             T::DTYPE,
-            &s,
+            &self.shape,
             options,
             gpu.sm_count(),
             gpu.compute_capability(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    fn check_with(&self, gpu: &FlashAttention, options: &ForwardOptions) {
+        let (s, layout) = (self.shape, options.layout);
+        let plan = self.plan(gpu, options);
         let context = format!(
             "{s:?} lens {:?} causal={} {layout:?} ({} splits, kernel {}), seed {} (replay with \
              FLASH_ATTN_SEED={})",
@@ -372,14 +377,7 @@ pub(crate) fn decode_and_chunks_at_every_head_dim() {
                         num_splits,
                         ..problem.options(layout)
                     };
-                    let plan = plan_kv_cache_on(
-                        T::DTYPE,
-                        &shape,
-                        &options,
-                        gpu.sm_count(),
-                        gpu.compute_capability(),
-                    )
-                    .unwrap();
+                    let plan = problem.plan(gpu, &options);
                     assert_eq!(
                         plan.splits() > 1,
                         num_splits > Some(1),
@@ -423,14 +421,7 @@ pub(crate) fn split_counts_across_the_combine_chunks() {
                         num_splits: Some(num_splits),
                         ..problem.options(Layout::Bshd)
                     };
-                    let plan = plan_kv_cache_on(
-                        T::DTYPE,
-                        &shape,
-                        &options,
-                        gpu.sm_count(),
-                        gpu.compute_capability(),
-                    )
-                    .unwrap();
+                    let plan = problem.plan(gpu, &options);
                     // 65 key blocks of 64 keys: the counts that leave no split empty.
                     assert_eq!(plan.kernel().spec.tile.block_n, 64, "{shape:?}");
                     assert_eq!(plan.splits(), expected, "{shape:?}: {num_splits} asked");
