@@ -379,14 +379,8 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
         let sm80_kernel = plan_varlen(f16::DTYPE, &extents, &options, gpu.sm_count())?.kernel();
         let mut kernels = vec![("varlen", varlen_plan.kernel(), None)];
         if sm80_kernel != varlen_plan.kernel() {
-            let other_sm90 = FORWARD_KERNELS.iter().filter(|kernel| {
-                kernel.spec.family == Family::Sm90
-                    && kernel.spec.variant == Variant::Serving
-                    && kernel.spec.dtype == f16::DTYPE
-                    && kernel.spec.tile.head_dim == head_dim
-                    && kernel.runs_on(capability)
-                    && *kernel != varlen_plan.kernel()
-            });
+            let other_sm90 = sm90_serving_kernels(head_dim, capability)
+                .filter(|&kernel| kernel != varlen_plan.kernel());
             kernels.extend(other_sm90.map(|kernel| ("varlen-other-sm90", kernel, Some(kernel))));
             kernels.push(("varlen-sm80", sm80_kernel, Some(sm80_kernel)));
         }
@@ -490,16 +484,7 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
     let (heads_q, ragged_heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
     let capability = gpu.compute_capability();
-    let sm90_serving: Vec<&'static ForwardKernel> = FORWARD_KERNELS
-        .iter()
-        .filter(|kernel| {
-            kernel.spec.family == Family::Sm90
-                && kernel.spec.variant == Variant::Serving
-                && kernel.spec.dtype == f16::DTYPE
-                && kernel.spec.tile.head_dim == head_dim
-                && kernel.runs_on(capability)
-        })
-        .collect();
+    let sm90_serving: Vec<_> = sm90_serving_kernels(head_dim, capability).collect();
     let largest = |queries: usize, keys: usize| (queries * heads_q * head_dim, keys);
     let (q_elements, kv_rows) = CHUNKED_PREFILL_SHAPES
         .iter()
@@ -624,6 +609,21 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
         "launches_per_repeat": launches,
         "results": results,
     }))
+}
+
+/// The fp16 sm90 serving kernels of `head_dim` that a device of `capability` runs (none off
+/// Hopper): the tiles the prefill timings put beside the default's.
+fn sm90_serving_kernels(
+    head_dim: usize,
+    capability: (i32, i32),
+) -> impl Iterator<Item = &'static ForwardKernel> {
+    FORWARD_KERNELS.iter().filter(move |kernel| {
+        kernel.spec.family == Family::Sm90
+            && kernel.spec.variant == Variant::Serving
+            && kernel.spec.dtype == f16::DTYPE
+            && kernel.spec.tile.head_dim == head_dim
+            && kernel.runs_on(capability)
+    })
 }
 
 /// One prefill line: median, spread, TFLOP/s of `flops` at the median, the kernel; returns the
