@@ -65,8 +65,8 @@ pub use flash_attn_params::{
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
     CANDIDATE_VARIANTS, CANDIDATE_WARPS, HEAD_DIM_GRANULE, KERNELS_ENV, KERNEL_SET, MAX_HEAD_DIM,
     MODIFIED_TILES, SERVING_TILES, SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK,
-    SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES, SM90_PRODUCER_WARPS, SM90_SERVING_TILES,
-    TENSOR_MAPS_BYTES,
+    SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES, SM90_PAGED_TILES, SM90_PRODUCER_WARPS,
+    SM90_SERVING_TILES, TENSOR_MAPS_BYTES,
 };
 
 #[cfg(feature = "cudarc")]
@@ -89,9 +89,9 @@ pub use modifiers::{
 };
 pub use problem::{
     plan, plan_kv_cache, plan_kv_cache_alibi, plan_kv_cache_on, plan_on, plan_paged_kv_cache,
-    plan_paged_kv_cache_alibi, serving_kernel, split_count, supports, AttentionShape,
-    BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, MAX_SEQ_LEN,
-    MAX_SPLITS, MAX_TENSOR_BYTES,
+    plan_paged_kv_cache_alibi, plan_paged_kv_cache_on, serving_kernel, split_count, supports,
+    AttentionShape, BufferLengths, ForwardOptions, ForwardStrides, LaunchPlan, Layout,
+    PagedKvCache, MAX_SEQ_LEN, MAX_SPLITS, MAX_TENSOR_BYTES,
 };
 pub use varlen::{
     plan_varlen, plan_varlen_alibi, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
@@ -475,7 +475,8 @@ impl FlashAttention {
         )
     }
 
-    /// [`Self::forward_kv_cache`] against a paged cache ([`plan_paged_kv_cache`]): `k_pages`
+    /// [`Self::forward_kv_cache`] against a paged cache ([`plan_paged_kv_cache`], on Hopper
+    /// [`plan_paged_kv_cache_on`]): `k_pages`
     /// and `v_pages` `[num_pages, page_size, heads_kv, head_dim]`, `block_table` at least
     /// `batch * pages_per_sequence` u32 (sequence `b`'s pages from `b * pages_per_sequence`),
     /// `cache_lens` at least `batch` u32, all on the device. A sequence whose used pages include

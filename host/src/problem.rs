@@ -808,11 +808,12 @@ pub fn serving_kernel(
         })
 }
 
-/// The kernel of a variable-length batch like `shape` (the dense problem of its mean lengths)
-/// on a device of `compute_capability` where it is known: on one that runs the sm90 family
-/// (compute capability 9.0) the sm90 family's [`Variant::Serving`] kernel of the kernel head
-/// dim ([`kernel_head_dim`], as [`serving_kernel`] pads) where there is one
-/// ([`crate::SM90_SERVING_TILES`]: every kernel head dim from 64, no score modifier), the dense
+/// The `variant` kernel of a variable-length batch or KV-cache call like `shape` (the dense
+/// problem of its mean lengths) on a device of `compute_capability` where it is known: on one
+/// that runs the sm90 family (compute capability 9.0) the sm90 family's kernel of the variant
+/// and the kernel head dim ([`kernel_head_dim`], as [`serving_kernel`] pads) where there is one
+/// ([`crate::SM90_SERVING_TILES`] for [`Variant::Serving`], [`crate::SM90_PAGED_TILES`] for
+/// [`Variant::Paged`]: every kernel head dim from 64, no score modifier), the dense
 /// problem's main loop on Hopper: that of the dense problem's tile ([`dispatch_kernel_on`])
 /// where it has one, else the head dim's first; else [`serving_kernel`].
 pub(crate) fn serving_kernel_on(
@@ -946,7 +947,8 @@ pub fn plan_kv_cache(
 /// the options name no kernel, a call without score modifiers of more than one query per
 /// sequence (a decode step stays on the sm80 family's 64-row tiles, which ran it faster)
 /// whose grid of the sm90 family's serving tile
-/// ([`crate::SM90_SERVING_TILES`], chosen as for a variable-length batch:
+/// ([`crate::SM90_SERVING_TILES`]; against a paged cache, [`plan_paged_kv_cache_on`], its
+/// paged tile, [`crate::SM90_PAGED_TILES`]; chosen as for a variable-length batch:
 /// [`crate::plan_varlen_on`]) needs no split of the key range ([`split_count`]'s rule, counting
 /// that tile at its one block per SM) runs that kernel, a chunked prefill's `wgmma` main loop;
 /// elsewhere [`plan_kv_cache`]'s. On an H200, chunked prefills of 256 to 2,048 queries against
@@ -1092,6 +1094,56 @@ pub fn plan_paged_kv_cache(
     )
 }
 
+/// [`plan_paged_kv_cache`] for a device of `compute_capability`, what
+/// [`crate::FlashAttention::forward_paged_kv_cache`] plans with: the sm90 family's paged kernel
+/// ([`crate::SM90_PAGED_TILES`]) on compute capability 9.0 where [`plan_kv_cache_on`] would run
+/// the serving kernel of the same call against a contiguous cache (more than one query per
+/// sequence, no split, the options naming no kernel), elsewhere [`plan_paged_kv_cache`]'s. It
+/// checks the block table's page indices first, as the sm80 family's paged kernels do.
+///
+/// ```
+/// use flash_attn::{
+///     plan_paged_kv_cache_on, AttentionShape, Dtype, Family, ForwardOptions, PagedKvCache,
+///     Variant,
+/// };
+///
+/// let options = ForwardOptions { causal: true, ..ForwardOptions::default() };
+/// // A chunked prefill of 512 queries per sequence over caches of 64 pages of 64 keys.
+/// let paged = PagedKvCache { num_pages: 1024, page_size: 64, pages_per_sequence: 64 };
+/// let prefill = AttentionShape {
+///     seq_len_q: 512,
+///     heads_kv: 8,
+///     ..AttentionShape::new(4, 32, 64 * 64, 128)
+/// };
+/// let plan = plan_paged_kv_cache_on(Dtype::Bf16, &prefill, &paged, &options, 132, (9, 0))?;
+/// let spec = plan.kernel().spec;
+/// assert_eq!((spec.family, spec.variant), (Family::Sm90, Variant::Paged));
+/// // A decode step stays on the sm80 family's paged kernels.
+/// let decode = AttentionShape { seq_len_q: 1, ..prefill };
+/// let plan = plan_paged_kv_cache_on(Dtype::Bf16, &decode, &paged, &options, 132, (9, 0))?;
+/// assert_eq!(plan.kernel().spec.family, Family::Sm80);
+/// # Ok::<(), flash_attn::Error>(())
+/// ```
+pub fn plan_paged_kv_cache_on(
+    dtype: Dtype,
+    shape: &AttentionShape,
+    paged: &PagedKvCache,
+    options: &ForwardOptions,
+    sm_count: usize,
+    compute_capability: (i32, i32),
+) -> Result<LaunchPlan, Error> {
+    plan_cache(
+        dtype,
+        shape,
+        None,
+        Some(paged),
+        None,
+        options,
+        sm_count,
+        Some(compute_capability),
+    )
+}
+
 /// [`plan_kv_cache`] for a call with ALiBi biases whose slopes are laid out as `layout`
 /// ([`crate::FlashAttention::forward_kv_cache_alibi`]): the modified serving kernel
 /// ([`Variant::ServingModified`]), and [`LaunchPlan::alibi_slopes_len`] slopes to read. Each
@@ -1195,8 +1247,8 @@ pub(crate) fn plan_cache(
     // Not for packed queries: their rows are tokens of Q's sequence dimension, found through
     // the offsets. With ALiBi the kernel reads each row's slope (row `j`'s head, below).
     let packed_heads = queries.is_none() && shape.seq_len_q == 1 && group > 1;
-    // On Hopper the sm90 family's serving kernel where it runs the call and is the faster: a
-    // contiguous cache without score modifiers, more than one query in the longest sequence (no
+    // On Hopper the sm90 family's serving or paged kernel where it runs the call and is the
+    // faster: no score modifier, more than one query in the longest sequence (no
     // packed heads; at a multi-head decode step the sm80 kernel's 64-row tile ran 1.20x faster
     // than the sm90 one's 192 rows, D=64, H200, BENCHMARKS.md log 88), and a grid of its tile
     // that needs no split.

@@ -502,9 +502,9 @@ pub fn plan_varlen_kv_cache(
 /// [`plan_varlen_kv_cache`] for a device of `compute_capability`, what
 /// [`FlashAttention::forward_varlen_kv_cache`] and
 /// [`FlashAttention::forward_varlen_paged_kv_cache`] plan with: the sm90 family's serving
-/// kernel on compute capability 9.0 where [`crate::plan_kv_cache_on`] would run it on
-/// `extents.longest` (a contiguous cache whose grid needs no split), elsewhere
-/// [`plan_varlen_kv_cache`]'s.
+/// kernel (against a paged cache its paged kernel) on compute capability 9.0 where
+/// [`crate::plan_kv_cache_on`] would run it on `extents.longest` (a grid that needs no split),
+/// elsewhere [`plan_varlen_kv_cache`]'s.
 pub fn plan_varlen_kv_cache_on(
     dtype: Dtype,
     extents: &VarlenCacheExtents,

@@ -44,7 +44,7 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    copy_warps, pads_head_dim, sm90_overlaps_blocks, sm90_producer_needs_room, sm90_register_split,
+    copy_warps, pads_head_dim, sm90_overlaps_blocks, sm90_producer_registers, sm90_register_split,
     ForwardParams, ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams,
     ServingParams, TileConfig, Variant,
 };
@@ -136,6 +136,18 @@ macro_rules! forward_entry {
             $entry,
             Serving,
             (true, false, false, false, false),
+            params: $crate::ServingParams,
+            &params.forward,
+            &params.sequences,
+            &$crate::ModifierParams::NONE,
+            ($($axes)*)
+        );
+    };
+    ($entry:ident, Paged, (Sm90, $($axes:tt)*)) => {
+        $crate::sm90_entry!(
+            $entry,
+            Paged,
+            (true, true, false, false, false),
             params: $crate::ServingParams,
             &params.forward,
             &params.sequences,
@@ -318,9 +330,9 @@ macro_rules! main_loop {
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
         >($params, $sequences, $modifiers)
     };
-    // The sm90 loop has the dense, the serving (no paging: `$paged` false), the modified and
-    // the single-modifier variants, and the address of the K and V tensor maps.
-    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, false, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $tensor_maps:expr) => {
+    // The sm90 loop has the dense, the serving, the paged, the modified and the
+    // single-modifier variants, and the address of the K and V tensor maps.
+    ((Sm90, $dtype:ident, $block_m:literal, $block_n:literal, $warps:literal, $stages:literal, $head_dim:literal, $layout:ident, $q_source:ident), $variant:ident, ($serving:literal, $paged:literal, $modified:literal, $alibi:literal, $softcap:literal), $params:expr, $sequences:expr, $modifiers:expr, $tensor_maps:expr) => {
         $crate::fwd::sm90::forward::<
             $crate::element::$dtype,
             $block_m,
@@ -337,10 +349,11 @@ macro_rules! main_loop {
             $softcap,
             { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
             $serving,
+            $paged,
             {
                 $crate::sm90_register_split(
                     $block_m,
-                    $crate::sm90_producer_needs_room(
+                    $crate::sm90_producer_registers(
                         $crate::Variant::$variant,
                         &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
                     ),
@@ -350,7 +363,7 @@ macro_rules! main_loop {
             {
                 $crate::sm90_register_split(
                     $block_m,
-                    $crate::sm90_producer_needs_room(
+                    $crate::sm90_producer_registers(
                         $crate::Variant::$variant,
                         &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
                     ),

@@ -28,8 +28,8 @@ impl Family {
 
     /// Whether the family's main loop implements `variant`: every variant but
     /// the single-modifier ones ([`Variant::Alibi`], [`Variant::Softcap`]) for [`Family::Sm80`];
-    /// [`Variant::Dense`], [`Variant::Modified`], the single-modifier ones and
-    /// [`Variant::Serving`] (variable-length batches only: [`SM90_SERVING_TILES`]) for
+    /// [`Variant::Dense`], [`Variant::Modified`], the single-modifier ones, [`Variant::Serving`]
+    /// and [`Variant::Paged`] (unsplit, without modifiers: [`SM90_SERVING_TILES`]) for
     /// [`Family::Sm90`].
     pub const fn has_variant(self, variant: Variant) -> bool {
         match self {
@@ -37,7 +37,7 @@ impl Family {
             Family::Sm90 => {
                 matches!(
                     variant,
-                    Variant::Dense | Variant::Modified | Variant::Serving
+                    Variant::Dense | Variant::Modified | Variant::Serving | Variant::Paged
                 ) || variant.is_one_modifier()
             }
         }
@@ -480,9 +480,10 @@ pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
 /// table's warp-specialised tiles there spilled as serving kernels (16-128 bytes of stack,
 /// their consumers at 232 registers with the padding's arithmetic; BENCHMARKS.md log 87).
 /// Those of head dims other than 64 and 128 pad, as every serving kernel does
-/// ([`pads_head_dim`]). They serve the variable-length batches alone
-/// (`flash_attn::plan_varlen_on`): one split, no cache lengths, no block table, no score
-/// modifier; the KV-cache calls run the sm80 family's serving kernels.
+/// ([`pads_head_dim`]). They serve the variable-length batches (`flash_attn::plan_varlen_on`)
+/// and the KV-cache calls against contiguous caches (`flash_attn::plan_kv_cache_on`) of one
+/// split and no score modifier, whose cache lengths they read; [`SM90_PAGED_TILES`]' kernels
+/// the paged ones.
 /// They copy with `cp.async` ([`sm90_copies_by_tma`]), whose zero-fill past each sequence's
 /// rows keeps the next sequence's keys and values out of the tile: a TMA box would read them,
 /// and a non-finite value there would reach the output through `P V` (a masked score's 0
@@ -496,6 +497,24 @@ pub const SM90_SERVING_TILES: [TileConfig; 8] = [
     SM90_MODIFIED_TILES[6],
     SM90_MODIFIED_TILES[7],
     SM90_MODIFIED_TILES[8],
+];
+
+/// The tiles of the sm90 family's [`Variant::Paged`] kernels: those of [`SM90_SERVING_TILES`]
+/// but D=64's three-consumer `m192_n128`, whose producer read the pages in its 32 registers
+/// with 56 bytes of spill (sm_90a) and can have no more beside consumers of 160
+/// ([`sm90_producer_registers`]). A paged problem whose dense tile is that one runs the head
+/// dim's first, `m128_n128` (which ran chunked prefills of 16 x 256 queries 1.13x faster than
+/// `m192_n128` on contiguous caches, BENCHMARKS.md log 88). They read each key block's rows
+/// from the pages that the sequence's block table names, checked first, as the sm80 family's
+/// paged kernels do.
+pub const SM90_PAGED_TILES: [TileConfig; 7] = [
+    SM90_SERVING_TILES[0],
+    SM90_SERVING_TILES[2],
+    SM90_SERVING_TILES[3],
+    SM90_SERVING_TILES[4],
+    SM90_SERVING_TILES[5],
+    SM90_SERVING_TILES[6],
+    SM90_SERVING_TILES[7],
 ];
 
 /// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
@@ -524,7 +543,8 @@ const fn same_tile(a: &TileConfig, b: &TileConfig) -> bool {
 
 /// Whether `tile` is one of `family`'s candidate tiles for `variant`: every tile for
 /// [`Variant::Dense`], the variant's own entries of [`SERVING_TILES`] for the serving variants
-/// ([`SM90_SERVING_TILES`] for [`Family::Sm90`]'s [`Variant::Serving`]), [`MODIFIED_TILES`] for
+/// ([`SM90_SERVING_TILES`] and [`SM90_PAGED_TILES`] for [`Family::Sm90`]'s [`Variant::Serving`]
+/// and [`Variant::Paged`]), [`MODIFIED_TILES`] for
 /// [`Variant::Modified`] ([`SM90_MODIFIED_TILES`] for [`Family::Sm90`]).
 const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -> bool {
     const fn listed(tiles: &[TileConfig], tile: &TileConfig) -> bool {
@@ -547,6 +567,7 @@ const fn variant_has_tile(family: Family, variant: Variant, tile: &TileConfig) -
             matches!(family, Family::Sm90) && listed(&SM90_ONE_MODIFIER_TILES, tile)
         }
         Variant::Serving if matches!(family, Family::Sm90) => listed(&SM90_SERVING_TILES, tile),
+        Variant::Paged if matches!(family, Family::Sm90) => listed(&SM90_PAGED_TILES, tile),
         Variant::Serving | Variant::Paged | Variant::ServingModified | Variant::PagedModified => {
             let mut index = 0;
             while index < SERVING_TILES.len() {
@@ -589,11 +610,31 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
     matches!(variant, Variant::Modified) && tile.can_persist()
 }
 
-/// Whether the producer warpgroup of the sm90 kernel of `variant` on `tile` gets the larger of
-/// [`crate::sm90_register_split`]'s shares: a persistent kernel's ([`persists`]) or a serving
-/// one's. The one rule, which the entries' register split and the kernel's check of it ask.
-pub const fn sm90_producer_needs_room(variant: Variant, tile: &TileConfig) -> bool {
-    persists(variant, tile) || matches!(variant, Variant::Serving)
+/// Registers per thread of the producer warpgroup of the warp-specialised sm90 kernel of
+/// `variant` on `tile` after `setmaxnreg` ([`crate::sm90_register_split`] gives the consumers
+/// the rest): 24 where it copies by TMA alone; 40 for a persistent kernel's ([`persists`]),
+/// which walks the tiles (by TMA in 24 it spilled 24-28 bytes of the walk's values, and 32
+/// beside 232 still 4-8; BENCHMARKS.md log 77), and for a serving kernel's, which forms each
+/// sequence's `cp.async` addresses (in 24 it spilled 32 bytes, log 85); 48 for a paged
+/// kernel's, which also reads each key block's page (in 40 it spilled 32 bytes at D=64, sm_90a).
+/// Beside three consumers (the 192-row tile) 32 at most: theirs is 160 then, and 152 spilled
+/// 52 bytes (log 86). The one rule, which the entries' register split and the kernel's check of
+/// it ask.
+pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32 {
+    let roomy = persists(variant, tile) || variant.is_serving();
+    if tile.block_m == 3 * SM90_WARPGROUP_ROWS {
+        if roomy {
+            32
+        } else {
+            24
+        }
+    } else if variant.is_paged() {
+        48
+    } else if roomy {
+        40
+    } else {
+        24
+    }
 }
 
 /// Whether the sm90 kernel of `variant` on `tile` copies its Q, K and V tiles with TMA

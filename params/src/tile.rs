@@ -31,30 +31,27 @@ pub const SM90_PRODUCER_WARPS: usize = 4;
 
 /// Registers per thread of a warp-specialised sm90 tile's producer warpgroup and of each of its
 /// consumer warpgroups after `setmaxnreg` (FlashAttention-3's split), for a tile of `block_m`
-/// rows whose producer needs more room (`roomy_producer`, [`crate::sm90_producer_needs_room`])
-/// or not. `setmaxnreg` moves registers
-/// within what the block started with, not the SM's: 64,512 (168 each at `.maxntid 384`, 128
-/// each at `.maxntid 512`; a producer of 32 beside consumers of 240 hung, BENCHMARKS.md log 76):
-/// - two consumers: 24 and 240 (128 x 24 + 256 x 240);
-/// - two consumers of a persistent kernel or a serving one: 40 and 232 (128 x 40 + 256 x 232):
-///   the persistent kernel's producer walks the tiles, and copying by TMA in 24 registers it
-///   spilled 24-28 bytes of the walk's values (32 beside 232 still spilled 4-8; log 77); the
-///   serving kernel's forms each sequence's `cp.async` addresses, and in 24 it spilled 32 bytes
-///   (log 85);
-/// - three consumers (D=64's 192-row tile, [`sm90_feeds_consumers`]): 24 and 160
-///   (128 x 24 + 384 x 160);
-/// - three consumers of a serving kernel: 32 and 160 (128 x 32 + 384 x 160, all of the 65,536
-///   the block starts with at `.maxntid 512`): 40 beside 152 spilled 52 bytes (the consumers),
-///   and 32 beside 160 spilled 4 until the consumers read their sequence's extents again for
-///   the output rather than keep them through the key loop (BENCHMARKS.md log 86).
-pub const fn sm90_register_split(block_m: usize, roomy_producer: bool) -> (u32, u32) {
-    if block_m == 3 * SM90_WARPGROUP_ROWS {
-        (if roomy_producer { 32 } else { 24 }, 160)
-    } else if roomy_producer {
-        (40, 232)
-    } else {
-        (24, 240)
-    }
+/// rows whose producer takes `producer` registers ([`crate::sm90_producer_registers`]): the
+/// consumers get the most, a multiple of 8, of what the block started with. `setmaxnreg` moves
+/// registers within that, not the SM's: 64,512 (168 each at `.maxntid 384`, two consumers) or
+/// 65,536 (128 each at `.maxntid 512`, three: D=64's 192-row tile, [`sm90_feeds_consumers`]).
+/// So a producer of 24, 40 or 48 leaves two consumers 240, 232 or 224 (a producer of 32 beside
+/// consumers of 240 hung, BENCHMARKS.md log 76), and one of 24 or 32 leaves three consumers 160
+/// (40 would leave them 152, which spilled 52 bytes in the serving kernel, log 86).
+///
+/// ```
+/// use flash_attn_params::sm90_register_split;
+/// assert_eq!(sm90_register_split(128, 24), (24, 240));
+/// assert_eq!(sm90_register_split(128, 40), (40, 232));
+/// assert_eq!(sm90_register_split(128, 48), (48, 224));
+/// assert_eq!(sm90_register_split(192, 32), (32, 160));
+/// ```
+pub const fn sm90_register_split(block_m: usize, producer: u32) -> (u32, u32) {
+    let consumers = (block_m / SM90_WARPGROUP_ROWS) as u32;
+    let threads = 32 * SM90_PRODUCER_WARPS as u32 * (consumers + 1);
+    let at_launch = 65536 / threads / 8 * 8;
+    let consumer = (at_launch * threads - 128 * producer) / (128 * consumers) / 8 * 8;
+    (producer, consumer)
 }
 
 /// Shared-memory bytes of a warp-specialised sm90 tile's `mbarrier`s, after its K/V ring: a

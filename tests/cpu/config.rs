@@ -7,7 +7,7 @@ use flash_attn::{
     CANDIDATE_HEAD_DIMS, CANDIDATE_LAYOUTS, CANDIDATE_Q_SOURCES, CANDIDATE_STAGES,
     CANDIDATE_VARIANTS, CANDIDATE_WARPS, FORWARD_KERNELS, MODIFIED_TILES, SERVING_TILES,
     SM89_MAX_SMEM_PER_BLOCK, SM90_MAX_SMEM_PER_BLOCK, SM90_MODIFIED_TILES, SM90_ONE_MODIFIER_TILES,
-    SM90_PRODUCER_WARPS, SM90_SERVING_TILES, SUPPORTED_HEAD_DIMS,
+    SM90_PAGED_TILES, SM90_PRODUCER_WARPS, SM90_SERVING_TILES, SUPPORTED_HEAD_DIMS,
 };
 use flash_attn::{default_api_kernels, KernelSet, BUILT_CONFIGS, KERNEL_SET};
 use flash_attn_build::dispatch::{parse_dispatch_table, parse_fallback_kernels, shipping_set};
@@ -76,7 +76,7 @@ fn the_build_compiled_the_set_it_says_it_did() {
     assert!(FORWARD_KERNELS.len() >= shipping.len());
     assert_eq!(
         gated.len(),
-        886,
+        900,
         "the search space changed: update the README's counts"
     );
 }
@@ -483,6 +483,7 @@ fn every_gated_configuration_is_exposed_unless_its_ptxas_record_fails() {
             + 2 * SM90_MODIFIED_TILES.len()
             + 2 * 2 * SM90_ONE_MODIFIER_TILES.len()
             + 2 * SM90_SERVING_TILES.len()
+            + 2 * SM90_PAGED_TILES.len()
     );
     assert_eq!(gate.len(), gated, "one gate record per compiled entry");
     // The exposed kernels are in entry order, each at its index.

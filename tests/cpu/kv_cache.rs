@@ -4,8 +4,9 @@
 use flash_attn::reference::{attention, attention_kv_cache, random_normal, Precision, Scoring};
 use flash_attn::{
     kernel_by_name, plan, plan_kv_cache, plan_kv_cache_on, plan_paged_kv_cache,
-    plan_varlen_kv_cache, plan_varlen_kv_cache_on, split_count, AttentionShape, Dtype, Error,
-    Family, ForwardOptions, Layout, PagedKvCache, Variant, VarlenCacheShape, MAX_SPLITS,
+    plan_paged_kv_cache_on, plan_varlen_kv_cache, plan_varlen_kv_cache_on, split_count,
+    AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, PagedKvCache, Variant,
+    VarlenCacheShape, MAX_SPLITS,
 };
 use half::f16;
 
@@ -328,15 +329,119 @@ fn hopper_runs_the_sm90_serving_kernel_on_the_cache_calls_it_takes() {
         ..causal
     };
     sm80(&chunk(4, 2048, 128), &softcap);
-    // The paged call keeps the sm80 family's kernel.
-    let paged = PagedKvCache {
-        num_pages: 4 * 128,
-        page_size: 64,
-        pages_per_sequence: 128,
+}
+
+/// The paged calls follow the same rule on the sm90 family's paged kernels: the serving
+/// kernel's tile, but at D=64 on large grids the `m128` tile where the dense table picks
+/// `m192` (which has no paged kernel); pages shorter and longer than the key blocks alike.
+#[test]
+fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
+    let causal = ForwardOptions {
+        causal: true,
+        ..bshd()
     };
-    let shape = chunk(4, 2048, 128);
-    let plan = plan_paged_kv_cache(Dtype::Bf16, &shape, &paged, &causal, H100_SM_COUNT).unwrap();
-    assert_eq!(plan.kernel().spec.family, Family::Sm80);
+    let chunk = |batch, seq_len_q, head_dim| AttentionShape {
+        seq_len_q,
+        head_dim,
+        ..decode(batch, 32, 8, 8192)
+    };
+    let pages = |page_size: usize| PagedKvCache {
+        num_pages: 4 * 8192 / page_size,
+        page_size,
+        pages_per_sequence: 8192 / page_size,
+    };
+    let on = |shape: &AttentionShape, paged: &PagedKvCache, options: &ForwardOptions, cc| {
+        plan_paged_kv_cache_on(Dtype::Bf16, shape, paged, options, H100_SM_COUNT, cc).unwrap()
+    };
+    for (shape, block_m) in [
+        (chunk(1, 512, 128), 128),
+        (chunk(4, 2048, 128), 128),
+        (chunk(4, 2048, 64), 128),
+        (chunk(16, 300, 80), 128),
+        (chunk(4, 2048, 256), 128),
+    ] {
+        for page_size in [16, 64, 256] {
+            let paged = pages(page_size);
+            let plan = on(&shape, &paged, &causal, (9, 0));
+            let spec = plan.kernel().spec;
+            assert_eq!((spec.family, spec.variant), (Family::Sm90, Variant::Paged));
+            assert_eq!(spec.tile.block_m, block_m, "{shape:?}");
+            assert_eq!((plan.splits(), plan.workspace_bytes()), (1, 0));
+            assert_eq!(
+                plan.block_table_len(),
+                shape.batch * paged.pages_per_sequence
+            );
+            // The contiguous call's tile but at D=64 (no paged m192).
+            let contiguous = plan_kv_cache_on(Dtype::Bf16, &shape, &causal, H100_SM_COUNT, (9, 0));
+            let contiguous = contiguous.unwrap().kernel().spec;
+            assert_eq!(contiguous.variant, Variant::Serving);
+            assert_eq!(contiguous.tile == spec.tile, shape.head_dim != 64);
+            // Elsewhere the device-blind plan.
+            let ada = on(&shape, &paged, &causal, (8, 9)).kernel();
+            let blind = plan_paged_kv_cache(Dtype::Bf16, &shape, &paged, &causal, H100_SM_COUNT);
+            assert_eq!(ada, blind.unwrap().kernel());
+            assert_eq!(
+                (ada.spec.family, ada.spec.variant),
+                (Family::Sm80, Variant::Paged)
+            );
+        }
+    }
+    let sm80 = |shape: &AttentionShape, options: &ForwardOptions| {
+        let plan = on(shape, &pages(64), options, (9, 0));
+        assert_eq!(plan.kernel().spec.family, Family::Sm80, "{shape:?}");
+    };
+    // A small grid, a decode step, an explicit split, head dim 32 and a softcap: sm80.
+    sm80(&chunk(1, 256, 128), &causal);
+    sm80(&decode(64, 32, 8, 8192), &causal);
+    sm80(&decode(64, 32, 32, 8192), &causal);
+    sm80(
+        &chunk(4, 2048, 128),
+        &ForwardOptions {
+            num_splits: Some(2),
+            ..causal
+        },
+    );
+    sm80(&chunk(4, 2048, 32), &causal);
+    sm80(
+        &chunk(4, 2048, 128),
+        &ForwardOptions {
+            softcap: Some(30.0),
+            ..causal
+        },
+    );
+    // A named sm90 paged kernel runs an unsplit call, and is refused one it cannot run.
+    let kernel = on(&chunk(4, 2048, 128), &pages(64), &causal, (9, 0)).kernel();
+    let named = ForwardOptions {
+        kernel: Some(kernel),
+        ..causal
+    };
+    assert_eq!(
+        on(&chunk(4, 2048, 128), &pages(64), &named, (9, 0)).kernel(),
+        kernel
+    );
+    let split = ForwardOptions {
+        num_splits: Some(2),
+        ..named
+    };
+    for (shape, options) in [
+        (chunk(4, 2048, 128), split),
+        (decode(8, 32, 8, 8192), named),
+    ] {
+        let refused = plan_paged_kv_cache_on(
+            Dtype::Bf16,
+            &shape,
+            &pages(64),
+            &options,
+            H100_SM_COUNT,
+            (9, 0),
+        );
+        assert_eq!(
+            refused.unwrap_err(),
+            Error::KernelNotForKvCache {
+                kernel: kernel.entry
+            }
+        );
+    }
 }
 
 /// The variable-length form follows the same rule on its longest sequence and the mean chunk.
@@ -360,9 +465,10 @@ fn hopper_runs_the_sm90_serving_kernel_on_a_chunked_prefill_batch() {
     assert_eq!(plan.kernel().spec.family, Family::Sm90);
     assert_eq!(plan.splits(), 1);
     assert_eq!(plan.grid(), (2000u32.div_ceil(128), 32, 4));
+    let blind_tile_on_hopper = plan.kernel().spec.tile;
     let blind = plan_varlen_kv_cache(Dtype::F16, &extents, None, &options, H100_SM_COUNT).unwrap();
     assert_eq!(blind.kernel().spec.family, Family::Sm80);
-    // In pages: the sm80 family's.
+    // In pages: the sm90 family's paged kernel of the same tile.
     let paged = PagedKvCache {
         num_pages: 512,
         page_size: 64,
@@ -377,5 +483,8 @@ fn hopper_runs_the_sm90_serving_kernel_on_a_chunked_prefill_batch() {
         (9, 0),
     )
     .unwrap();
-    assert_eq!(plan.kernel().spec.family, Family::Sm80);
+    let spec = plan.kernel().spec;
+    assert_eq!((spec.family, spec.variant), (Family::Sm90, Variant::Paged));
+    assert_eq!(spec.tile, blind_tile_on_hopper);
+    assert_eq!(plan.splits(), 1);
 }

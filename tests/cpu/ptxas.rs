@@ -138,14 +138,15 @@ fn every_exposed_kernel_has_no_spill_no_stack_and_fits_on_every_architecture_of_
     }
 }
 
-/// The split-KV rule counts the sm90 family's serving kernels as one resident block per SM
-/// (the host's `split_blocks_per_sm`): on the committed gate each fits exactly one on sm_90a,
-/// so a grid of one block per SM fills the GPU.
+/// The split-KV rule counts the sm90 family's serving and paged kernels as one resident block
+/// per SM (the host's `split_blocks_per_sm`): on the committed gate each fits exactly one on
+/// sm_90a, so a grid of one block per SM fills the GPU.
 #[test]
 fn every_sm90_serving_kernel_keeps_one_block_per_sm() {
     let (_, gate) = committed_gate();
     let serving = FORWARD_KERNELS.iter().filter(|kernel| {
-        kernel.spec.family == Family::Sm90 && kernel.spec.variant == Variant::Serving
+        kernel.spec.family == Family::Sm90
+            && matches!(kernel.spec.variant, Variant::Serving | Variant::Paged)
     });
     let mut count = 0;
     for kernel in serving {
@@ -163,7 +164,10 @@ fn every_sm90_serving_kernel_keeps_one_block_per_sm() {
         }
         count += 1;
     }
-    assert_eq!(count, 16, "two element types, eight tiles");
+    assert_eq!(
+        count, 30,
+        "two element types, eight serving tiles and seven paged"
+    );
 }
 
 /// A modified kernel runs a problem in its dense twin's place (the dense kernel of its tile),

@@ -20,16 +20,17 @@
 //! them decode steps) draw the same modifiers and plan ALiBi through the serving calls' own
 //! planners ([`plan_kv_cache_alibi`], [`plan_paged_kv_cache_alibi`],
 //! [`plan_varlen_kv_cache_alibi`]), with the same two checks at the longest lengths; those with
-//! a device plan for it ([`plan_kv_cache_on`], [`plan_varlen_kv_cache_on`]), which on compute
-//! capability 9.0 runs the sm90 family's serving kernels where they take the call.
+//! a device plan for it ([`plan_kv_cache_on`], [`plan_paged_kv_cache_on`],
+//! [`plan_varlen_kv_cache_on`]), which on compute capability 9.0 runs the sm90 family's serving
+//! and paged kernels where they take the call.
 
 use flash_attn::{
     kernel_head_dim, plan, plan_alibi, plan_alibi_on, plan_kv_cache, plan_kv_cache_alibi,
     plan_kv_cache_on, plan_on, plan_paged_kv_cache, plan_paged_kv_cache_alibi,
-    plan_varlen_kv_cache, plan_varlen_kv_cache_alibi, plan_varlen_kv_cache_on, AlibiLayout,
-    AttentionShape, BufferLengths, Dtype, Error, Family, ForwardOptions, ForwardStrides,
-    LaunchPlan, Layout, PagedKvCache, SlidingWindow, TensorStrides, Variant, VarlenCacheExtents,
-    FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
+    plan_paged_kv_cache_on, plan_varlen_kv_cache, plan_varlen_kv_cache_alibi,
+    plan_varlen_kv_cache_on, AlibiLayout, AttentionShape, BufferLengths, Dtype, Error, Family,
+    ForwardOptions, ForwardStrides, LaunchPlan, Layout, PagedKvCache, SlidingWindow, TensorStrides,
+    Variant, VarlenCacheExtents, FORWARD_KERNELS, MAX_SEQ_LEN, MAX_TENSOR_BYTES,
 };
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -933,8 +934,8 @@ fn cache_case() -> impl Strategy<Value = CacheCase> {
         // packs grouped query heads into a tile.
         prop::bool::weighted(0.25),
         // A prefill chunk on Hopper (more than one query), unsplit and unmodified: where the
-        // sm90 family's serving kernels take the call (a contiguous cache), which the random
-        // cases reach rarely.
+        // sm90 family's serving and paged kernels take the call, which the random cases reach
+        // rarely.
         prop::bool::weighted(0.15),
     )
         .prop_map(
@@ -1009,7 +1010,12 @@ fn validate_cache(cache: &CacheCase) -> Result<AcceptedCache, Error> {
             Some(capability) => plan_kv_cache_on(dtype, shape, options, sm_count, capability)?,
         },
         (None, None, Some(layout)) => plan_kv_cache_alibi(dtype, shape, options, layout, sm_count)?,
-        (None, Some(paged), None) => plan_paged_kv_cache(dtype, shape, paged, options, sm_count)?,
+        (None, Some(paged), None) => match case.compute_capability {
+            None => plan_paged_kv_cache(dtype, shape, paged, options, sm_count)?,
+            Some(capability) => {
+                plan_paged_kv_cache_on(dtype, shape, paged, options, sm_count, capability)?
+            }
+        },
         (None, Some(paged), Some(layout)) => {
             plan_paged_kv_cache_alibi(dtype, shape, paged, options, layout, sm_count)?
         }
@@ -1092,12 +1098,12 @@ fn check_accepted_cache(cache: &CacheCase, (plan, buffers, paged, slopes): &Acce
     let tile = plan.kernel().spec.tile;
     assert!(plan.kernel().spec.variant.is_serving());
     assert_eq!(plan.kernel().spec.variant.is_paged(), paged.is_some());
-    // The sm90 family's serving kernels run unsplit calls on contiguous caches without packed
-    // heads or modifiers (their contract: one split, no block table), on compute capability 9.0.
+    // The sm90 family's serving and paged kernels run unsplit calls without packed heads or
+    // modifiers (their contract: one split), on compute capability 9.0.
     if plan.kernel().spec.family == Family::Sm90 {
         assert_eq!(sequences.splits, 1);
         assert_eq!(params.heads_q as usize, shape.heads_q, "packed heads");
-        assert!(paged.is_none() && plan.modifiers().is_none());
+        assert!(plan.modifiers().is_none());
         let named = cache.case.options.kernel.is_some();
         assert!(named || cache.case.compute_capability == Some((9, 0)));
         assert!(
@@ -1293,8 +1299,8 @@ fn the_kv_cache_generator_reaches_every_kind_of_plan() {
     let mut runner = TestRunner::deterministic();
     // contiguous, paged, split, packed heads, varlen, varlen split, explicit split count,
     // modified (a window, a softcap or ALiBi), a window split, ALiBi, ALiBi with packed heads,
-    // the sm90 family's kernel, that on packed queries
-    let mut seen = [0usize; 13];
+    // the sm90 family's kernel, that on packed queries, that on a paged cache
+    let mut seen = [0usize; 14];
     let mut rejected = 0;
     for _ in 0..4000 {
         let cache = cache_case().new_tree(&mut runner).unwrap().current();
@@ -1315,14 +1321,15 @@ fn the_kv_cache_generator_reaches_every_kind_of_plan() {
                 let sm90 = plan.kernel().spec.family == Family::Sm90;
                 seen[11] += sm90 as usize;
                 seen[12] += (sm90 && cache.tokens_q.is_some()) as usize;
+                seen[13] += (sm90 && paged.is_some()) as usize;
             }
             Err(_) => rejected += 1,
         }
     }
     eprintln!(
         "contiguous, paged, split, packed heads, varlen, varlen split, explicit split count, \
-         modified, window split, ALiBi, ALiBi packed, sm90, sm90 varlen: {seen:?}; {rejected} \
-         rejected"
+         modified, window split, ALiBi, ALiBi packed, sm90, sm90 varlen, sm90 paged: {seen:?}; \
+         {rejected} rejected"
     );
     assert!(
         seen.iter().all(|&count| count >= 20) && rejected >= 200,

@@ -91,6 +91,7 @@ fn gpu_trials() -> Vec<Trial> {
         paged::a_short_block_table_is_rejected,
         paged::every_paged_kernel_on_a_small_cache,
         paged::paged_decode_at_every_head_dim,
+        paged::chunked_prefill_over_pages_at_every_head_dim,
         paged::a_window_and_a_softcap_over_pages,
         forward::every_kernel_on_a_small_problem,
         forward::every_kernel_at_the_seed_shape,

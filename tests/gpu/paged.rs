@@ -8,8 +8,9 @@ use flash_attn::reference::{
     Scoring,
 };
 use flash_attn::{
-    plan_paged_kv_cache, AttentionShape, Dtype, Element, Error, FlashAttention, ForwardKernel,
-    ForwardOptions, Layout, PagedKvCache, SlidingWindow, Variant,
+    plan_paged_kv_cache, plan_paged_kv_cache_on, AttentionShape, Dtype, Element, Error, Family,
+    FlashAttention, ForwardKernel, ForwardOptions, LaunchPlan, Layout, PagedKvCache, SlidingWindow,
+    Variant,
 };
 use half::{bf16, f16};
 
@@ -172,12 +173,26 @@ impl<T: Element> PagedProblem<T> {
         ))
     }
 
+    /// The plan of the call on `gpu`, as `forward_paged_kv_cache` makes it.
+    fn plan(&self, gpu: &FlashAttention) -> LaunchPlan {
+        let capability = gpu.compute_capability();
+        let (shape, options) = (&self.shape, &self.options());
+        plan_paged_kv_cache_on(
+            T::DTYPE,
+            shape,
+            &self.paged,
+            options,
+            gpu.sm_count(),
+            capability,
+        )
+        .unwrap()
+    }
+
     /// The tolerance rule on the sequences whose pages are all inside the cache; NaN (and
     /// nothing else) on the others.
     fn check(&self, gpu: &FlashAttention) {
         let s = self.shape;
-        let plan = plan_paged_kv_cache(T::DTYPE, &s, &self.paged, &self.options(), gpu.sm_count())
-            .unwrap();
+        let plan = self.plan(gpu);
         let context = format!(
             "{s:?} {:?} lens {:?} causal={} ({} splits, kernel {}), seed {} (replay with \
              FLASH_ATTN_SEED={})",
@@ -333,19 +348,32 @@ pub(crate) fn a_short_block_table_is_rejected() {
     }
 }
 
-/// Every paged kernel (the default picks one per dtype and head dim) of this process's shard,
-/// split and not, on problems small enough for compute-sanitizer, with a page outside the cache
-/// in one sequence.
+/// Every paged kernel (the default picks one per dtype and head dim) of this process's shard
+/// on problems small enough for compute-sanitizer, with a page outside the cache in one
+/// sequence: the sm80 family's split and not, and the sm90 family's where the device runs
+/// them (compute capability 9.0) on the calls they take (no packed heads, no split), over
+/// pages shorter than their key blocks (a lookup per row) and longer (one per tile).
 pub(crate) fn every_paged_kernel_on_a_small_cache() {
     let gpu = gpu();
     for kernel in selected_kernels("paged", |k| {
         k.spec.variant.with_modifiers() == Variant::PagedModified
+            && (k.spec.family == Family::Sm80 || k.runs_on(gpu.compute_capability()))
     }) {
         let d = kernel.spec.tile.head_dim;
-        for (shape, page_size, lens) in [
-            (shape(1, 8, 2, 1, 1024, d), 16, vec![999]),
-            (shape(3, 4, 4, 65, 256, d), 32, vec![61, 256, 200]),
-        ] {
+        let ragged = |batch: u32| (0..batch).map(|b| 61 + 5 * b).collect::<Vec<u32>>();
+        let cases = if kernel.spec.family == Family::Sm80 {
+            [
+                (shape(1, 8, 2, 1, 1024, d), 16, vec![999]),
+                (shape(3, 4, 4, 65, 256, d), 32, vec![61, 256, 200]),
+            ]
+        } else {
+            // 320 and 160 blocks of 128 rows: enough not to split.
+            [
+                (shape(40, 8, 2, 65, 256, d), 16, ragged(40)),
+                (shape(40, 4, 4, 65, 256, d), 256, ragged(40)),
+            ]
+        };
+        for (shape, page_size, lens) in cases {
             for causal in [false, true] {
                 fn run<T: Element>(
                     gpu: &FlashAttention,
@@ -358,6 +386,7 @@ pub(crate) fn every_paged_kernel_on_a_small_cache() {
                     let mut problem = PagedProblem::<T>::new(shape, page_size, lens, causal);
                     problem.kernel = Some(kernel);
                     (problem.window, problem.softcap) = modifiers_for(kernel);
+                    assert_eq!(problem.plan(gpu).kernel(), kernel);
                     problem.check(gpu);
                     // The first page of the last sequence past the cache.
                     let b = shape.batch - 1;
@@ -422,6 +451,49 @@ pub(crate) fn paged_decode_at_every_head_dim() {
                 check::<bf16>(&gpu, shape, 64, &lens, causal, num_splits);
             }
         }
+    }
+}
+
+/// Chunked prefill over a paged cache through the default API at every kernel head dim and at
+/// head dims padded to one: 130 new queries per sequence (two query blocks of 128 rows, the
+/// second of two rows) over ragged used lengths, pages of 16, 64 and 256 keys by head dim,
+/// causal and not. On compute capability 9.0 these run the sm90 family's paged kernels from
+/// kernel head dim 64 on (asserted), elsewhere the sm80 family's.
+pub(crate) fn chunked_prefill_over_pages_at_every_head_dim() {
+    let gpu = gpu();
+    let hopper = gpu.compute_capability() == (9, 0);
+    for (index, &head_dim) in SERVING_HEAD_DIMS.iter().enumerate() {
+        let page_size = [16, 64, 256][index % 3];
+        // 8 sequences x 16 heads x 2 query blocks: 256 blocks, no split on either family.
+        let shape = shape(8, 16, 4, 130, 512, head_dim);
+        let lens: Vec<u32> = (0..8).map(|b| 130 + 54 * b + b % 2).collect();
+        fn check<T: Element>(
+            gpu: &FlashAttention,
+            shape: AttentionShape,
+            page_size: usize,
+            lens: &[u32],
+            causal: bool,
+            sm90: bool,
+        ) {
+            let problem = PagedProblem::<T>::new(shape, page_size, lens, causal);
+            let plan = problem.plan(gpu);
+            let spec = plan.kernel().spec;
+            assert_eq!(
+                spec.family == Family::Sm90,
+                sm90,
+                "{shape:?}: {}",
+                plan.kernel().entry
+            );
+            assert_eq!(
+                (spec.variant, plan.splits()),
+                (Variant::Paged, 1),
+                "{shape:?}"
+            );
+            problem.check(gpu);
+        }
+        let sm90 = hopper && flash_attn::padded_head_dim(head_dim).unwrap() >= 64;
+        check::<f16>(&gpu, shape, page_size, &lens, index % 2 == 0, sm90);
+        check::<bf16>(&gpu, shape, page_size, &lens, index % 2 == 1, sm90);
     }
 }
 

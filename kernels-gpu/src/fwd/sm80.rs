@@ -28,22 +28,21 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    CopyPlan, ForwardParams, ModifierParams, QSource, SequenceParams, TileConfig, CHUNK_BYTES,
-    CHUNK_ELEMS,
+    ForwardParams, ModifierParams, QSource, SequenceParams, TileConfig, CHUNK_ELEMS,
 };
 
-use crate::attn::block_info::{BlockInfo, PagedRows};
+use crate::attn::block_info::BlockInfo;
 use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
 use crate::attn::mask::{mask_scores, LastToFirst, MaskBounds, ScoresPlace};
 use crate::attn::modifiers::{alibi_slope, apply_modifiers, window_mask};
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::attn::split::{arrive, combine, write_partials};
 use crate::fragment::{Lane, LaneRows, OperandA, OperandB};
-use crate::fwd::copy::{copy_tile_async, cp_async_wait_at_most};
+use crate::fwd::copy::{copy_paged_tile_async, copy_tile_async, cp_async_wait_at_most};
 use crate::mma::WarpMma16x8x16;
 use crate::ptx::{
-    bar_red_or_0, bar_sync_0, cp_async_cg_16_zfill, cp_async_commit_group, ldmatrix_x4,
-    ldmatrix_x4_trans, shared_window_address,
+    bar_red_or_0, bar_sync_0, cp_async_commit_group, ldmatrix_x4, ldmatrix_x4_trans,
+    shared_window_address,
 };
 use crate::smem::SharedTile;
 
@@ -51,89 +50,6 @@ use crate::smem::SharedTile;
 /// every 16-byte copy rely on.
 #[repr(C, align(128))]
 struct SharedMemoryBase;
-
-/// [`copy_tile_async`](super::copy::copy_tile_async) for a K or V tile of a paged cache: each copy finds its row's page. With
-/// `PADS` (the paged kernels of [`pads_head_dim`]) the columns past the problem's head dim
-/// repeat the row's last chunk, as [`copy_tile_async`]'s K and V padding does.
-///
-/// [`pads_head_dim`]: flash_attn_params::pads_head_dim
-///
-/// # Safety
-/// Every row below `source.rows` lies in a page of the cache (the block checked them), its
-/// first `8 * source.chunks` elements 16-byte aligned and readable, `source.rows >= 1` and
-/// `1 <= source.chunks <= Tile::ROW_CHUNKS` (`source.chunks == Tile::ROW_CHUNKS` without
-/// `PADS`), `source.first_row` a multiple of `ROWS`; every thread of the block calls it with
-/// its own `thread`.
-#[inline(always)]
-unsafe fn copy_paged_tile_async<
-    Tile: SharedTile,
-    const ROWS: usize,
-    const WARPS: usize,
-    const PADS: bool,
->(
-    tile: Tile,
-    source: PagedRows,
-    thread: usize,
-) {
-    let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
-    let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
-    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
-    let read_column = |column: usize| {
-        if PADS {
-            (column as u32).min(source.chunks - 1) as usize
-        } else {
-            column
-        }
-    };
-    // A tile within one page (pages at least as long as the tile, which starts at a multiple
-    // of its rows) takes one page lookup, its rows a stride apart: a lookup per row cost the
-    // paged B=1 decode 1.9x the contiguous kernel's instructions (ncu). Up to head dim 128
-    // only: above it the register file is full, and the second path spilled (D=224 and D=256,
-    // 4-8 bytes on sm_80 and sm_89).
-    let per_tile_lookup = const {
-        assert!(
-            ROWS.is_power_of_two(),
-            "a key tile's rows are a power of two"
-        );
-        Tile::ROW_CHUNKS <= 16
-    };
-    // The copies of every pass, `row_start` the element offset of a row (the last key's for a
-    // missing row, which reads nothing, 0 source bytes, but still names a valid address in a
-    // page that was checked). A macro, so that the per-row path's code is what it was before
-    // the per-tile one (its D=224 and D=256 kernels sit at 255 registers).
-    macro_rules! copy_passes {
-        (|$read_row:ident| $row_start:expr) => {
-            for pass in 0..plan.passes {
-                let row = first + pass * plan.rows_per_pass;
-                let source_row = source.first_row + row as u32;
-                let source_bytes = if source_row < source.rows {
-                    CHUNK_BYTES as u32
-                } else {
-                    0
-                };
-                for group in 0..plan.groups {
-                    let column = group * plan.group_chunks + chunk;
-                    let $read_row = source_row.min(source.rows - 1);
-                    let element = $row_start + read_column(column) * CHUNK_ELEMS;
-                    let destination = tile.chunk_address(row, column);
-                    cp_async_cg_16_zfill(
-                        destination,
-                        source.head_base.add(element).cast(),
-                        source_bytes,
-                    );
-                }
-            }
-        };
-    }
-    if per_tile_lookup && ROWS.trailing_zeros() <= source.page_shift {
-        // The tile's first row that exists (a tile past the last key reads the last key's row).
-        let first_read = source.first_row.min(source.rows - 1);
-        let tile_start = source.row_offset(first_read);
-        copy_passes!(|read_row| tile_start + (read_row - first_read) as usize * source.row_stride);
-    } else {
-        copy_passes!(|read_row| source.row_offset(read_row));
-    }
-}
 
 /// The forward kernel body for one MMA atom (and so element type) and tile configuration.
 ///

@@ -75,13 +75,13 @@ use core::arch::nvptx::_thread_idx_x;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
-    persists, sm90_copies_by_tma, sm90_producer_needs_room, sm90_register_split, ForwardParams,
+    persists, sm90_copies_by_tma, sm90_producer_registers, sm90_register_split, ForwardParams,
     ModifierParams, SequenceParams, TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
     TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
-use crate::attn::epilogue::{write_logsumexp, write_output};
+use crate::attn::epilogue::{write_logsumexp, write_nan_rows, write_nan_rows_padded, write_output};
 use crate::attn::mask::{
     mask_scores, DiagonalFirst, LastToFirst, MaskBounds, RowsKeyBlocks, ScoresPlace,
 };
@@ -89,15 +89,16 @@ use crate::attn::modifiers::{add_alibi, alibi_slope, apply_modifiers, apply_soft
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
-use crate::fwd::copy::copy_tile_async;
+use crate::fwd::copy::{copy_paged_tile_async, copy_tile_async};
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
-    bar_arrive_named, bar_arrive_named_at, bar_sync_0, bar_sync_named, bar_sync_named_at,
-    barrier_sync_0, cp_async_commit_group, cp_async_mbarrier_arrive_noinc_shared,
-    cp_async_wait_group, fence_f32, fence_mbarrier_init, fence_proxy_async_shared_cta, fence_u32,
-    mbarrier_arrive_expect_tx_shared, mbarrier_arrive_shared, mbarrier_init_shared,
-    mbarrier_try_wait_parity_shared, setmaxnreg_dec, setmaxnreg_inc, shared_window_address,
-    shfl_sync_idx_lane0_u32, tma_load_4d, wgmma_commit_group, wgmma_fence, wgmma_wait_group,
+    bar_arrive_named, bar_arrive_named_at, bar_red_or_0, bar_sync_0, bar_sync_named,
+    bar_sync_named_at, barrier_sync_0, cp_async_commit_group,
+    cp_async_mbarrier_arrive_noinc_shared, cp_async_wait_group, fence_f32, fence_mbarrier_init,
+    fence_proxy_async_shared_cta, fence_u32, mbarrier_arrive_expect_tx_shared,
+    mbarrier_arrive_shared, mbarrier_init_shared, mbarrier_try_wait_parity_shared, setmaxnreg_dec,
+    setmaxnreg_inc, shared_window_address, shfl_sync_idx_lane0_u32, tma_load_4d,
+    wgmma_commit_group, wgmma_fence, wgmma_wait_group,
 };
 use crate::smem::{DescriptorSteps, SharedTile, WgmmaTile};
 
@@ -221,10 +222,18 @@ type TileWork<const SERVING: bool> = (BlockInfo<SERVING>, (u32, u32), RowBlock);
 #[repr(C)]
 pub struct TensorMaps([u64; TENSOR_MAPS_BYTES / 8]);
 
-/// The variant of a kernel of [`forward`]'s switches (serving, or one modifier alone, or every
-/// one).
-const fn variant_of(serving: bool, modified: bool, alibi: bool, softcap: bool) -> Variant {
-    if serving {
+/// The variant of a kernel of [`forward`]'s switches (serving, over a paged cache or not, or
+/// one modifier alone, or every one).
+const fn variant_of(
+    serving: bool,
+    paged: bool,
+    modified: bool,
+    alibi: bool,
+    softcap: bool,
+) -> Variant {
+    if paged {
+        Variant::Paged
+    } else if serving {
         Variant::Serving
     } else if modified {
         Variant::Modified
@@ -425,6 +434,7 @@ pub unsafe fn forward<
     const SOFTCAP: bool,
     const PADS: bool,
     const SERVING: bool,
+    const PAGED: bool,
     const PRODUCER_REGISTERS: u32,
     const CONSUMER_REGISTERS: u32,
     const CONSUMER_THREADS: u32,
@@ -462,11 +472,12 @@ pub unsafe fn forward<
             "a producer warpgroup feeds two or three consumer warpgroups in the overlapped loop"
         );
         let tile = TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM);
-        let variant = variant_of(SERVING, MODIFIED, ALIBI, SOFTCAP);
+        let variant = variant_of(SERVING, PAGED, MODIFIED, ALIBI, SOFTCAP);
+        assert!(SERVING || !PAGED, "a paged kernel is a serving kernel");
         assert!(
             {
                 let (producer, consumer) =
-                    sm90_register_split(BLOCK_M, sm90_producer_needs_room(variant, &tile));
+                    sm90_register_split(BLOCK_M, sm90_producer_registers(variant, &tile));
                 PRODUCER_REGISTERS == producer
                     && CONSUMER_REGISTERS == consumer
                     && CONSUMER_THREADS as usize == 32 * tile.consumer_warps()
@@ -505,7 +516,7 @@ pub unsafe fn forward<
         () => {
             const {
                 sm90_copies_by_tma(
-                    variant_of(SERVING, MODIFIED, ALIBI, SOFTCAP),
+                    variant_of(SERVING, PAGED, MODIFIED, ALIBI, SOFTCAP),
                     &TileConfig::sm90(BLOCK_M, BLOCK_N, WARPS, STAGES, HEAD_DIM),
                 )
             }
@@ -618,6 +629,25 @@ pub unsafe fn forward<
     if grid_tile.0.is_past_the_queries() {
         return;
     }
+    // A paged kernel never reads a page index outside the cache: the whole block learns of one
+    // before any copy, and the sequence's rows are NaN (one split: the serving kernels' contract).
+    if PAGED {
+        let info = &grid_tile.0;
+        let outside =
+            info.names_a_page_outside_the_cache(sequences, thread as u32, 32 * WARPS as u32);
+        if bar_red_or_0(outside) {
+            if PADS {
+                write_nan_rows_padded::<T, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+                    info, params, sequences, thread,
+                );
+            } else {
+                write_nan_rows::<T, BLOCK_M, WARPS, HEAD_DIM, SERVING>(
+                    info, params, sequences, thread,
+                );
+            }
+            return;
+        }
+    }
 
     let smem = shared_window_address(gpu_launch_sized_workgroup_mem::<SharedMemoryBase>());
     let q_tile = WgmmaTile::<BLOCK_M, HEAD_DIM>::at(smem, 0);
@@ -630,26 +660,31 @@ pub unsafe fn forward<
         WgmmaTile::<BLOCK_N, HEAD_DIM>::at(smem + stage * stage_bytes, tile.v_tile_offset(0))
     };
     // The K, or the V, tile of key block `key_block` of `info`'s tile into ring slot `stage`,
-    // by copying thread `copier`.
+    // by copying thread `copier`: from the tensor's rows, or in a paged kernel from the pages
+    // that the sequence's block table names (checked above).
     let copy_key_tile = #[inline(always)]
     |info: &BlockInfo<SERVING>, key_block: u32, stage: u32, copier: usize| {
-        let k_rows = info.key_rows(
-            params,
-            &params.k_strides,
-            params.k,
-            key_block * BLOCK_N as u32,
-        );
-        copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(k_tile(stage), k_rows, copier);
+        let first_key = key_block * BLOCK_N as u32;
+        let (k, strides) = (params.k, &params.k_strides);
+        if PAGED {
+            let k_rows = info.paged_key_rows(params, sequences, strides, k, first_key);
+            copy_paged_tile_async::<_, BLOCK_N, COPY_WARPS, PADS>(k_tile(stage), k_rows, copier);
+        } else {
+            let k_rows = info.key_rows(params, strides, k, first_key);
+            copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(k_tile(stage), k_rows, copier);
+        }
     };
     let copy_value_tile = #[inline(always)]
     |info: &BlockInfo<SERVING>, key_block: u32, stage: u32, copier: usize| {
-        let v_rows = info.key_rows(
-            params,
-            &params.v_strides,
-            params.v,
-            key_block * BLOCK_N as u32,
-        );
-        copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(v_tile(stage), v_rows, copier);
+        let first_key = key_block * BLOCK_N as u32;
+        let (v, strides) = (params.v, &params.v_strides);
+        if PAGED {
+            let v_rows = info.paged_key_rows(params, sequences, strides, v, first_key);
+            copy_paged_tile_async::<_, BLOCK_N, COPY_WARPS, PADS>(v_tile(stage), v_rows, copier);
+        } else {
+            let v_rows = info.key_rows(params, strides, v, first_key);
+            copy_tile_async::<_, BLOCK_N, COPY_WARPS, PADS, false>(v_tile(stage), v_rows, copier);
+        }
     };
 
     // The groups of the K/V ring are counted over the block's tiles: group `g` (a tile's

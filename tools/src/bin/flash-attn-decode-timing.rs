@@ -13,7 +13,9 @@
 //! [`CHUNKED_PREFILL_SHAPES`]) and a ragged batch of chunks (`forward_varlen_kv_cache`), fp16,
 //! the same heads and head dim, each on the default kernel, on the sm80 family's (what
 //! [`plan_kv_cache`] runs, with its splits) and on each sm90 serving kernel unsplit (compute
-//! capability 9.0), against the dense kernel on the same problem.
+//! capability 9.0), against the dense kernel on the same problem; the full caches also in
+//! shuffled pages (`forward_paged_kv_cache`, pages of 16 and 256 keys) on the default kernel
+//! and the sm80 family's.
 //!
 //! `flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]
 //! [--varlen-only] [--chunked-json PATH] [--chunked-only]`: one line
@@ -29,10 +31,11 @@
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
 use flash_attn::{
-    plan_kv_cache, plan_kv_cache_alibi, plan_kv_cache_on, plan_on, plan_varlen,
-    plan_varlen_kv_cache, plan_varlen_kv_cache_on, plan_varlen_on, AlibiLayout, AlibiSlopes,
-    AttentionShape, Element, Error, Family, FlashAttention, ForwardKernel, ForwardOptions, Layout,
-    SlidingWindow, Variant, VarlenCacheShape, VarlenShape, FORWARD_KERNELS,
+    plan_kv_cache, plan_kv_cache_alibi, plan_kv_cache_on, plan_on, plan_paged_kv_cache,
+    plan_paged_kv_cache_on, plan_varlen, plan_varlen_kv_cache, plan_varlen_kv_cache_on,
+    plan_varlen_on, AlibiLayout, AlibiSlopes, AttentionShape, Element, Error, Family,
+    FlashAttention, ForwardKernel, ForwardOptions, Layout, SlidingWindow, Variant,
+    VarlenCacheShape, VarlenShape, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{
     decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
@@ -464,6 +467,11 @@ const RAGGED_CHUNKS: [(u32, u32); 8] = [
 ];
 const RAGGED_CACHE_CAPACITY: usize = 8192;
 
+/// The page sizes of [`time_chunked_prefill`]'s paged caches: vLLM's default (16 keys, shorter
+/// than every key block, a page lookup per row) and FlashAttention-2's required 256 (one per
+/// tile).
+const CHUNKED_PAGE_SIZES: [usize; 2] = [16, 256];
+
 /// Floating-point operations of causal attention of `queries` queries against `keys` keys
 /// aligned to the bottom right (query `i` sees keys `0..=i + keys - queries`), per head:
 /// `4 · D` per visible score.
@@ -478,8 +486,9 @@ fn chunk_flops(queries: u32, keys: u32, head_dim: usize) -> f64 {
 /// each of [`CHUNKED_PREFILL_SHAPES`] (full caches) and `forward_varlen_kv_cache` on
 /// [`RAGGED_CHUNKS`], each on the default kernel ([`plan_kv_cache_on`]), on the sm80 family's
 /// ([`plan_kv_cache`]'s, with its splits) and on each sm90 serving kernel with one split
-/// (compute capability 9.0); the full caches also against `forward` on the same problem (the
-/// dense kernel). Returns the problems and timings as the JSON of `--chunked-json`.
+/// (compute capability 9.0); the full caches also in pages of [`CHUNKED_PAGE_SIZES`]
+/// (`forward_paged_kv_cache` on the default kernel and the sm80 family's) and against `forward`
+/// on the same problem (the dense kernel). Returns the problems and timings as the JSON of `--chunked-json`.
 fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
     let (heads_q, ragged_heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
@@ -550,6 +559,54 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
             case["chunks"] = json!(vec![[chunk, cache]; batch]);
             case["heads_kv"] = json!(heads_kv);
             results.push(case);
+        }
+        // The same chunks over paged caches (the keys in shuffled pages): the default kernel
+        // (on Hopper the sm90 paged kernel where it takes the call) and the sm80 family's.
+        for page_size in CHUNKED_PAGE_SIZES {
+            let (paged, table) = shuffled_pages(batch, cache, page_size);
+            let table = DeviceBuffer::from_slice(&table)?;
+            let plan = |options: &ForwardOptions| {
+                plan_paged_kv_cache_on(f16::DTYPE, &shape, &paged, options, sm, capability)
+            };
+            let default = plan(&options)?.kernel();
+            let sm80 = plan_paged_kv_cache(f16::DTYPE, &shape, &paged, &options, sm)?.kernel();
+            let mut paged_cases = vec![("default", default, options)];
+            if sm80 != default {
+                let named = ForwardOptions {
+                    kernel: Some(sm80),
+                    ..options
+                };
+                paged_cases.push(("sm80", sm80, named));
+            }
+            for (problem, kernel, options) in paged_cases {
+                let splits = plan(&options)?.splits();
+                let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
+                    gpu.forward_paged_kv_cache(
+                        &q,
+                        &k,
+                        &v,
+                        &table,
+                        &lens,
+                        &mut output,
+                        None,
+                        shape,
+                        &paged,
+                        &options,
+                    )
+                })?;
+                let problem = format!("paged-{page_size}-{problem}");
+                let name = format!(
+                    "H=32/{heads_kv} chunked B={batch} Sq={chunk} Sk={cache} {problem} \
+                     splits={splits}"
+                );
+                let mut case = report(&name, &times, flops, kernel.entry);
+                case["problem"] = json!(problem);
+                case["splits"] = json!(splits);
+                case["page_size"] = json!(page_size);
+                case["chunks"] = json!(vec![[chunk, cache]; batch]);
+                case["heads_kv"] = json!(heads_kv);
+                results.push(case);
+            }
         }
         let dense = plan_on(f16::DTYPE, &shape, &options, sm, capability)?;
         let times = time_launches(gpu.stream(), warmup, repeats, launches, || {
