@@ -615,11 +615,16 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// the rest): 24 where it copies by TMA alone; 40 for a persistent kernel's ([`persists`]),
 /// which walks the tiles (by TMA in 24 it spilled 24-28 bytes of the walk's values, and 32
 /// beside 232 still 4-8; BENCHMARKS.md log 77), and for a serving kernel's, which forms each
-/// sequence's `cp.async` addresses (in 24 it spilled 32 bytes, log 85); 48 for a paged
-/// kernel's, which also reads each key block's page (in 40 it spilled 32 bytes at D=64, sm_90a).
-/// Beside three consumers (the 192-row tile) 32 at most: theirs is 160 then, and 152 spilled
-/// 52 bytes (log 86). The one rule, which the entries' register split and the kernel's check of
-/// it ask.
+/// sequence's `cp.async` addresses (in 24 it spilled 32 bytes, log 85); 80 for a paged
+/// kernel's, which also reads the page of each key row: in 40 it spilled 32 bytes at D=64
+/// (sm_90a), and in 48 ptxas kept one lookup in flight, each copy from a page shorter than the
+/// key block waiting on its row's (mostly an L2 round trip: 5.7% L1 hits, ncu), where in 80 it
+/// loads 8 of a tile's 16 ahead of its first copy. On an H200 pages of 16 keys then ran
+/// 1.14-1.23x faster at D=128 and 1.09-1.12x at D=64, and pages of 256 (one lookup per key
+/// block) 1.02-1.04x slower at D=128, whose consumers keep 208 registers of 224 (BENCHMARKS.md
+/// log 90). Beside three consumers (the 192-row tile) 32 at most: theirs is 160 then, and 152
+/// spilled 52 bytes (log 86). The one rule, which the entries' register split and the kernel's
+/// check of it ask.
 pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32 {
     let roomy = persists(variant, tile) || variant.is_serving();
     if tile.block_m == 3 * SM90_WARPGROUP_ROWS {
@@ -629,7 +634,7 @@ pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32
             24
         }
     } else if variant.is_paged() {
-        48
+        80
     } else if roomy {
         40
     } else {

@@ -35,7 +35,7 @@ pub const SM90_PRODUCER_WARPS: usize = 4;
 /// consumers get the most, a multiple of 8, of what the block started with. `setmaxnreg` moves
 /// registers within that, not the SM's: 64,512 (168 each at `.maxntid 384`, two consumers) or
 /// 65,536 (128 each at `.maxntid 512`, three: D=64's 192-row tile, [`sm90_feeds_consumers`]).
-/// So a producer of 24, 40 or 48 leaves two consumers 240, 232 or 224 (a producer of 32 beside
+/// So a producer of 24, 40 or 80 leaves two consumers 240, 232 or 208 (a producer of 32 beside
 /// consumers of 240 hung, BENCHMARKS.md log 76), and one of 24 or 32 leaves three consumers 160
 /// (40 would leave them 152, which spilled 52 bytes in the serving kernel, log 86).
 ///
@@ -43,7 +43,7 @@ pub const SM90_PRODUCER_WARPS: usize = 4;
 /// use flash_attn_params::sm90_register_split;
 /// assert_eq!(sm90_register_split(128, 24), (24, 240));
 /// assert_eq!(sm90_register_split(128, 40), (40, 232));
-/// assert_eq!(sm90_register_split(128, 48), (48, 224));
+/// assert_eq!(sm90_register_split(128, 80), (80, 208));
 /// assert_eq!(sm90_register_split(192, 32), (32, 160));
 /// ```
 pub const fn sm90_register_split(block_m: usize, producer: u32) -> (u32, u32) {
