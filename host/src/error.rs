@@ -258,10 +258,10 @@ pub enum Error {
         needed: Variant,
     },
     /// The kernel named in the options (an sm90 family [`Variant::Serving`] or
-    /// [`Variant::Paged`] kernel: one split, no packed query heads) cannot run this KV-cache call: a decode step whose grouped query
-    /// heads are packed into one tile's rows, or a key range split (by the options'
-    /// `num_splits`, or because the kernel's grid would leave the GPU idle), which the sm80
-    /// family's serving kernels run.
+    /// [`Variant::Paged`] kernel: one split, no packed query heads) cannot run this KV-cache
+    /// call: a decode step whose grouped query heads are packed into one tile's rows, or a key
+    /// range split (by the options' `num_splits`, or because the kernel's grid would leave the
+    /// GPU idle), which the sm80 family's serving kernels run.
     KernelNotForKvCache {
         /// The kernel's PTX entry name.
         kernel: &'static str,
@@ -506,7 +506,8 @@ impl fmt::Display for Error {
             Error::KernelNotForKvCache { kernel } => write!(
                 f,
                 "{kernel} has no split-KV and no packed query heads, which this KV-cache call \
-                 needs: name an sm80 serving or paged kernel, or ask for one split (num_splits: Some(1))"
+                 needs: name an sm80 serving or paged kernel, or ask for one split \
+                 (num_splits: Some(1))"
             ),
             Error::CacheLengthsTooShort { lengths, batch } => write!(
                 f,

@@ -476,10 +476,9 @@ impl FlashAttention {
     }
 
     /// [`Self::forward_kv_cache`] against a paged cache ([`plan_paged_kv_cache`], on Hopper
-    /// [`plan_paged_kv_cache_on`]): `k_pages`
-    /// and `v_pages` `[num_pages, page_size, heads_kv, head_dim]`, `block_table` at least
-    /// `batch * pages_per_sequence` u32 (sequence `b`'s pages from `b * pages_per_sequence`),
-    /// `cache_lens` at least `batch` u32, all on the device. A sequence whose used pages include
+    /// [`plan_paged_kv_cache_on`]): `k_pages` and `v_pages` `[num_pages, page_size, heads_kv,
+    /// head_dim]`, `block_table` at least `batch * pages_per_sequence` u32 (sequence `b`'s pages
+    /// from `b * pages_per_sequence`), `cache_lens` at least `batch` u32, all on the device. A sequence whose used pages include
     /// an index at or past `num_pages` reads no key and gets NaN output rows and logsumexps.
     #[allow(clippy::too_many_arguments)]
     pub fn forward_paged_kv_cache<T: Element>(

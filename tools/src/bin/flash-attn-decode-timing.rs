@@ -488,7 +488,8 @@ fn chunk_flops(queries: u32, keys: u32, head_dim: usize) -> f64 {
 /// ([`plan_kv_cache`]'s, with its splits) and on each sm90 serving kernel with one split
 /// (compute capability 9.0); the full caches also in pages of [`CHUNKED_PAGE_SIZES`]
 /// (`forward_paged_kv_cache` on the default kernel and the sm80 family's) and against `forward`
-/// on the same problem (the dense kernel). Returns the problems and timings as the JSON of `--chunked-json`.
+/// on the same problem (the dense kernel). Returns the problems and timings as the JSON of
+/// `--chunked-json`.
 fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
     let (heads_q, ragged_heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
@@ -514,14 +515,15 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
         ..ForwardOptions::default()
     };
     let sm = gpu.sm_count();
+    // The options that name `kernel` and `num_splits`.
+    let named = |kernel, num_splits| ForwardOptions {
+        kernel: Some(kernel),
+        num_splits,
+        ..options
+    };
     // The kernels to time on one problem: the default's, the sm80 family's with its own split
     // count, each sm90 serving kernel with one split; `(name, kernel, options)`.
     let cases = |default: &'static ForwardKernel, sm80: &'static ForwardKernel| {
-        let named = |kernel, num_splits| ForwardOptions {
-            kernel: Some(kernel),
-            num_splits,
-            ..options
-        };
         let mut cases = vec![("default", default, options)];
         if sm80 != default {
             cases.push(("sm80", sm80, named(sm80, None)));
@@ -572,11 +574,7 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
             let sm80 = plan_paged_kv_cache(f16::DTYPE, &shape, &paged, &options, sm)?.kernel();
             let mut paged_cases = vec![("default", default, options)];
             if sm80 != default {
-                let named = ForwardOptions {
-                    kernel: Some(sm80),
-                    ..options
-                };
-                paged_cases.push(("sm80", sm80, named));
+                paged_cases.push(("sm80", sm80, named(sm80, None)));
             }
             for (problem, kernel, options) in paged_cases {
                 let splits = plan(&options)?.splits();
