@@ -3,7 +3,7 @@
 use std::fmt;
 
 use cust::error::CudaError;
-use flash_attn_params::{Dtype, TensorStrides, Variant};
+use flash_attn_params::{Dtype, TensorStrides, Variant, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 
 /// Every failure of the crate's calls: the problem's validation (found before anything is
 /// launched, and without a GPU by [`crate::plan`] and the other planning functions), the
@@ -515,7 +515,7 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedPageSize { page_size } => write!(
                 f,
-                "page size {page_size} is not a power of two from 16 to 256"
+                "page size {page_size} is not a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE}"
             ),
             Error::PagedCapacityMismatch {
                 seq_len_kv,

@@ -6,7 +6,8 @@ use std::cmp::Reverse;
 
 use flash_attn_params::{
     padded_head_dim, Dtype, Family, ForwardParams, ModifierParams, SequenceParams, TensorStrides,
-    TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, TMA_STRIDE_BYTES_LIMIT,
+    TileConfig, Variant, CHUNK_BYTES, CHUNK_ELEMS, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    TMA_STRIDE_BYTES_LIMIT,
 };
 
 use crate::launch::tensor_map_stride_bytes;
@@ -1315,7 +1316,9 @@ pub(crate) fn plan_cache(
         rule.params(shape, options, kernel.spec.variant, checked.params)?;
     let mut paging = SequenceParams::DENSE;
     if let Some(paged) = paged {
-        if !(16..=256).contains(&paged.page_size) || !paged.page_size.is_power_of_two() {
+        if !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&paged.page_size)
+            || !paged.page_size.is_power_of_two()
+        {
             return Err(Error::UnsupportedPageSize {
                 page_size: paged.page_size,
             });

@@ -190,12 +190,19 @@ pub struct SequenceParams {
     pub block_table: u64,
     /// Page indices per sequence in the block table (the length of its rows).
     pub pages_per_sequence: u32,
-    /// log2 of the page size, 4..=8 (16 to 256 keys).
+    /// log2 of the page size, 4..=8 ([`MIN_PAGE_SIZE`] to [`MAX_PAGE_SIZE`] keys).
     pub page_shift: u32,
     /// Pages in the cache. A sequence whose used keys name a page at or past it reads no key:
     /// its output rows and logsumexps are NaN.
     pub num_pages: u32,
 }
+
+/// The fewest keys a page of a paged cache holds. The sm90 paged kernels look up a key tile's
+/// pages once per this many rows, ahead of the copies.
+pub const MIN_PAGE_SIZE: usize = 16;
+/// The most keys a page of a paged cache holds. Page sizes are powers of two from
+/// [`MIN_PAGE_SIZE`] to this.
+pub const MAX_PAGE_SIZE: usize = 256;
 
 /// The argument of a [`Variant::Serving`] or [`Variant::Paged`] kernel, passed by value as one `.param` block.
 #[repr(C)]
