@@ -197,8 +197,7 @@ pub struct SequenceParams {
     pub num_pages: u32,
 }
 
-/// The fewest keys a page of a paged cache holds. The sm90 paged kernels look up a key tile's
-/// pages once per this many rows, ahead of the copies.
+/// The fewest keys a page of a paged cache holds (`Error::UnsupportedPageSize` below it).
 pub const MIN_PAGE_SIZE: usize = 16;
 /// The most keys a page of a paged cache holds. Page sizes are powers of two from
 /// [`MIN_PAGE_SIZE`] to this.

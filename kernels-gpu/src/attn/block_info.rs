@@ -50,21 +50,7 @@ impl PagedRows {
     /// `row >> page_shift` indexes the sequence's page list.
     #[inline(always)]
     pub unsafe fn row_offset(&self, row: u32) -> usize {
-        self.row_offset_in(self.page_of(row), row)
-    }
-
-    /// The page index of key `row`, from the block table.
-    ///
-    /// # Safety
-    /// `row >> page_shift` indexes the sequence's page list.
-    #[inline(always)]
-    pub unsafe fn page_of(&self, row: u32) -> u32 {
-        ld_global_nc_u32(self.pages.add((row >> self.page_shift) as usize))
-    }
-
-    /// Element offset of key `row` from `head_base`, `page` its page ([`PagedRows::page_of`]).
-    #[inline(always)]
-    pub fn row_offset_in(&self, page: u32, row: u32) -> usize {
+        let page = ld_global_nc_u32(self.pages.add((row >> self.page_shift) as usize));
         let row_in_page = row & ((1 << self.page_shift) - 1);
         page as usize * self.page_stride + row_in_page as usize * self.row_stride
     }

@@ -2,7 +2,7 @@
 //! `cp.async`, in whatever layout the tile type has (from a contiguous tensor or a paged cache),
 //! and the wait for them.
 
-use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS, MIN_PAGE_SIZE};
+use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS};
 
 use crate::attn::block_info::{PagedRows, RowBlock};
 use crate::ptx::{cp_async_cg_16, cp_async_cg_16_zfill, cp_async_wait_group, opaque_to_optimizer};
@@ -99,52 +99,6 @@ pub unsafe fn copy_tile_async<
     }
 }
 
-/// This thread's copies of a paged key tile `$tile` (of type `$Tile`, `$rows` rows, `$warps`
-/// warps copying, `$pads` as [`copy_paged_tile_async`]'s) from `$source`, in every pass,
-/// `$row_start` the element offset of the row `$read_row` that it reads in pass `$pass` (the
-/// last key's for a missing row, which reads nothing, 0 source bytes, but still names a valid
-/// address in a page that was checked). A macro, not a function taking a closure: the closure
-/// moved LLVM's address arithmetic in the kernels of the per-row path (the sm80 D=224 and
-/// D=256 ones sit at 255 registers).
-macro_rules! copy_paged_passes {
-    (
-        $Tile:ty, $rows:expr, $warps:expr, $pads:expr, $tile:expr, $source:expr, $thread:expr,
-        |$pass:pat_param, $read_row:ident| $row_start:expr
-    ) => {
-        let plan = const { CopyPlan::of_tile($rows, 32 * $warps, <$Tile>::ROW_CHUNKS) };
-        let (first, chunk) = ($thread / plan.group_chunks, $thread % plan.group_chunks);
-        // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
-        let read_column = |column: usize| {
-            if $pads {
-                (column as u32).min($source.chunks - 1) as usize
-            } else {
-                column
-            }
-        };
-        for pass in 0..plan.passes {
-            let row = first + pass * plan.rows_per_pass;
-            let source_row = $source.first_row + row as u32;
-            let source_bytes = if source_row < $source.rows {
-                CHUNK_BYTES as u32
-            } else {
-                0
-            };
-            for group in 0..plan.groups {
-                let column = group * plan.group_chunks + chunk;
-                let $pass = pass;
-                let $read_row = source_row.min($source.rows - 1);
-                let element = $row_start + read_column(column) * CHUNK_ELEMS;
-                let destination = $tile.chunk_address(row, column);
-                cp_async_cg_16_zfill(
-                    destination,
-                    $source.head_base.add(element).cast(),
-                    source_bytes,
-                );
-            }
-        }
-    };
-}
-
 /// [`copy_tile_async`] for a K or V tile of a paged cache: each copy finds its row's page. With
 /// `PADS` (the paged kernels of [`pads_head_dim`]) the columns past the problem's head dim
 /// repeat the row's last chunk, as [`copy_tile_async`]'s K and V padding does.
@@ -168,168 +122,21 @@ pub unsafe fn copy_paged_tile_async<
     source: PagedRows,
     thread: usize,
 ) {
-    if tile_in_one_page::<Tile, ROWS>(&source) {
-        let first_read = source.first_row.min(source.rows - 1);
-        let tile_start = source.row_offset(first_read);
-        copy_paged_passes!(
-            Tile,
-            ROWS,
-            WARPS,
-            PADS,
-            tile,
-            source,
-            thread,
-            |_, read_row| { tile_start + (read_row - first_read) as usize * source.row_stride }
-        );
-    } else {
-        copy_paged_passes!(
-            Tile,
-            ROWS,
-            WARPS,
-            PADS,
-            tile,
-            source,
-            thread,
-            |_, read_row| { source.row_offset(read_row) }
-        );
-    }
-}
-
-/// The most page lookups one thread makes for a key tile ([`TilePages`]): one per
-/// [`MIN_PAGE_SIZE`] rows of a tile of up to 256.
-const MAX_TILE_LOOKUPS: usize = 256 / MIN_PAGE_SIZE;
-
-/// The pages of the rows that one copying thread reads of one key tile of a paged cache, looked
-/// up ([`TilePages::look_up`]) before the copies that read them
-/// ([`copy_looked_up_tile_async`]): a warp-specialised producer looks up the next key block's
-/// pages before it waits for the ring slot of this one, so that its copies never wait on a
-/// lookup, and a V tile takes the pages its K tile used. One lookup per [`MIN_PAGE_SIZE`] rows
-/// of the tile: the rows a thread copies in the passes of one such run lie in one page; or one
-/// for the tile where it lies within one page.
-#[derive(Clone, Copy)]
-pub struct TilePages {
-    /// Entry `e`: the page of this thread's rows in passes `e * passes_per_lookup ..`; entry 0
-    /// alone where the tile lies within one page.
-    pages: [u32; MAX_TILE_LOOKUPS],
-}
-
-/// How [`TilePages`] covers a tile's passes: consecutive passes of one lookup, and lookups.
-struct LookupPlan {
-    passes_per_lookup: usize,
-    lookups: usize,
-}
-
-impl LookupPlan {
-    /// The plan of a tile that [`CopyPlan::of_tile`] splits into `plan`.
-    const fn of(plan: CopyPlan) -> LookupPlan {
-        let passes_per_lookup = if plan.rows_per_pass < MIN_PAGE_SIZE {
-            MIN_PAGE_SIZE / plan.rows_per_pass
+    let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
+    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
+    let read_column = |column: usize| {
+        if PADS {
+            (column as u32).min(source.chunks - 1) as usize
         } else {
-            1
-        };
-        let lookups = plan.passes.div_ceil(passes_per_lookup);
-        assert!(
-            lookups <= MAX_TILE_LOOKUPS,
-            "a key tile takes at most MAX_TILE_LOOKUPS page lookups"
-        );
-        LookupPlan {
-            passes_per_lookup,
-            lookups,
+            column
         }
-    }
-}
-
-impl TilePages {
-    /// No pages: a value for a loop's first turn, which copies none.
-    pub const NONE: TilePages = TilePages {
-        pages: [0; MAX_TILE_LOOKUPS],
     };
-
-    /// Looks up the pages of the rows of `source` that thread `thread` copies with
-    /// [`copy_looked_up_tile_async`] (the same `Tile`, `ROWS` and `WARPS`); a K and a V tile of
-    /// the same key block share them.
-    ///
-    /// # Safety
-    /// As for [`copy_paged_tile_async`].
-    #[inline(always)]
-    pub unsafe fn look_up<Tile: SharedTile, const ROWS: usize, const WARPS: usize>(
-        source: &PagedRows,
-        thread: usize,
-    ) -> TilePages {
-        let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
-        let lookup =
-            const { LookupPlan::of(CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS)) };
-        let mut pages = TilePages::NONE;
-        if tile_in_one_page::<Tile, ROWS>(source) {
-            pages.pages[0] = source.page_of(source.first_row.min(source.rows - 1));
-        } else {
-            let first = thread / plan.group_chunks;
-            for entry in 0..lookup.lookups {
-                // The entry's first row (clamped, as the copies clamp): the others of its
-                // passes lie in the same run of `MIN_PAGE_SIZE` rows, so in the same page.
-                let row = first + entry * lookup.passes_per_lookup * plan.rows_per_pass;
-                let read_row = (source.first_row + row as u32).min(source.rows - 1);
-                pages.pages[entry] = source.page_of(read_row);
-            }
-        }
-        pages
-    }
-}
-
-/// [`copy_paged_tile_async`] with the tile's pages looked up already ([`TilePages::look_up`]).
-///
-/// # Safety
-/// As for [`copy_paged_tile_async`]; `pages` is what [`TilePages::look_up`] returned for this
-/// thread and a `source` of the same `pages`, `page_shift`, `first_row` and `rows`.
-#[inline(always)]
-pub unsafe fn copy_looked_up_tile_async<
-    Tile: SharedTile,
-    const ROWS: usize,
-    const WARPS: usize,
-    const PADS: bool,
->(
-    tile: Tile,
-    source: PagedRows,
-    pages: TilePages,
-    thread: usize,
-) {
-    let lookup = const { LookupPlan::of(CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS)) };
-    if tile_in_one_page::<Tile, ROWS>(&source) {
-        let first_read = source.first_row.min(source.rows - 1);
-        let tile_start = source.row_offset_in(pages.pages[0], first_read);
-        copy_paged_passes!(
-            Tile,
-            ROWS,
-            WARPS,
-            PADS,
-            tile,
-            source,
-            thread,
-            |_, read_row| { tile_start + (read_row - first_read) as usize * source.row_stride }
-        );
-    } else {
-        copy_paged_passes!(
-            Tile,
-            ROWS,
-            WARPS,
-            PADS,
-            tile,
-            source,
-            thread,
-            |pass, read_row| {
-                source.row_offset_in(pages.pages[pass / lookup.passes_per_lookup], read_row)
-            }
-        );
-    }
-}
-
-/// Whether the rows of a `ROWS`-row key tile lie within one page, which then takes one lookup
-/// and places its rows a stride apart: pages at least as long as the tile (which starts at a
-/// multiple of its rows). A lookup per row cost the paged B=1 decode 1.9x the contiguous
-/// kernel's instructions (ncu). Up to head dim 128 only: above it the register file is full,
-/// and the second path spilled (D=224 and D=256, 4-8 bytes on sm_80 and sm_89).
-#[inline(always)]
-fn tile_in_one_page<Tile: SharedTile, const ROWS: usize>(source: &PagedRows) -> bool {
+    // A tile within one page (pages at least as long as the tile, which starts at a multiple
+    // of its rows) takes one page lookup, its rows a stride apart: a lookup per row cost the
+    // paged B=1 decode 1.9x the contiguous kernel's instructions (ncu). Up to head dim 128
+    // only: above it the register file is full, and the second path spilled (D=224 and D=256,
+    // 4-8 bytes on sm_80 and sm_89).
     let per_tile_lookup = const {
         assert!(
             ROWS.is_power_of_two(),
@@ -337,7 +144,42 @@ fn tile_in_one_page<Tile: SharedTile, const ROWS: usize>(source: &PagedRows) -> 
         );
         Tile::ROW_CHUNKS <= 16
     };
-    per_tile_lookup && ROWS.trailing_zeros() <= source.page_shift
+    // The copies of every pass, `row_start` the element offset of a row (the last key's for a
+    // missing row, which reads nothing, 0 source bytes, but still names a valid address in a
+    // page that was checked). A macro, so that the per-row path's code is what it was before
+    // the per-tile one (its D=224 and D=256 kernels sit at 255 registers).
+    macro_rules! copy_passes {
+        (|$read_row:ident| $row_start:expr) => {
+            for pass in 0..plan.passes {
+                let row = first + pass * plan.rows_per_pass;
+                let source_row = source.first_row + row as u32;
+                let source_bytes = if source_row < source.rows {
+                    CHUNK_BYTES as u32
+                } else {
+                    0
+                };
+                for group in 0..plan.groups {
+                    let column = group * plan.group_chunks + chunk;
+                    let $read_row = source_row.min(source.rows - 1);
+                    let element = $row_start + read_column(column) * CHUNK_ELEMS;
+                    let destination = tile.chunk_address(row, column);
+                    cp_async_cg_16_zfill(
+                        destination,
+                        source.head_base.add(element).cast(),
+                        source_bytes,
+                    );
+                }
+            }
+        };
+    }
+    if per_tile_lookup && ROWS.trailing_zeros() <= source.page_shift {
+        // The tile's first row that exists (a tile past the last key reads the last key's row).
+        let first_read = source.first_row.min(source.rows - 1);
+        let tile_start = source.row_offset(first_read);
+        copy_passes!(|read_row| tile_start + (read_row - first_read) as usize * source.row_stride);
+    } else {
+        copy_passes!(|read_row| source.row_offset(read_row));
+    }
 }
 
 /// `cp.async.wait_group` with a count computed from `STAGES` (a const argument cannot be): waits

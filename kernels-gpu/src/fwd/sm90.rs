@@ -76,8 +76,8 @@ use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
 use flash_attn_params::{
     persists, sm90_copies_by_tma, sm90_producer_registers, sm90_register_split, ForwardParams,
-    ModifierParams, SequenceParams, TensorStrides, TileConfig, Variant, SM90_PRODUCER_WARPS,
-    SM90_WARPGROUP_ROWS, TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
+    ModifierParams, SequenceParams, TileConfig, Variant, SM90_PRODUCER_WARPS, SM90_WARPGROUP_ROWS,
+    TENSOR_MAPS_BYTES, TENSOR_MAP_BYTES, TMA_BOX_COLUMNS,
 };
 
 use crate::attn::block_info::{BlockInfo, RowBlock, TileSchedule};
@@ -89,9 +89,7 @@ use crate::attn::modifiers::{add_alibi, alibi_slope, apply_modifiers, apply_soft
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
-use crate::fwd::copy::{
-    copy_looked_up_tile_async, copy_paged_tile_async, copy_tile_async, TilePages,
-};
+use crate::fwd::copy::{copy_paged_tile_async, copy_tile_async};
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
     bar_arrive_named, bar_arrive_named_at, bar_red_or_0, bar_sync_0, bar_sync_named,
@@ -813,55 +811,6 @@ pub unsafe fn forward<
             let diagonal_first = diagonal_first_order(&info, (first_block, key_blocks));
             let key_block_of = |visit: u32| visit_order(order, diagonal_first, visit);
             copy_tile_async::<_, BLOCK_M, COPY_WARPS, PADS, true>(q_tile, q_rows, copier);
-            if PAGED {
-                // Paged, each key block's pages are looked up a group ahead, before the wait
-                // for the slot its K goes to, and its V takes them a group later: the copies
-                // never wait on a lookup (each did, an L2 round trip, BENCHMARKS.md log 90).
-                let paged_rows = |pointer: u64, strides: &TensorStrides, visit: u32| {
-                    let first_key = key_block_of(visit) * BLOCK_N as u32;
-                    info.paged_key_rows(params, sequences, strides, pointer, first_key)
-                };
-                let look_up = |visit: u32| {
-                    if visit < key_blocks {
-                        let rows = paged_rows(params.k, &params.k_strides, visit);
-                        TilePages::look_up::<WgmmaTile<BLOCK_N, HEAD_DIM>, BLOCK_N, COPY_WARPS>(
-                            &rows, copier,
-                        )
-                    } else {
-                        TilePages::NONE
-                    }
-                };
-                let (mut key_pages, mut value_pages) = (look_up(first_block), TilePages::NONE);
-                for group in 0..key_blocks - first_block + 1 {
-                    let visit = first_block + group;
-                    let next_pages = look_up(visit + 1);
-                    if group >= STAGES as u32 {
-                        let parity = phase_parity(group) ^ 1;
-                        while !mbarrier_try_wait_parity_shared(freed(group), parity) {}
-                    }
-                    if visit < key_blocks {
-                        let rows = paged_rows(params.k, &params.k_strides, visit);
-                        let tile = k_tile(ring_slot(group));
-                        copy_looked_up_tile_async::<_, BLOCK_N, COPY_WARPS, PADS>(
-                            tile, rows, key_pages, copier,
-                        );
-                    }
-                    if visit > first_block {
-                        let rows = paged_rows(params.v, &params.v_strides, visit - 1);
-                        let tile = v_tile(ring_slot(group - 1));
-                        copy_looked_up_tile_async::<_, BLOCK_N, COPY_WARPS, PADS>(
-                            tile,
-                            rows,
-                            value_pages,
-                            copier,
-                        );
-                    }
-                    (key_pages, value_pages) = (next_pages, key_pages);
-                    cp_async_mbarrier_arrive_noinc_shared(landed(group));
-                }
-                cp_async_wait_group::<0>();
-                return;
-            }
             for group in 0..key_blocks - first_block + 1 {
                 let visit = first_block + group;
                 if group >= STAGES as u32 {
