@@ -2,7 +2,7 @@
 //! `cp.async`, in whatever layout the tile type has (from a contiguous tensor or a paged cache),
 //! and the wait for them.
 
-use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS};
+use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS, MIN_PAGE_SIZE};
 
 use crate::attn::block_info::{PagedRows, RowBlock};
 use crate::ptx::{cp_async_cg_16, cp_async_cg_16_zfill, cp_async_wait_group, opaque_to_optimizer};
@@ -179,6 +179,81 @@ pub unsafe fn copy_paged_tile_async<
         copy_passes!(|read_row| tile_start + (read_row - first_read) as usize * source.row_stride);
     } else {
         copy_passes!(|read_row| source.row_offset(read_row));
+    }
+}
+
+/// [`copy_paged_tile_async`] for the sm90 family's kernels: where every row of the tile exists
+/// (all its tiles but a sequence's last), no copy carries a predicate or a page lookup of its
+/// own. The rows a thread copies in `MIN_PAGE_SIZE / rows_per_pass` consecutive passes lie in
+/// one run of [`MIN_PAGE_SIZE`] rows (its first row is below `rows_per_pass`), so in one page:
+/// the thread looks up each run's page once and walks its rows with one pointer, as
+/// [`copy_tile_async`] walks a contiguous tensor's. The other tiles, and the head dims above
+/// 128 (whose rows take more passes than a run holds, or whose registers are full), take
+/// [`copy_paged_tile_async`]'s copies.
+///
+/// Pages at least as long as the tile take a run's lookups too, not one per tile: beside the
+/// runs and the per-row path, a third path (one lookup and one walk per tile) spilled the D=128
+/// kernel's producer (100 bytes at 80 registers, 68 at 88; ptxas 12.9). The sm80 family's paged
+/// kernels keep [`copy_paged_tile_async`]: with the runs their registers rose by 14 to 54 (to
+/// 254 at D=128) and the D=32 modified one spilled 12 bytes.
+///
+/// # Safety
+/// As for [`copy_paged_tile_async`].
+#[inline(always)]
+pub unsafe fn copy_paged_tile_by_runs_async<
+    Tile: SharedTile,
+    const ROWS: usize,
+    const WARPS: usize,
+    const PADS: bool,
+>(
+    tile: Tile,
+    source: PagedRows,
+    thread: usize,
+) {
+    let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    // The runs need several passes in one run and whole runs in the tile: at D=64 (16 rows a
+    // pass, a run of one pass) the runs were no faster on pages of 16 keys and 2-6% slower on
+    // pages of 256, whose tiles `copy_paged_tile_async` looks up once (H200, BENCHMARKS.md
+    // log 92). Above head dim 128 the register file is full, and its per-row path alone fits.
+    let by_runs = const {
+        let plan = CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS);
+        Tile::ROW_CHUNKS <= 16
+            && plan.rows_per_pass < MIN_PAGE_SIZE
+            && ROWS.is_multiple_of(MIN_PAGE_SIZE)
+    };
+    if !by_runs || source.first_row + ROWS as u32 > source.rows {
+        copy_paged_tile_async::<Tile, ROWS, WARPS, PADS>(tile, source, thread);
+    } else {
+        let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
+        let read_column = |column: usize| {
+            if PADS {
+                (column as u32).min(source.chunks - 1) as usize
+            } else {
+                column
+            }
+        };
+        // `copy_tile_async`'s walk, one pointer per run: sharing its code moved the SASS of
+        // 75 kernels without a paged cache (ptxas 12.9), which this function leaves as they
+        // were.
+        let run_passes = MIN_PAGE_SIZE / plan.rows_per_pass;
+        let step = opaque_to_optimizer(plan.rows_per_pass * source.row_stride);
+        for run in 0..plan.passes / run_passes {
+            let run_row = first + run * MIN_PAGE_SIZE;
+            let mut row_pointer = source.head_base.add(
+                source.row_offset(source.first_row + run_row as u32)
+                    + read_column(chunk) * CHUNK_ELEMS,
+            );
+            for pass in 0..run_passes {
+                for group in 0..plan.groups {
+                    let column = group * plan.group_chunks + chunk;
+                    let destination =
+                        tile.chunk_address(run_row + pass * plan.rows_per_pass, column);
+                    let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
+                    cp_async_cg_16(destination, row_pointer.wrapping_add(offset).cast());
+                }
+                row_pointer = row_pointer.wrapping_add(step);
+            }
+        }
     }
 }
 
