@@ -2,6 +2,8 @@
 //! `cp.async`, in whatever layout the tile type has (from a contiguous tensor or a paged cache),
 //! and the wait for them.
 
+use core::ops::Range;
+
 use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS, MIN_PAGE_SIZE};
 
 use crate::attn::block_info::{PagedRows, RowBlock};
@@ -184,23 +186,24 @@ pub unsafe fn copy_paged_tile_async<
 
 /// [`copy_paged_tile_async`] for the sm90 family's kernels: where every row of the tile exists
 /// (all its tiles but a sequence's last), no copy carries a predicate or a page lookup of its
-/// own. The rows a thread copies in `MIN_PAGE_SIZE / rows_per_pass` consecutive passes lie in
-/// one run of [`MIN_PAGE_SIZE`] rows (its first row is below `rows_per_pass`), so in one page:
-/// the thread looks up each run's page once and walks its rows with one pointer, as
-/// [`copy_tile_async`] walks a contiguous tensor's. The other tiles, and the head dims above
-/// 128 (whose rows take more passes than a run holds, or whose registers are full), take
-/// [`copy_paged_tile_async`]'s copies.
+/// own, and the copies walk the rows with one pointer, as [`copy_tile_async`] walks a
+/// contiguous tensor's. A tile within one page (pages at least as long as the tile, which
+/// starts at a multiple of its rows) takes one lookup; a tile over several pages one per run
+/// of [`MIN_PAGE_SIZE`] rows: the rows a thread copies in `MIN_PAGE_SIZE / rows_per_pass`
+/// consecutive passes lie in one such run (its first row is below `rows_per_pass`), so in one
+/// page. The other tiles, and the head dims above 128, take [`copy_paged_tile_async`]'s
+/// copies. On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
+/// 1.13-1.17x over pages of 256 (at most 1.01x the contiguous cache's time), the D=64 one
+/// 1.02-1.07x faster over pages of 256 and within 2% over pages of 16 (BENCHMARKS.md log 92).
 ///
-/// Pages at least as long as the tile take a run's lookups too, not one per tile: beside the
-/// runs and the per-row path, a third path (one lookup and one walk per tile) spilled the D=128
-/// kernel's producer (100 bytes at 80 registers, 68 at 88; ptxas 12.9). The sm80 family's paged
-/// kernels keep [`copy_paged_tile_async`]: with the runs their registers rose by 14 to 54 (to
-/// 254 at D=128) and the D=32 modified one spilled 12 bytes.
+/// The sm80 family's paged kernels keep [`copy_paged_tile_async`]: with the runs their
+/// registers rose by 14 to 54 (to 254 at D=128) and the D=32 modified one spilled 12 bytes
+/// (ptxas 12.9), where the sm90 kernels' producer holds its 80.
 ///
 /// # Safety
 /// As for [`copy_paged_tile_async`].
 #[inline(always)]
-pub unsafe fn copy_paged_tile_by_runs_async<
+pub unsafe fn copy_paged_tile_walking_async<
     Tile: SharedTile,
     const ROWS: usize,
     const WARPS: usize,
@@ -211,17 +214,15 @@ pub unsafe fn copy_paged_tile_by_runs_async<
     thread: usize,
 ) {
     let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
-    // The runs need several passes in one run and whole runs in the tile: at D=64 (16 rows a
-    // pass, a run of one pass) the runs were no faster on pages of 16 keys and 2-6% slower on
-    // pages of 256, whose tiles `copy_paged_tile_async` looks up once (H200, BENCHMARKS.md
-    // log 92). Above head dim 128 the register file is full, and its per-row path alone fits.
-    let by_runs = const {
+    // The runs need a pass's rows within one run and whole runs in the tile; above head dim
+    // 128 the register file is full, and `copy_paged_tile_async`'s per-row path alone fits.
+    let walks = const {
         let plan = CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS);
         Tile::ROW_CHUNKS <= 16
-            && plan.rows_per_pass < MIN_PAGE_SIZE
+            && plan.rows_per_pass <= MIN_PAGE_SIZE
             && ROWS.is_multiple_of(MIN_PAGE_SIZE)
     };
-    if !by_runs || source.first_row + ROWS as u32 > source.rows {
+    if !walks || source.first_row + ROWS as u32 > source.rows {
         copy_paged_tile_async::<Tile, ROWS, WARPS, PADS>(tile, source, thread);
     } else {
         let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
@@ -232,26 +233,36 @@ pub unsafe fn copy_paged_tile_by_runs_async<
                 column
             }
         };
-        // `copy_tile_async`'s walk, one pointer per run: sharing its code moved the SASS of
-        // 75 kernels without a paged cache (ptxas 12.9), which this function leaves as they
-        // were.
+        // `copy_tile_async`'s walk: sharing its code moved the SASS of 75 kernels without a
+        // paged cache (ptxas 12.9), which this function leaves as they were.
         let run_passes = MIN_PAGE_SIZE / plan.rows_per_pass;
         let step = opaque_to_optimizer(plan.rows_per_pass * source.row_stride);
-        for run in 0..plan.passes / run_passes {
-            let run_row = first + run * MIN_PAGE_SIZE;
-            let mut row_pointer = source.head_base.add(
-                source.row_offset(source.first_row + run_row as u32)
-                    + read_column(chunk) * CHUNK_ELEMS,
-            );
-            for pass in 0..run_passes {
+        // Within one page the pointer walks the whole tile from one lookup; beside the runs,
+        // that path as `copy_tile_async` (with its own path for missing rows) spilled the
+        // D=128 producer (100 bytes at 80 registers), this one does not.
+        let in_one_page = ROWS.trailing_zeros() <= source.page_shift;
+        let run_start = |run: usize| {
+            let row = (first + run * MIN_PAGE_SIZE) as u32;
+            source
+                .head_base
+                .add(source.row_offset(source.first_row + row) + read_column(chunk) * CHUNK_ELEMS)
+        };
+        let copy_passes = |passes: Range<usize>, mut row_pointer: *const u16| {
+            for pass in passes {
                 for group in 0..plan.groups {
                     let column = group * plan.group_chunks + chunk;
-                    let destination =
-                        tile.chunk_address(run_row + pass * plan.rows_per_pass, column);
+                    let destination = tile.chunk_address(first + pass * plan.rows_per_pass, column);
                     let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
                     cp_async_cg_16(destination, row_pointer.wrapping_add(offset).cast());
                 }
                 row_pointer = row_pointer.wrapping_add(step);
+            }
+        };
+        if in_one_page {
+            copy_passes(0..plan.passes, run_start(0));
+        } else {
+            for run in 0..plan.passes / run_passes {
+                copy_passes(run * run_passes..(run + 1) * run_passes, run_start(run));
             }
         }
     }

@@ -89,7 +89,7 @@ use crate::attn::modifiers::{add_alibi, alibi_slope, apply_modifiers, apply_soft
 use crate::attn::softmax::{OnlineSoftmax, Output, Scores};
 use crate::element::Element;
 use crate::fragment::{Accumulator, Lane, OperandA};
-use crate::fwd::copy::{copy_paged_tile_by_runs_async, copy_tile_async};
+use crate::fwd::copy::{copy_paged_tile_walking_async, copy_tile_async};
 use crate::mma::{WarpgroupMma, Wgmma};
 use crate::ptx::{
     bar_arrive_named, bar_arrive_named_at, bar_red_or_0, bar_sync_0, bar_sync_named,
@@ -668,7 +668,7 @@ pub unsafe fn forward<
         let (k, strides) = (params.k, &params.k_strides);
         if PAGED {
             let k_rows = info.paged_key_rows(params, sequences, strides, k, first_key);
-            copy_paged_tile_by_runs_async::<_, BLOCK_N, COPY_WARPS, PADS>(
+            copy_paged_tile_walking_async::<_, BLOCK_N, COPY_WARPS, PADS>(
                 k_tile(stage),
                 k_rows,
                 copier,
@@ -684,7 +684,7 @@ pub unsafe fn forward<
         let (v, strides) = (params.v, &params.v_strides);
         if PAGED {
             let v_rows = info.paged_key_rows(params, sequences, strides, v, first_key);
-            copy_paged_tile_by_runs_async::<_, BLOCK_N, COPY_WARPS, PADS>(
+            copy_paged_tile_walking_async::<_, BLOCK_N, COPY_WARPS, PADS>(
                 v_tile(stage),
                 v_rows,
                 copier,
