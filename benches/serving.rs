@@ -2,8 +2,11 @@
 //! (`forward_kv_cache`) and against paged caches of 16, 64 and 256 keys per page
 //! (`forward_paged_kv_cache`, shuffled block tables) at the serving issue's shapes
 //! (`DECODE_SHAPES`: D=128, one query row, 32 query heads over 8 K/V heads), fp16 and bf16,
-//! throughput in K+V bytes read; and the variable-length prefill (`forward_varlen`, 16
-//! sequences of 128-4096 tokens, fp16, D=128, GQA 32/8), throughput in FLOP of real work.
+//! throughput in K+V bytes read; a chunked prefill against the same caches (`CHUNKED_PREFILL`:
+//! 4 sequences of 512 new queries over 4,096 cached keys, causal, fp16, D=128, GQA 32/8, on
+//! Hopper the sm90 serving and paged kernels); and the variable-length prefill
+//! (`forward_varlen`, 16 sequences of 128-4096 tokens, fp16, D=128, GQA 32/8); the prefills'
+//! throughput in FLOP of real work.
 //! Timed with CUDA events around back-to-back launches on one stream.
 //!
 //! Without a GPU it says so and exits 0. Filter as usual, e.g. `cargo bench --bench serving --
@@ -15,10 +18,12 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use cust::event::{Event, EventFlags};
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
-use flash_attn::{Element, Error, FlashAttention, ForwardOptions, Layout, VarlenShape};
+use flash_attn::{
+    AttentionShape, Element, Error, FlashAttention, ForwardOptions, Layout, VarlenShape,
+};
 use flash_attn_tools::timing::{
-    decode_shape, shuffled_pages, varlen_prefill_offsets, DECODE_HEAD_DIM, DECODE_SHAPES,
-    PAGE_SIZES,
+    chunk_flops, decode_shape, shuffled_pages, varlen_prefill_offsets, DECODE_HEAD_DIM,
+    DECODE_SHAPES, PAGE_SIZES,
 };
 use half::{bf16, f16};
 
@@ -95,6 +100,63 @@ fn bench_decode<T: Element>(group: &mut Group<'_>, gpu: &FlashAttention) {
     }
 }
 
+/// The chunked prefill `(sequences, new queries each, cached keys each)`: each sequence's chunk
+/// of queries against a full cache (its own keys included), causal.
+const CHUNKED_PREFILL: (usize, usize, usize) = (4, 512, 4096);
+
+fn bench_chunked_prefill(group: &mut Group<'_>, gpu: &FlashAttention) {
+    let (batch, chunk, cache) = CHUNKED_PREFILL;
+    let shape = AttentionShape {
+        batch,
+        heads_q: 32,
+        heads_kv: 8,
+        seq_len_q: chunk,
+        seq_len_kv: cache,
+        head_dim: 128,
+    };
+    let options = ForwardOptions {
+        causal: true,
+        layout: Layout::Bshd,
+        ..ForwardOptions::default()
+    };
+    let input = |elements, seed| {
+        DeviceBuffer::from_slice(&random_normal::<f16>(elements, 0.5, 1.0, seed)).unwrap()
+    };
+    let kv = shape.kv_elements().unwrap();
+    let (q, k, v) = (
+        input(shape.q_elements().unwrap(), 1),
+        input(kv, 2),
+        input(kv, 3),
+    );
+    let lens = DeviceBuffer::from_slice(&vec![cache as u32; batch]).unwrap();
+    let mut output =
+        DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); shape.q_elements().unwrap()]).unwrap();
+    let flops = (batch * shape.heads_q) as f64 * chunk_flops(chunk as u32, cache as u32, 128);
+    group.throughput(Throughput::Elements(flops as u64));
+    let name = format!("B{batch}_{chunk}_over_{cache}");
+    bench_launches(group, gpu, format!("{name}_contiguous"), || {
+        gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
+    });
+    for page_size in PAGE_SIZES {
+        let (paged, table) = shuffled_pages(batch, cache, page_size);
+        let table = DeviceBuffer::from_slice(&table).unwrap();
+        bench_launches(group, gpu, format!("{name}_paged{page_size}"), || {
+            gpu.forward_paged_kv_cache(
+                &q,
+                &k,
+                &v,
+                &table,
+                &lens,
+                &mut output,
+                None,
+                shape,
+                &paged,
+                &options,
+            )
+        });
+    }
+}
+
 fn bench_varlen(group: &mut Group<'_>, gpu: &FlashAttention) {
     let offsets = varlen_prefill_offsets();
     let shape = VarlenShape {
@@ -148,6 +210,9 @@ fn main() {
     group.finish();
     let mut group = criterion.benchmark_group("decode_bf16");
     bench_decode::<bf16>(&mut group, &gpu);
+    group.finish();
+    let mut group = criterion.benchmark_group("chunked_prefill_f16");
+    bench_chunked_prefill(&mut group, &gpu);
     group.finish();
     let mut group = criterion.benchmark_group("varlen_prefill_f16");
     bench_varlen(&mut group, &gpu);

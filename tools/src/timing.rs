@@ -13,6 +13,16 @@ pub const DECODE_SHAPES: [(usize, usize); 3] = [(8, 8192), (1, 32768), (64, 2048
 /// The head dim of the serving issue's shapes ([`DECODE_SHAPES`]).
 pub const DECODE_HEAD_DIM: usize = 128;
 
+/// Floating-point operations of causal attention of `queries` queries against `keys` keys
+/// aligned to the bottom right (query `i` sees keys `0..=i + keys - queries`), per head:
+/// `4 · D` per visible score.
+pub fn chunk_flops(queries: u32, keys: u32, head_dim: usize) -> f64 {
+    let (queries, keys) = (queries as f64, keys as f64);
+    let hidden = queries.min(keys);
+    let visible = queries * keys - hidden * (hidden - 1.0) / 2.0;
+    4.0 * visible * head_dim as f64
+}
+
 /// The decode problem at one of [`DECODE_SHAPES`], of head dim `head_dim`
 /// ([`DECODE_HEAD_DIM`] for the issue's).
 pub fn decode_shape(batch: usize, cache_length: usize, head_dim: usize) -> AttentionShape {

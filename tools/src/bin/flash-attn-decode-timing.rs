@@ -38,8 +38,8 @@ use flash_attn::{
     VarlenCacheShape, VarlenShape, FORWARD_KERNELS,
 };
 use flash_attn_tools::timing::{
-    decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets, DECODE_HEAD_DIM,
-    DECODE_SHAPES, PAGE_SIZES,
+    chunk_flops, decode_shape, rounded, shuffled_pages, time_launches, varlen_prefill_offsets,
+    DECODE_HEAD_DIM, DECODE_SHAPES, PAGE_SIZES,
 };
 use half::{bf16, f16};
 use serde_json::{json, Value};
@@ -471,16 +471,6 @@ const RAGGED_CACHE_CAPACITY: usize = 8192;
 /// than every key block, a page lookup per row) and FlashAttention-2's required 256 (one per
 /// tile).
 const CHUNKED_PAGE_SIZES: [usize; 2] = [16, 256];
-
-/// Floating-point operations of causal attention of `queries` queries against `keys` keys
-/// aligned to the bottom right (query `i` sees keys `0..=i + keys - queries`), per head:
-/// `4 · D` per visible score.
-fn chunk_flops(queries: u32, keys: u32, head_dim: usize) -> f64 {
-    let (queries, keys) = (queries as f64, keys as f64);
-    let hidden = queries.min(keys);
-    let visible = queries * keys - hidden * (hidden - 1.0) / 2.0;
-    4.0 * visible * head_dim as f64
-}
 
 /// Times causal chunked prefill, fp16, GQA 32/8, at head dim `head_dim`: `forward_kv_cache` at
 /// each of [`CHUNKED_PREFILL_SHAPES`] (full caches) and `forward_varlen_kv_cache` on
