@@ -193,7 +193,8 @@ pub unsafe fn copy_paged_tile_async<
 /// consecutive passes lie in one such run (its first row is below `rows_per_pass`), so in one
 /// page. The other tiles, and the head dims above 128, take [`copy_paged_tile_async`]'s
 /// copies. On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
-/// 1.13-1.17x over pages of 256 (at most 1.01x the contiguous cache's time), the D=64 one
+/// 1.13-1.17x over pages of 256 (0.84-1.03x the contiguous cache's time in the timing tool,
+/// 1.01-1.13x in criterion's benchmark, a difference not yet explained), the D=64 one
 /// 1.02-1.07x faster over pages of 256 and within 2% over pages of 16 (BENCHMARKS.md log 92).
 ///
 /// The sm80 family's paged kernels keep [`copy_paged_tile_async`]: with the runs their
