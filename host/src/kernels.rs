@@ -248,7 +248,8 @@ const FALLBACK_KERNELS: &[&ForwardKernel] =
 /// The head dim of the kernels of `variant` and `dtype` that run a problem of head dim
 /// `head_dim`: `head_dim` itself where the variant has kernels of it, else the smallest head
 /// dim above it of the variant's kernels that pad ([`flash_attn_params::pads_head_dim`]: the
-/// modified, serving and paged ones but at 64 and 128), whose columns past `head_dim` the
+/// modified, serving and paged ones but at 64 and 128 and the sm90 warp-specialised serving
+/// ones), whose columns past `head_dim` the
 /// kernel pads and never stores (as FlashAttention pads). The dense kernels run their own head
 /// dim only.
 ///
@@ -264,11 +265,7 @@ pub fn kernel_head_dim(dtype: Dtype, variant: Variant, head_dim: usize) -> Resul
             .filter(move |kernel| kernel.spec.variant == variant && kernel.spec.dtype == dtype)
     };
     of_variant()
-        .filter(|kernel| {
-            let kernel_head_dim = kernel.spec.tile.head_dim;
-            kernel_head_dim == head_dim
-                || (kernel.spec.pads_head_dim() && kernel_head_dim > head_dim)
-        })
+        .filter(|kernel| kernel.spec.runs_head_dim(head_dim))
         .map(|kernel| kernel.spec.tile.head_dim)
         .min()
         .ok_or_else(|| Error::UnsupportedHeadDim {

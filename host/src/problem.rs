@@ -603,11 +603,8 @@ pub(crate) fn check_problem(
             dtype,
         });
     }
-    // A larger kernel of a variant that pads runs the problem padded; a smaller one cannot
-    // hold its rows.
-    let kernel_head_dim = kernel.spec.tile.head_dim;
-    let pads = kernel.spec.pads_head_dim() && kernel_head_dim > shape.head_dim;
-    if kernel_head_dim != shape.head_dim && !pads {
+    // A larger kernel that pads runs the problem padded; a smaller one cannot hold its rows.
+    if !kernel.spec.runs_head_dim(shape.head_dim) {
         return Err(Error::KernelHeadDimMismatch {
             kernel: kernel.entry,
             kernel_head_dim: kernel.spec.tile.head_dim,
@@ -816,7 +813,9 @@ pub fn serving_kernel(
 /// ([`crate::SM90_SERVING_TILES`] for [`Variant::Serving`], [`crate::SM90_PAGED_TILES`] for
 /// [`Variant::Paged`]: every kernel head dim from 64, no score modifier), the dense
 /// problem's main loop on Hopper: that of the dense problem's tile ([`dispatch_kernel_on`])
-/// where it has one, else the head dim's first; else [`serving_kernel`].
+/// where it has one that runs the problem's head dim (from D=160 the warp-specialised tiles
+/// run their own head dim only, [`crate::KernelSpec::runs_head_dim`]), else the head dim's
+/// first that does; else [`serving_kernel`].
 pub(crate) fn serving_kernel_on(
     dtype: Dtype,
     shape: &AttentionShape,
@@ -834,6 +833,7 @@ pub(crate) fn serving_kernel_on(
                     && spec.variant == variant
                     && spec.dtype == dtype
                     && spec.tile.head_dim == head_dim
+                    && spec.runs_head_dim(shape.head_dim)
                     && kernel.runs_on(capability)
             })
         };

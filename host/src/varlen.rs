@@ -242,9 +242,11 @@ pub fn plan_varlen(
 /// [`FlashAttention::compute_capability`]), what [`FlashAttention::forward_varlen`] plans
 /// with: on compute capability 9.0, where the options name no kernel, a batch of a head dim
 /// above 32 without a score modifier or ALiBi runs the sm90 family's serving kernel
-/// ([`crate::SM90_SERVING_TILES`]: that of the dense problem's `wgmma` tile at D=64 to 128,
-/// 8-warp tiles above), elsewhere [`plan_varlen`]'s. On an H200 the 16-sequence batch of
-/// BENCHMARKS.md logs 85 to 87 ran 1.2-1.9x faster on it than on the sm80 family's.
+/// ([`crate::SM90_SERVING_TILES`]: that of the dense problem's `wgmma` tile, at D=96 and at the
+/// head dims that pad the 8-warp tile), elsewhere [`plan_varlen`]'s. On an H200 the
+/// 16-sequence batch of BENCHMARKS.md logs 85 to 87 ran 1.2-1.9x faster on it than on the sm80
+/// family's, and from D=160 the warp-specialised serving kernels ran it 1.2-1.4x faster than
+/// the 8-warp ones (log 93).
 ///
 /// ```
 /// use flash_attn::{plan_varlen, plan_varlen_on, Dtype, Family, ForwardOptions, VarlenShape};

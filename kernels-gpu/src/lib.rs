@@ -46,7 +46,7 @@ pub mod smem;
 pub use flash_attn_params::{
     copy_warps, pads_head_dim, sm90_overlaps_blocks, sm90_producer_registers, sm90_register_split,
     ForwardParams, ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams,
-    ServingParams, TileConfig, Variant,
+    ServingParams, SmemLayout, TileConfig, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -327,7 +327,20 @@ macro_rules! main_loop {
             $serving,
             $paged,
             $modified,
-            { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
+            {
+                $crate::pads_head_dim(
+                    $crate::Variant::$variant,
+                    &$crate::TileConfig::new(
+                        $block_m,
+                        $block_n,
+                        $warps,
+                        $stages,
+                        $head_dim,
+                        $crate::SmemLayout::$layout,
+                        $crate::QSource::$q_source,
+                    ),
+                )
+            },
         >($params, $sequences, $modifiers)
     };
     // The sm90 loop has the dense, the serving, the paged, the modified and the
@@ -347,7 +360,12 @@ macro_rules! main_loop {
             $modified,
             $alibi,
             $softcap,
-            { $crate::pads_head_dim($crate::Variant::$variant, $head_dim) },
+            {
+                $crate::pads_head_dim(
+                    $crate::Variant::$variant,
+                    &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
+                )
+            },
             $serving,
             $paged,
             {

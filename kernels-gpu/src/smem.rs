@@ -20,6 +20,10 @@
 
 use flash_attn_params::{SmemLayout, CHUNK_BYTES, CHUNK_ELEMS, SWIZZLE_CHUNKS};
 
+/// Rows of one row group of [`SharedTile::fragment_address`]: the period of every layout's
+/// swizzle, after which a chunk's address moves by a constant.
+pub const ROW_GROUP_ROWS: usize = 8;
+
 /// A lane's own part of the addresses it passes to `ldmatrix` in one tile layout (see
 /// [`SmemLayout::lane_offset`]): formed once per kernel, so that each address in a loop is a
 /// register plus constants.

@@ -476,11 +476,14 @@ pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
 /// main loop. Up to D=128 the sm_90a dispatch table's tiles: at D=64 the warp-specialised
 /// `m128_n128` (the table's from 2048 keys on small grids) and the three-consumer `m192_n128`
 /// (from 1025 keys on large grids), at D=96 the 8-warp `m128_n64`, at D=128 the
-/// warp-specialised `m128_n128`. From D=160 the 8-warp tiles of [`SM90_MODIFIED_TILES`]: the
-/// table's warp-specialised tiles there spilled as serving kernels (16-128 bytes of stack,
-/// their consumers at 232 registers with the padding's arithmetic; BENCHMARKS.md log 87).
-/// Those of head dims other than 64 and 128 pad, as every serving kernel does
-/// ([`pads_head_dim`]). They serve the variable-length batches (`flash_attn::plan_varlen_on`)
+/// warp-specialised `m128_n128`. From D=160 two at each head dim: the 8-warp tiles of
+/// [`SM90_MODIFIED_TILES`], which pad ([`pads_head_dim`]) and so also run the head dims between
+/// (200 on D=224's, 248 on D=256's), and the table's warp-specialised tiles (`m128_n128_w12` at
+/// D=160, `m128_n64_w12` from D=192), which run their own head dim only: padded, they spilled
+/// (16-128 bytes of stack, their consumers at 232 registers with the padding's arithmetic;
+/// BENCHMARKS.md log 87); unpadded, with the copies' destinations as lane offsets
+/// (`kernels-gpu`'s `copy_tile_async`), they do not (log 93).
+/// They serve the variable-length batches (`flash_attn::plan_varlen_on`)
 /// and the KV-cache calls against contiguous caches (`flash_attn::plan_kv_cache_on`) of one
 /// split and no score modifier, whose cache lengths they read; [`SM90_PAGED_TILES`]' kernels
 /// the paged ones.
@@ -488,19 +491,30 @@ pub const SM90_ONE_MODIFIER_TILES: [TileConfig; 4] = [
 /// rows keeps the next sequence's keys and values out of the tile: a TMA box would read them,
 /// and a non-finite value there would reach the output through `P V` (a masked score's 0
 /// times it).
-pub const SM90_SERVING_TILES: [TileConfig; 8] = [
-    SM90_MODIFIED_TILES[0],
-    SM90_MODIFIED_TILES[1],
-    TileConfig::sm90(128, 64, 128 / 16, 2, 96),
-    SM90_MODIFIED_TILES[4],
-    SM90_MODIFIED_TILES[5],
-    SM90_MODIFIED_TILES[6],
-    SM90_MODIFIED_TILES[7],
-    SM90_MODIFIED_TILES[8],
-];
+pub const SM90_SERVING_TILES: [TileConfig; 12] = {
+    const fn warp_specialised(block_n: usize, head_dim: usize) -> TileConfig {
+        TileConfig::sm90(128, block_n, 128 / 16 + SM90_PRODUCER_WARPS, 2, head_dim)
+    }
+    [
+        SM90_MODIFIED_TILES[0],
+        SM90_MODIFIED_TILES[1],
+        TileConfig::sm90(128, 64, 128 / 16, 2, 96),
+        SM90_MODIFIED_TILES[4],
+        SM90_MODIFIED_TILES[5],
+        SM90_MODIFIED_TILES[6],
+        SM90_MODIFIED_TILES[7],
+        SM90_MODIFIED_TILES[8],
+        warp_specialised(128, 160),
+        warp_specialised(64, 192),
+        warp_specialised(64, 224),
+        warp_specialised(64, 256),
+    ]
+};
 
 /// The tiles of the sm90 family's [`Variant::Paged`] kernels: those of [`SM90_SERVING_TILES`]
-/// but D=64's three-consumer `m192_n128`, whose producer read the pages in its 32 registers
+/// but the warp-specialised ones from D=160 (whose producer would read the pages with the
+/// copies D=64 and D=128 have, `copy_paged_tile_walking_async`, only up to D=128), and D=64's
+/// three-consumer `m192_n128`, whose producer read the pages in its 32 registers
 /// with 56 bytes of spill (sm_90a) and can have no more beside consumers of 160
 /// ([`sm90_producer_registers`]). A paged problem whose dense tile is that one runs the head
 /// dim's first, `m128_n128` (which ran chunked prefills of 16 x 256 queries 1.13x faster than
@@ -517,17 +531,28 @@ pub const SM90_PAGED_TILES: [TileConfig; 7] = [
     SM90_SERVING_TILES[7],
 ];
 
-/// Whether the kernel of `variant` and `head_dim` runs problems of a smaller head dim than its
-/// own, padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels but
-/// those of head dims 64 and 128. The host runs a dense problem of a head dim without kernels
-/// of its own on a modified kernel, and a serving problem (a KV cache, a paged cache, a
-/// variable-length batch) of such a head dim on the serving or paged kernel of the head dim it
-/// pads to. The others run their own head dim only, so that they pay nothing for the padding:
-/// its arithmetic spilled the serving D=128 entries on sm_80, cost the dense anchors up to
-/// 3.6%, and spilled the modified D=64 and D=128 tiles (BENCHMARKS.md log 31). A problem of a
-/// head dim below 64 or between 64 and 128 so pads to 96 or 160, whatever the variant.
-pub const fn pads_head_dim(variant: Variant, head_dim: usize) -> bool {
-    !matches!(variant, Variant::Dense) && head_dim != 64 && head_dim != 128
+/// Whether the kernel of `variant` on `tile` runs problems of a smaller head dim than its own,
+/// padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels of head
+/// dims that pad ([`head_dim_pads`]), but the sm90 family's warp-specialised serving kernels.
+/// The host runs a dense problem of a head dim without kernels of its own on a modified kernel,
+/// and a serving problem (a KV cache, a paged cache, a variable-length batch) of such a head dim
+/// on the serving or paged kernel of the head dim it pads to. The others run their own head dim
+/// only, so that they pay nothing for the padding: its arithmetic spilled the serving D=128
+/// entries on sm_80, cost the dense anchors up to 3.6%, and spilled the modified D=64 and D=128
+/// tiles (BENCHMARKS.md log 31), and the warp-specialised serving tiles from D=160 (16-128
+/// bytes, log 87; unpadded they do not spill, log 93), which so serve their own head dim beside
+/// the padded 8-warp ones ([`SM90_SERVING_TILES`]).
+pub const fn pads_head_dim(variant: Variant, tile: &TileConfig) -> bool {
+    !matches!(variant, Variant::Dense)
+        && head_dim_pads(tile.head_dim)
+        && !(matches!(variant, Variant::Serving) && tile.producer_warps() > 0)
+}
+
+/// Whether kernels of `head_dim` may pad ([`pads_head_dim`]): all but those of 64 and 128, the
+/// head dims of most models, whose kernels run their own head dim only. A problem of a head dim
+/// below 64 or between 64 and 128 so pads to 96 or 160, whatever the variant.
+pub const fn head_dim_pads(head_dim: usize) -> bool {
+    head_dim != 64 && head_dim != 128
 }
 
 /// `a == b` in a `const fn` (where `==` on structs is not).
@@ -715,7 +740,13 @@ impl KernelSpec {
     /// Whether the kernel runs problems of a smaller head dim than its own, padded
     /// ([`pads_head_dim`]).
     pub const fn pads_head_dim(&self) -> bool {
-        pads_head_dim(self.variant, self.tile.head_dim)
+        pads_head_dim(self.variant, &self.tile)
+    }
+
+    /// Whether the kernel runs problems of head dim `head_dim`: its own, or a smaller one that
+    /// it pads ([`Self::pads_head_dim`]).
+    pub const fn runs_head_dim(&self, head_dim: usize) -> bool {
+        self.tile.head_dim == head_dim || (self.pads_head_dim() && self.tile.head_dim > head_dim)
     }
 
     /// The query rows whose key blocks the kernel computes as one range (from the first key

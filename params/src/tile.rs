@@ -184,7 +184,7 @@ pub const HEAD_DIM_GRANULE: usize = CHUNK_ELEMS;
 
 /// The head dim of the kernels that run a problem of head dim `head_dim`: `head_dim` itself if
 /// it is one of [`CANDIDATE_HEAD_DIMS`], else the smallest larger one whose kernels pad
-/// ([`crate::spec::pads_head_dim`]: not 64 or 128), which the kernel pads to (as FlashAttention
+/// ([`crate::spec::head_dim_pads`]: not 64 or 128), which the kernel pads to (as FlashAttention
 /// does): 8-24 run on 32, 40-88 on 96, 104-152 on 160. `None` unless `head_dim` is a multiple
 /// of [`HEAD_DIM_GRANULE`] in `8..=MAX_HEAD_DIM`.
 pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
@@ -194,7 +194,7 @@ pub const fn padded_head_dim(head_dim: usize) -> Option<usize> {
     let mut index = 0;
     while index < CANDIDATE_HEAD_DIMS.len() {
         let candidate = CANDIDATE_HEAD_DIMS[index];
-        let pads = crate::spec::pads_head_dim(crate::spec::Variant::Modified, candidate);
+        let pads = crate::spec::head_dim_pads(candidate);
         if candidate == head_dim || (candidate > head_dim && pads) {
             return Some(candidate);
         }

@@ -6,7 +6,7 @@ use flash_attn::{
     kernel_by_name, plan, plan_kv_cache, plan_kv_cache_on, plan_paged_kv_cache,
     plan_paged_kv_cache_on, plan_varlen_kv_cache, plan_varlen_kv_cache_on, split_count,
     AttentionShape, Dtype, Error, Family, ForwardOptions, Layout, PagedKvCache, Variant,
-    VarlenCacheShape, MAX_SPLITS,
+    VarlenCacheShape, MAX_SPLITS, SM90_PAGED_TILES,
 };
 use half::f16;
 
@@ -371,11 +371,15 @@ fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
                 plan.block_table_len(),
                 shape.batch * paged.pages_per_sequence
             );
-            // The contiguous call's tile but at D=64 (no paged m192).
+            // The contiguous call's tile where it has a paged kernel (not D=64's m192, nor the
+            // warp-specialised tiles from D=160).
             let contiguous = plan_kv_cache_on(Dtype::Bf16, &shape, &causal, H100_SM_COUNT, (9, 0));
             let contiguous = contiguous.unwrap().kernel().spec;
             assert_eq!(contiguous.variant, Variant::Serving);
-            assert_eq!(contiguous.tile == spec.tile, shape.head_dim != 64);
+            assert_eq!(
+                contiguous.tile == spec.tile,
+                SM90_PAGED_TILES.contains(&contiguous.tile)
+            );
             // Elsewhere the device-blind plan.
             let ada = on(&shape, &paged, &causal, (8, 9)).kernel();
             let blind = plan_paged_kv_cache(Dtype::Bf16, &shape, &paged, &causal, H100_SM_COUNT);

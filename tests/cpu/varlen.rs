@@ -475,6 +475,37 @@ fn a_named_serving_kernel_runs_and_others_are_rejected() {
             .entry,
         d96
     );
+    // The sm90 warp-specialised serving kernels from D=160 run their own head dim only: named
+    // for a smaller one (which the 8-warp kernel beside them pads), the call is rejected.
+    let warp_specialised = "flash_fwd_f16_d256_m128_n64_w12_s2_serving_sm90a";
+    let exact = VarlenExtents {
+        head_dim: 256,
+        ..raw_extents()
+    };
+    let padded = VarlenExtents {
+        head_dim: 248,
+        ..raw_extents()
+    };
+    let on_hopper = |extents: &VarlenExtents, kernel| {
+        plan_varlen_on(Dtype::F16, extents, &with(kernel), H100_SM_COUNT, (9, 0))
+    };
+    assert_eq!(
+        on_hopper(&exact, warp_specialised).unwrap().kernel().entry,
+        warp_specialised
+    );
+    assert!(matches!(
+        on_hopper(&padded, warp_specialised),
+        Err(Error::KernelHeadDimMismatch {
+            kernel_head_dim: 256,
+            head_dim: 248,
+            ..
+        })
+    ));
+    let eight_warps = "flash_fwd_f16_d256_m128_n64_w8_s1_serving_sm90a";
+    assert_eq!(
+        on_hopper(&padded, eight_warps).unwrap().kernel().entry,
+        eight_warps
+    );
 }
 
 #[test]
@@ -1198,17 +1229,19 @@ fn hopper_runs_the_sm90_serving_kernels_where_they_exist() {
             }
         }
     }
-    // The other kernel head dims from 64 have sm90 serving kernels (8-warp tiles); a padded
-    // head dim runs the kernel of the head dim it pads to.
+    // The other kernel head dims from 64 have sm90 serving kernels: from D=160 the dense
+    // table's warp-specialised tiles for their own head dim, the 8-warp tiles (which pad) for
+    // the head dims that pad to it; D=96's 8-warp tile for both.
     for (head_dim, kernel_head_dim, tile) in [
         (96, 96, (64, 8)),
         (80, 96, (64, 8)),
-        (160, 160, (64, 8)),
-        (192, 192, (64, 8)),
+        (160, 160, (128, 12)),
+        (152, 160, (64, 8)),
+        (192, 192, (64, 12)),
         (200, 224, (64, 8)),
-        (224, 224, (64, 8)),
+        (224, 224, (64, 12)),
         (248, 256, (64, 8)),
-        (256, 256, (64, 8)),
+        (256, 256, (64, 12)),
     ] {
         let spec = plan(head_dim, &bshd(), (9, 0)).kernel().spec;
         assert_eq!(
@@ -1216,6 +1249,7 @@ fn hopper_runs_the_sm90_serving_kernels_where_they_exist() {
             (Family::Sm90, Variant::Serving)
         );
         assert_eq!(spec.tile.head_dim, kernel_head_dim, "head dim {head_dim}");
+        assert_eq!(spec.pads_head_dim(), tile.1 == 8, "head dim {head_dim}");
         assert_eq!(
             (spec.tile.block_n, spec.tile.warps),
             tile,

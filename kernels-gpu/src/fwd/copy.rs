@@ -8,7 +8,7 @@ use flash_attn_params::{CopyPlan, CHUNK_BYTES, CHUNK_ELEMS, MIN_PAGE_SIZE};
 
 use crate::attn::block_info::{PagedRows, RowBlock};
 use crate::ptx::{cp_async_cg_16, cp_async_cg_16_zfill, cp_async_wait_group, opaque_to_optimizer};
-use crate::smem::SharedTile;
+use crate::smem::{SharedTile, ROW_GROUP_ROWS};
 
 /// Issues this thread's share of the 16-byte copies of a `[ROWS, HEAD_DIM]` tile, as
 /// [`CopyPlan`] splits them.
@@ -44,6 +44,12 @@ pub unsafe fn copy_tile_async<
     thread: usize,
 ) {
     let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    // A constant of the MIR, so that the copies of more rows a pass compile as they did before
+    // [`periodic_destination`] existed (as a branch on `plan`, LLVM got both forms and 138
+    // kernels' PTX moved, in instruction order and block layout).
+    let periodic = const {
+        CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS).rows_per_pass < ROW_GROUP_ROWS
+    };
     // Each thread copies the same chunk of each group of rows `first + pass * rows_per_pass`.
     let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
     // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
@@ -72,7 +78,11 @@ pub unsafe fn copy_tile_async<
         for pass in 0..plan.passes {
             for group in 0..plan.groups {
                 let column = group * plan.group_chunks + chunk;
-                let destination = tile.chunk_address(first + pass * plan.rows_per_pass, column);
+                let destination = if periodic {
+                    periodic_destination(tile, &plan, first, chunk, pass, group)
+                } else {
+                    tile.chunk_address(first + pass * plan.rows_per_pass, column)
+                };
                 // Group 0 is the pointer's own column (and without `PADS` group `g` lies
                 // `g * group_chunks` chunks on).
                 let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
@@ -94,11 +104,39 @@ pub unsafe fn copy_tile_async<
                 let read_row = source_row.min(source.rows - 1);
                 let element =
                     read_row as usize * source.row_stride + read_column(column) * CHUNK_ELEMS;
-                let destination = tile.chunk_address(row, column);
+                let destination = if periodic {
+                    periodic_destination(tile, &plan, first, chunk, pass, group)
+                } else {
+                    tile.chunk_address(row, column)
+                };
                 cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
             }
         }
     }
+}
+
+/// The shared address that `pass`, `group` of [`copy_tile_async`] writes (chunk `group *
+/// group_chunks + chunk` of row `first + pass * rows_per_pass`) where a pass copies fewer rows
+/// than a row group of the swizzle ([`ROW_GROUP_ROWS`]; D=256's 32 chunks a row over 128
+/// threads: 4 rows): the passes' swizzles repeat every `ROW_GROUP_ROWS / rows_per_pass` passes,
+/// so the addresses are that many lane offsets plus constants
+/// ([`SharedTile::fragment_address`]). Formed whole from the row, each pass's address was a
+/// register of its own that LLVM hoisted out of the key loop: 16 for a K tile and 32 for a Q
+/// tile in the D=256 sm90 serving producer, which spilled within its 40 registers
+/// (BENCHMARKS.md log 93). The copies of more rows a pass keep the whole form, whose
+/// addresses LLVM already forms as one register plus constants.
+#[inline(always)]
+fn periodic_destination<Tile: SharedTile>(
+    tile: Tile,
+    plan: &CopyPlan,
+    first: usize,
+    chunk: usize,
+    pass: usize,
+    group: usize,
+) -> u32 {
+    let period = ROW_GROUP_ROWS / plan.rows_per_pass;
+    let lane = Tile::lane_chunk(first + pass % period * plan.rows_per_pass, chunk);
+    tile.fragment_address(lane, pass / period, group * plan.group_chunks)
 }
 
 /// [`copy_tile_async`] for a K or V tile of a paged cache: each copy finds its row's page. With
