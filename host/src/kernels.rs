@@ -249,9 +249,8 @@ const FALLBACK_KERNELS: &[&ForwardKernel] =
 /// `head_dim`: `head_dim` itself where the variant has kernels of it, else the smallest head
 /// dim above it of the variant's kernels that pad ([`flash_attn_params::pads_head_dim`]: the
 /// modified, serving and paged ones but at 64 and 128 and the sm90 warp-specialised serving
-/// ones), whose columns past `head_dim` the
-/// kernel pads and never stores (as FlashAttention pads). The dense kernels run their own head
-/// dim only.
+/// ones; [`crate::KernelSpec::runs_head_dim`]), whose columns past `head_dim` the kernel pads
+/// and never stores (as FlashAttention pads). The dense kernels run their own head dim only.
 ///
 /// [`Error::InvalidHeadDim`] unless `head_dim` is a multiple of 8 from 8 to 256;
 /// [`Error::UnsupportedHeadDim`] where the variant has no such kernel.

@@ -44,9 +44,9 @@ pub mod smem;
 // For the entries that `forward_entries!` expands in the shard crates.
 #[doc(hidden)]
 pub use flash_attn_params::{
-    copy_warps, pads_head_dim, sm90_overlaps_blocks, sm90_producer_registers, sm90_register_split,
+    built_spec, copy_warps, sm90_overlaps_blocks, sm90_producer_registers, sm90_register_split,
     ForwardParams, ModifiedParams, ModifiedServingParams, ModifierParams, QSource, SequenceParams,
-    ServingParams, SmemLayout, TileConfig, Variant,
+    ServingParams, TileConfig, Variant,
 };
 
 /// The shared-memory tile type of a `SmemLayout` variant.
@@ -328,18 +328,11 @@ macro_rules! main_loop {
             $paged,
             $modified,
             {
-                $crate::pads_head_dim(
-                    $crate::Variant::$variant,
-                    &$crate::TileConfig::new(
-                        $block_m,
-                        $block_n,
-                        $warps,
-                        $stages,
-                        $head_dim,
-                        $crate::SmemLayout::$layout,
-                        $crate::QSource::$q_source,
-                    ),
+                $crate::built_spec!(
+                    Sm80, $dtype, $variant, $block_m, $block_n, $warps, $stages, $head_dim,
+                    $layout, $q_source
                 )
+                .pads_head_dim()
             },
         >($params, $sequences, $modifiers)
     };
@@ -361,10 +354,11 @@ macro_rules! main_loop {
             $alibi,
             $softcap,
             {
-                $crate::pads_head_dim(
-                    $crate::Variant::$variant,
-                    &$crate::TileConfig::sm90($block_m, $block_n, $warps, $stages, $head_dim),
+                $crate::built_spec!(
+                    Sm90, $dtype, $variant, $block_m, $block_n, $warps, $stages, $head_dim,
+                    $layout, $q_source
                 )
+                .pads_head_dim()
             },
             $serving,
             $paged,
