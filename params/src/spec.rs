@@ -512,8 +512,8 @@ pub const SM90_SERVING_TILES: [TileConfig; 12] = {
 };
 
 /// The tiles of the sm90 family's [`Variant::Paged`] kernels: those of [`SM90_SERVING_TILES`]
-/// but the warp-specialised ones from D=160 (whose producer would read the pages with the
-/// copies D=64 and D=128 have, `copy_paged_tile_walking_async`, only up to D=128), and D=64's
+/// but D=256's warp-specialised `m128_n64_w12` (paged, it spilled 56-104 bytes with its
+/// producer at 40, 56 or 80 registers; BENCHMARKS.md log 94), and D=64's
 /// three-consumer `m192_n128`, whose producer read the pages in its 32 registers
 /// with 56 bytes of spill (sm_90a) and can have no more beside consumers of 160
 /// ([`sm90_producer_registers`]). A paged problem whose dense tile is that one runs the head
@@ -521,7 +521,7 @@ pub const SM90_SERVING_TILES: [TileConfig; 12] = {
 /// `m192_n128` on contiguous caches, BENCHMARKS.md log 88). They read each key block's rows
 /// from the pages that the sequence's block table names, checked first, as the sm80 family's
 /// paged kernels do.
-pub const SM90_PAGED_TILES: [TileConfig; 7] = [
+pub const SM90_PAGED_TILES: [TileConfig; 10] = [
     SM90_SERVING_TILES[0],
     SM90_SERVING_TILES[2],
     SM90_SERVING_TILES[3],
@@ -529,11 +529,15 @@ pub const SM90_PAGED_TILES: [TileConfig; 7] = [
     SM90_SERVING_TILES[5],
     SM90_SERVING_TILES[6],
     SM90_SERVING_TILES[7],
+    SM90_SERVING_TILES[8],
+    SM90_SERVING_TILES[9],
+    SM90_SERVING_TILES[10],
 ];
 
 /// Whether the kernel of `variant` on `tile` runs problems of a smaller head dim than its own,
 /// padded (see [`crate::padded_head_dim`]): the modified, serving and paged kernels of head
-/// dims that pad ([`head_dim_pads`]), but the sm90 family's warp-specialised serving kernels.
+/// dims that pad ([`head_dim_pads`]), but the sm90 family's warp-specialised serving and paged
+/// kernels.
 /// The host runs a dense problem of a head dim without kernels of its own on a modified kernel,
 /// and a serving problem (a KV cache, a paged cache, a variable-length batch) of such a head dim
 /// on the serving or paged kernel of the head dim it pads to. The others run their own head dim
@@ -541,11 +545,12 @@ pub const SM90_PAGED_TILES: [TileConfig; 7] = [
 /// entries on sm_80, cost the dense anchors up to 3.6%, and spilled the modified D=64 and D=128
 /// tiles (BENCHMARKS.md log 31), and the warp-specialised serving tiles from D=160 (16-128
 /// bytes, log 87; unpadded they do not spill, log 93), which so serve their own head dim beside
-/// the padded 8-warp ones ([`SM90_SERVING_TILES`]).
+/// the padded 8-warp ones ([`SM90_SERVING_TILES`]), as do the paged ones ([`SM90_PAGED_TILES`],
+/// log 94).
 pub const fn pads_head_dim(variant: Variant, tile: &TileConfig) -> bool {
     !matches!(variant, Variant::Dense)
         && head_dim_pads(tile.head_dim)
-        && !(matches!(variant, Variant::Serving) && tile.producer_warps() > 0)
+        && !(matches!(variant, Variant::Serving | Variant::Paged) && tile.producer_warps() > 0)
 }
 
 /// Whether kernels of `head_dim` may pad ([`pads_head_dim`]): all but those of 64 and 128, the
@@ -647,7 +652,8 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// loads 8 of a tile's 16 ahead of its first copy. On an H200 pages of 16 keys then ran
 /// 1.14-1.23x faster at D=128 and 1.09-1.12x at D=64, and pages of 256 (one lookup per key
 /// block) 1.02-1.04x slower at D=128, whose consumers keep 208 registers of 224 (BENCHMARKS.md
-/// log 90). Beside three consumers (the 192-row tile) 32 at most: theirs is 160 then, and 152
+/// log 90). From D=224 56, so that the consumers keep 224 (beside a producer of 80, D=224's
+/// spilled 8 bytes in 208; log 94). Beside three consumers (the 192-row tile) 32 at most: theirs is 160 then, and 152
 /// spilled 52 bytes (log 86). The one rule, which the entries' register split and the kernel's
 /// check of it ask.
 pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32 {
@@ -659,7 +665,11 @@ pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32
             24
         }
     } else if variant.is_paged() {
-        80
+        if tile.head_dim > 192 {
+            56
+        } else {
+            80
+        }
     } else if roomy {
         40
     } else {

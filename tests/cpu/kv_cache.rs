@@ -358,6 +358,7 @@ fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
         (chunk(4, 2048, 128), 128),
         (chunk(4, 2048, 64), 128),
         (chunk(16, 300, 80), 128),
+        (chunk(4, 2048, 192), 128),
         (chunk(4, 2048, 256), 128),
     ] {
         for page_size in [16, 64, 256] {
@@ -371,8 +372,8 @@ fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
                 plan.block_table_len(),
                 shape.batch * paged.pages_per_sequence
             );
-            // The contiguous call's tile where it has a paged kernel (not D=64's m192, nor the
-            // warp-specialised tiles from D=160).
+            // The contiguous call's tile where it has a paged kernel (not D=64's m192, nor
+            // D=256's warp-specialised tile).
             let contiguous = plan_kv_cache_on(Dtype::Bf16, &shape, &causal, H100_SM_COUNT, (9, 0));
             let contiguous = contiguous.unwrap().kernel().spec;
             assert_eq!(contiguous.variant, Variant::Serving);
@@ -446,6 +447,80 @@ fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
             }
         );
     }
+}
+
+/// From D=160 a paged call runs the dense table's warp-specialised tile at its own head dim
+/// (but D=256, whose paged producer spills: BENCHMARKS.md log 94), and the 8-warp tile, which
+/// pads, at the head dims that pad to it; a named warp-specialised paged kernel is refused a
+/// head dim it would pad.
+#[test]
+fn hopper_runs_the_warp_specialised_paged_kernels_at_their_own_head_dims() {
+    let causal = ForwardOptions {
+        causal: true,
+        ..bshd()
+    };
+    let chunk = |head_dim| AttentionShape {
+        seq_len_q: 2048,
+        head_dim,
+        ..decode(4, 32, 8, 8192)
+    };
+    let paged = PagedKvCache {
+        num_pages: 4 * 8192 / 64,
+        page_size: 64,
+        pages_per_sequence: 8192 / 64,
+    };
+    let on = |head_dim, options: &ForwardOptions| {
+        plan_paged_kv_cache_on(
+            Dtype::F16,
+            &chunk(head_dim),
+            &paged,
+            options,
+            H100_SM_COUNT,
+            (9, 0),
+        )
+    };
+    for (head_dim, kernel_head_dim, tile) in [
+        (160, 160, (128, 12)),
+        (152, 160, (64, 8)),
+        (192, 192, (64, 12)),
+        (176, 192, (64, 8)),
+        (224, 224, (64, 12)),
+        (200, 224, (64, 8)),
+        (256, 256, (64, 8)),
+        (248, 256, (64, 8)),
+    ] {
+        let spec = on(head_dim, &causal).unwrap().kernel().spec;
+        assert_eq!((spec.family, spec.variant), (Family::Sm90, Variant::Paged));
+        assert_eq!(spec.tile.head_dim, kernel_head_dim, "head dim {head_dim}");
+        assert_eq!(
+            (spec.tile.block_n, spec.tile.warps),
+            tile,
+            "head dim {head_dim}"
+        );
+        assert_eq!(spec.pads_head_dim(), tile.1 == 8, "head dim {head_dim}");
+    }
+    let warp_specialised = "flash_fwd_f16_d224_m128_n64_w12_s2_paged_sm90a";
+    let named = |kernel| ForwardOptions {
+        kernel: Some(kernel_by_name(kernel).unwrap()),
+        ..causal
+    };
+    assert_eq!(
+        on(224, &named(warp_specialised)).unwrap().kernel().entry,
+        warp_specialised
+    );
+    assert!(matches!(
+        on(200, &named(warp_specialised)),
+        Err(Error::KernelHeadDimMismatch {
+            kernel_head_dim: 224,
+            head_dim: 200,
+            ..
+        })
+    ));
+    let eight_warps = "flash_fwd_f16_d224_m128_n64_w8_s1_paged_sm90a";
+    assert_eq!(
+        on(200, &named(eight_warps)).unwrap().kernel().entry,
+        eight_warps
+    );
 }
 
 /// The variable-length form follows the same rule on its longest sequence and the mean chunk.

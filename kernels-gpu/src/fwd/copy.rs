@@ -229,8 +229,10 @@ pub unsafe fn copy_paged_tile_async<
 /// starts at a multiple of its rows) takes one lookup; a tile over several pages one per run
 /// of [`MIN_PAGE_SIZE`] rows: the rows a thread copies in `MIN_PAGE_SIZE / rows_per_pass`
 /// consecutive passes lie in one such run (its first row is below `rows_per_pass`), so in one
-/// page. The other tiles, and the head dims above 128, take [`copy_paged_tile_async`]'s
-/// copies. On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
+/// page. The other tiles take [`copy_paged_tile_async`]'s copies, and so do the head dims above
+/// 128 where every warp of the block copies (`WARPS == BLOCK_WARPS`: the 8-warp tiles, whose
+/// threads also hold the MMAs' fragments); a producer warpgroup, which holds nothing else, walks
+/// at D=192 too (D=160 and D=224 copy 32 rows a pass, more than a run; BENCHMARKS.md log 94). On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
 /// 1.13-1.17x over pages of 256 (0.84-1.03x the contiguous cache's time in the timing tool,
 /// 1.01-1.13x in criterion's benchmark, a difference not yet explained), the D=64 one
 /// 1.02-1.07x faster over pages of 256 and within 2% over pages of 16 (BENCHMARKS.md log 92).
@@ -246,6 +248,7 @@ pub unsafe fn copy_paged_tile_walking_async<
     Tile: SharedTile,
     const ROWS: usize,
     const WARPS: usize,
+    const BLOCK_WARPS: usize,
     const PADS: bool,
 >(
     tile: Tile,
@@ -254,10 +257,11 @@ pub unsafe fn copy_paged_tile_walking_async<
 ) {
     let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
     // The runs need a pass's rows within one run and whole runs in the tile; above head dim
-    // 128 the register file is full, and `copy_paged_tile_async`'s per-row path alone fits.
+    // 128 the register file of a thread that also computes is full, and
+    // `copy_paged_tile_async`'s per-row path alone fits.
     let walks = const {
         let plan = CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS);
-        Tile::ROW_CHUNKS <= 16
+        (Tile::ROW_CHUNKS <= 16 || WARPS < BLOCK_WARPS)
             && plan.rows_per_pass <= MIN_PAGE_SIZE
             && ROWS.is_multiple_of(MIN_PAGE_SIZE)
     };

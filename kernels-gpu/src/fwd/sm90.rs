@@ -668,7 +668,7 @@ pub unsafe fn forward<
         let (k, strides) = (params.k, &params.k_strides);
         if PAGED {
             let k_rows = info.paged_key_rows(params, sequences, strides, k, first_key);
-            copy_paged_tile_walking_async::<_, BLOCK_N, COPY_WARPS, PADS>(
+            copy_paged_tile_walking_async::<_, BLOCK_N, COPY_WARPS, WARPS, PADS>(
                 k_tile(stage),
                 k_rows,
                 copier,
@@ -684,7 +684,7 @@ pub unsafe fn forward<
         let (v, strides) = (params.v, &params.v_strides);
         if PAGED {
             let v_rows = info.paged_key_rows(params, sequences, strides, v, first_key);
-            copy_paged_tile_walking_async::<_, BLOCK_N, COPY_WARPS, PADS>(
+            copy_paged_tile_walking_async::<_, BLOCK_N, COPY_WARPS, WARPS, PADS>(
                 v_tile(stage),
                 v_rows,
                 copier,

@@ -382,7 +382,7 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
         let sm80_kernel = plan_varlen(f16::DTYPE, &extents, &options, gpu.sm_count())?.kernel();
         let mut kernels = vec![("varlen", varlen_plan.kernel(), None)];
         if sm80_kernel != varlen_plan.kernel() {
-            let other_sm90 = sm90_serving_kernels(head_dim, capability)
+            let other_sm90 = sm90_serving_kernels(Variant::Serving, head_dim, capability)
                 .filter(|&kernel| kernel != varlen_plan.kernel());
             kernels.extend(other_sm90.map(|kernel| ("varlen-other-sm90", kernel, Some(kernel))));
             kernels.push(("varlen-sm80", sm80_kernel, Some(sm80_kernel)));
@@ -477,14 +477,17 @@ const CHUNKED_PAGE_SIZES: [usize; 2] = [16, 256];
 /// [`RAGGED_CHUNKS`], each on the default kernel ([`plan_kv_cache_on`]), on the sm80 family's
 /// ([`plan_kv_cache`]'s, with its splits) and on each sm90 serving kernel with one split
 /// (compute capability 9.0); the full caches also in pages of [`CHUNKED_PAGE_SIZES`]
-/// (`forward_paged_kv_cache` on the default kernel and the sm80 family's) and against `forward`
+/// (`forward_paged_kv_cache` on the default kernel, the sm80 family's and each other sm90 paged
+/// kernel with one split) and against `forward`
 /// on the same problem (the dense kernel). Returns the problems and timings as the JSON of
 /// `--chunked-json`.
 fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, Error> {
     let (heads_q, ragged_heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
     let capability = gpu.compute_capability();
-    let sm90_serving: Vec<_> = sm90_serving_kernels(head_dim, capability).collect();
+    let sm90_serving: Vec<_> =
+        sm90_serving_kernels(Variant::Serving, head_dim, capability).collect();
+    let sm90_paged: Vec<_> = sm90_serving_kernels(Variant::Paged, head_dim, capability).collect();
     let largest = |queries: usize, keys: usize| (queries * heads_q * head_dim, keys);
     let (q_elements, kv_rows) = CHUNKED_PREFILL_SHAPES
         .iter()
@@ -553,7 +556,8 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
             results.push(case);
         }
         // The same chunks over paged caches (the keys in shuffled pages): the default kernel
-        // (on Hopper the sm90 paged kernel where it takes the call) and the sm80 family's.
+        // (on Hopper the sm90 paged kernel where it takes the call), the sm80 family's and
+        // each other sm90 paged kernel with one split.
         for page_size in CHUNKED_PAGE_SIZES {
             let (paged, table) = shuffled_pages(batch, cache, page_size);
             let table = DeviceBuffer::from_slice(&table)?;
@@ -565,6 +569,9 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
             let mut paged_cases = vec![("default", default, options)];
             if sm80 != default {
                 paged_cases.push(("sm80", sm80, named(sm80, None)));
+            }
+            for &kernel in sm90_paged.iter().filter(|&&kernel| kernel != default) {
+                paged_cases.push(("sm90-unsplit", kernel, named(kernel, Some(1))));
             }
             for (problem, kernel, options) in paged_cases {
                 let splits = plan(&options)?.splits();
@@ -656,15 +663,16 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
     }))
 }
 
-/// The fp16 sm90 serving kernels of `head_dim` that a device of `capability` runs (none off
-/// Hopper): the tiles the prefill timings put beside the default's.
+/// The fp16 sm90 kernels of `variant` (serving or paged) and `head_dim` that a device of
+/// `capability` runs (none off Hopper): the tiles the prefill timings put beside the default's.
 fn sm90_serving_kernels(
+    variant: Variant,
     head_dim: usize,
     capability: (i32, i32),
 ) -> impl Iterator<Item = &'static ForwardKernel> {
     FORWARD_KERNELS.iter().filter(move |kernel| {
         kernel.spec.family == Family::Sm90
-            && kernel.spec.variant == Variant::Serving
+            && kernel.spec.variant == variant
             && kernel.spec.dtype == f16::DTYPE
             && kernel.spec.tile.head_dim == head_dim
             && kernel.runs_on(capability)
