@@ -512,16 +512,14 @@ pub const SM90_SERVING_TILES: [TileConfig; 12] = {
 };
 
 /// The tiles of the sm90 family's [`Variant::Paged`] kernels: those of [`SM90_SERVING_TILES`]
-/// but D=256's warp-specialised `m128_n64_w12` (paged, it spilled 56-104 bytes with its
-/// producer at 40, 56 or 80 registers; BENCHMARKS.md log 94), and D=64's
-/// three-consumer `m192_n128`, whose producer read the pages in its 32 registers
+/// but D=64's three-consumer `m192_n128`, whose producer read the pages in its 32 registers
 /// with 56 bytes of spill (sm_90a) and can have no more beside consumers of 160
 /// ([`sm90_producer_registers`]). A paged problem whose dense tile is that one runs the head
 /// dim's first, `m128_n128` (which ran chunked prefills of 16 x 256 queries 1.13x faster than
 /// `m192_n128` on contiguous caches, BENCHMARKS.md log 88). They read each key block's rows
 /// from the pages that the sequence's block table names, checked first, as the sm80 family's
 /// paged kernels do.
-pub const SM90_PAGED_TILES: [TileConfig; 10] = [
+pub const SM90_PAGED_TILES: [TileConfig; 11] = [
     SM90_SERVING_TILES[0],
     SM90_SERVING_TILES[2],
     SM90_SERVING_TILES[3],
@@ -532,6 +530,7 @@ pub const SM90_PAGED_TILES: [TileConfig; 10] = [
     SM90_SERVING_TILES[8],
     SM90_SERVING_TILES[9],
     SM90_SERVING_TILES[10],
+    SM90_SERVING_TILES[11],
 ];
 
 /// Whether the kernel of `variant` on `tile` runs problems of a smaller head dim than its own,
@@ -652,8 +651,10 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// loads 8 of a tile's 16 ahead of its first copy. On an H200 pages of 16 keys then ran
 /// 1.14-1.23x faster at D=128 and 1.09-1.12x at D=64, and pages of 256 (one lookup per key
 /// block) 1.02-1.04x slower at D=128, whose consumers keep 208 registers of 224 (BENCHMARKS.md
-/// log 90). From D=224 56, so that the consumers keep 224 (beside a producer of 80, D=224's
-/// spilled 8 bytes in 208; log 94). Beside three consumers (the 192-row tile) 32 at most: theirs is 160 then, and 152
+/// log 90). At D=224 56, so that the consumers keep 224 (beside a producer of 80, D=224's
+/// spilled 8 bytes in 208), and at D=256 40, so that they keep 232 (in 224 they spilled 32
+/// bytes), its copies a page lookup per row (log 94). Beside three consumers (the 192-row tile)
+/// 32 at most: theirs is 160 then, and 152
 /// spilled 52 bytes (log 86). The one rule, which the entries' register split and the kernel's
 /// check of it ask.
 pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32 {
@@ -665,10 +666,10 @@ pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32
             24
         }
     } else if variant.is_paged() {
-        if tile.head_dim > 192 {
-            56
-        } else {
-            80
+        match tile.head_dim {
+            256 => 40,
+            224 => 56,
+            _ => 80,
         }
     } else if roomy {
         40

@@ -372,8 +372,7 @@ fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
                 plan.block_table_len(),
                 shape.batch * paged.pages_per_sequence
             );
-            // The contiguous call's tile where it has a paged kernel (not D=64's m192, nor
-            // D=256's warp-specialised tile).
+            // The contiguous call's tile where it has a paged kernel (not D=64's m192).
             let contiguous = plan_kv_cache_on(Dtype::Bf16, &shape, &causal, H100_SM_COUNT, (9, 0));
             let contiguous = contiguous.unwrap().kernel().spec;
             assert_eq!(contiguous.variant, Variant::Serving);
@@ -449,10 +448,9 @@ fn hopper_runs_the_sm90_paged_kernel_on_the_paged_cache_calls_it_takes() {
     }
 }
 
-/// From D=160 a paged call runs the dense table's warp-specialised tile at its own head dim
-/// (but D=256, whose paged producer spills: BENCHMARKS.md log 94), and the 8-warp tile, which
-/// pads, at the head dims that pad to it; a named warp-specialised paged kernel is refused a
-/// head dim it would pad.
+/// From D=160 a paged call runs the dense table's warp-specialised tile at its own head dim,
+/// and the 8-warp tile, which pads, at the head dims that pad to it; a named warp-specialised
+/// paged kernel is refused a head dim it would pad.
 #[test]
 fn hopper_runs_the_warp_specialised_paged_kernels_at_their_own_head_dims() {
     let causal = ForwardOptions {
@@ -486,7 +484,7 @@ fn hopper_runs_the_warp_specialised_paged_kernels_at_their_own_head_dims() {
         (176, 192, (64, 8)),
         (224, 224, (64, 12)),
         (200, 224, (64, 8)),
-        (256, 256, (64, 8)),
+        (256, 256, (64, 12)),
         (248, 256, (64, 8)),
     ] {
         let spec = on(head_dim, &causal).unwrap().kernel().spec;

@@ -165,8 +165,8 @@ fn every_sm90_serving_kernel_keeps_one_block_per_sm() {
         count += 1;
     }
     assert_eq!(
-        count, 44,
-        "two element types, twelve serving tiles and ten paged"
+        count, 46,
+        "two element types, twelve serving tiles and eleven paged"
     );
 }
 

@@ -163,6 +163,11 @@ pub unsafe fn copy_paged_tile_async<
     thread: usize,
 ) {
     let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
+    // As in `copy_tile_async`: the D=256 sm90 paged producer spilled 64 bytes of its 40
+    // registers with each pass's address whole, none with them periodic (BENCHMARKS.md log 94).
+    let periodic = const {
+        CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS).rows_per_pass < ROW_GROUP_ROWS
+    };
     let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
     // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
     let read_column = |column: usize| {
@@ -202,7 +207,11 @@ pub unsafe fn copy_paged_tile_async<
                     let column = group * plan.group_chunks + chunk;
                     let $read_row = source_row.min(source.rows - 1);
                     let element = $row_start + read_column(column) * CHUNK_ELEMS;
-                    let destination = tile.chunk_address(row, column);
+                    let destination = if periodic {
+                        periodic_destination(tile, &plan, first, chunk, pass, group)
+                    } else {
+                        tile.chunk_address(row, column)
+                    };
                     cp_async_cg_16_zfill(
                         destination,
                         source.head_base.add(element).cast(),
@@ -232,7 +241,8 @@ pub unsafe fn copy_paged_tile_async<
 /// page. The other tiles take [`copy_paged_tile_async`]'s copies, and so do the head dims above
 /// 128 where every warp of the block copies (`WARPS == BLOCK_WARPS`: the 8-warp tiles, whose
 /// threads also hold the MMAs' fragments); a producer warpgroup, which holds nothing else, walks
-/// at D=192 too (D=160 and D=224 copy 32 rows a pass, more than a run; BENCHMARKS.md log 94). On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
+/// at D=192 too (D=160 and D=224 copy 32 rows a pass, more than a run, and D=256's walk spilled
+/// its producer; BENCHMARKS.md log 94). On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
 /// 1.13-1.17x over pages of 256 (0.84-1.03x the contiguous cache's time in the timing tool,
 /// 1.01-1.13x in criterion's benchmark, a difference not yet explained), the D=64 one
 /// 1.02-1.07x faster over pages of 256 and within 2% over pages of 16 (BENCHMARKS.md log 92).
@@ -256,12 +266,15 @@ pub unsafe fn copy_paged_tile_walking_async<
     thread: usize,
 ) {
     let plan = const { CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS) };
-    // The runs need a pass's rows within one run and whole runs in the tile; above head dim
+    // The runs need a pass's rows within one run and whole runs in the tile. Above head dim
     // 128 the register file of a thread that also computes is full, and
-    // `copy_paged_tile_async`'s per-row path alone fits.
+    // `copy_paged_tile_async`'s per-row path alone fits; a producer's walk fits below 256 (at
+    // D=256 its run pointers spilled 76 bytes of the producer's 40 registers, the per-row path
+    // none; BENCHMARKS.md log 94).
     let walks = const {
         let plan = CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS);
-        (Tile::ROW_CHUNKS <= 16 || WARPS < BLOCK_WARPS)
+        let head_dim = Tile::ROW_CHUNKS * CHUNK_ELEMS;
+        (head_dim <= 128 || (WARPS < BLOCK_WARPS && head_dim < 256))
             && plan.rows_per_pass <= MIN_PAGE_SIZE
             && ROWS.is_multiple_of(MIN_PAGE_SIZE)
     };

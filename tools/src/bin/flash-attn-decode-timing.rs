@@ -14,11 +14,11 @@
 //! the same heads and head dim, each on the default kernel, on the sm80 family's (what
 //! [`plan_kv_cache`] runs, with its splits) and on each sm90 serving kernel unsplit (compute
 //! capability 9.0), against the dense kernel on the same problem; the full caches also in
-//! shuffled pages (`forward_paged_kv_cache`, pages of 16 and 256 keys) on the default kernel
-//! and the sm80 family's.
+//! shuffled pages (`forward_paged_kv_cache`, pages of 16 and 256 keys) on the default kernel,
+//! the sm80 family's and each other sm90 paged kernel unsplit.
 //!
 //! `flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH]
-//! [--varlen-only] [--chunked-json PATH] [--chunked-only]`: one line
+//! [--varlen-only] [--chunked-json PATH] [--chunked-only] [--decode-only]`: one line
 //! per case: median, p10-p90, K+V read rate, splits; for the prefill, median, p10-p90 and
 //! TFLOP/s counting real work only (each sequence's `4 · H · Sq · Sk · D`, halved for causal).
 //! With `--splits`, each fp16 decode shape again at each of those split counts
@@ -26,7 +26,8 @@
 //! heuristic. With `--varlen-json`, the prefill batch (its offsets and lengths) and its timings
 //! also go to PATH as JSON, for `scripts/varlen_peers.py`, which times PyTorch's varlen peers
 //! on the same batch; with `--chunked-json`, the chunked prefills' problems and timings, for
-//! `scripts/chunked_peers.py`. `--varlen-only` and `--chunked-only` time that section alone.
+//! `scripts/chunked_peers.py`. `--varlen-only`, `--chunked-only` and `--decode-only` time that
+//! section alone.
 
 use cust::memory::DeviceBuffer;
 use flash_attn::reference::random_normal;
@@ -236,9 +237,9 @@ fn main() -> Result<(), Error> {
     let head_dim = args.head_dim;
     println!("head dim {head_dim}");
     let mut f16_medians = Vec::new();
-    let (decode, varlen, chunked) = match (args.varlen_only, args.chunked_only) {
-        (false, false) => (true, true, true),
-        (varlen, chunked) => (false, varlen, chunked),
+    let (decode, varlen, chunked) = match (args.decode_only, args.varlen_only, args.chunked_only) {
+        (false, false, false) => (true, true, true),
+        (decode, varlen, chunked) => (decode, varlen, chunked),
     };
     if decode {
         time::<f16>(&gpu, head_dim, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
@@ -267,8 +268,8 @@ fn main() -> Result<(), Error> {
 
 /// The command line: the head dim of `--head-dim` ([`DECODE_HEAD_DIM`] without it), the split
 /// counts of `--splits N,N,...` (none without it), the paths of `--varlen-json` and
-/// `--chunked-json`, and `--varlen-only` and `--chunked-only` (those sections alone, no decode
-/// timing).
+/// `--chunked-json`, `--varlen-only` and `--chunked-only` (those sections alone, no decode
+/// timing) and `--decode-only` (the decode timing alone).
 struct Arguments {
     head_dim: usize,
     splits: Vec<usize>,
@@ -276,6 +277,7 @@ struct Arguments {
     chunked_json: Option<String>,
     varlen_only: bool,
     chunked_only: bool,
+    decode_only: bool,
 }
 
 /// Parses the command line; exits with a usage line on anything it does not know.
@@ -283,7 +285,7 @@ fn arguments() -> Arguments {
     let usage = || -> ! {
         eprintln!(
             "usage: flash-attn-decode-timing [--head-dim D] [--splits N,N,...] [--varlen-json PATH] \
-             [--varlen-only] [--chunked-json PATH] [--chunked-only]"
+             [--varlen-only] [--chunked-json PATH] [--chunked-only] [--decode-only]"
         );
         std::process::exit(2)
     };
@@ -294,6 +296,7 @@ fn arguments() -> Arguments {
         chunked_json: None,
         varlen_only: false,
         chunked_only: false,
+        decode_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -303,6 +306,10 @@ fn arguments() -> Arguments {
         }
         if flag == "--chunked-only" {
             parsed.chunked_only = true;
+            continue;
+        }
+        if flag == "--decode-only" {
+            parsed.decode_only = true;
             continue;
         }
         let value = args.next().unwrap_or_else(|| usage());
