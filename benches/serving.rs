@@ -51,6 +51,52 @@ fn bench_launches(
     });
 }
 
+/// Benchmarks the cache calls of `shape` (every sequence's cache `length` keys long): against
+/// a contiguous cache as `{name}_contiguous`, and against paged caches of each of `PAGE_SIZES`
+/// keys a page (shuffled block tables) as `{name}_paged{size}`, under the group's throughput.
+fn bench_cache_calls<T: Element>(
+    group: &mut Group<'_>,
+    gpu: &FlashAttention,
+    shape: AttentionShape,
+    length: usize,
+    options: &ForwardOptions,
+    name: &str,
+) {
+    let kv = shape.kv_elements().unwrap();
+    let input = |elements, seed| {
+        DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed)).unwrap()
+    };
+    let (q, k, v) = (
+        input(shape.q_elements().unwrap(), 1),
+        input(kv, 2),
+        input(kv, 3),
+    );
+    let lens = DeviceBuffer::from_slice(&vec![length as u32; shape.batch]).unwrap();
+    let mut output =
+        DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements().unwrap()]).unwrap();
+    bench_launches(group, gpu, format!("{name}_contiguous"), || {
+        gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, options)
+    });
+    for page_size in PAGE_SIZES {
+        let (paged, table) = shuffled_pages(shape.batch, length, page_size);
+        let table = DeviceBuffer::from_slice(&table).unwrap();
+        bench_launches(group, gpu, format!("{name}_paged{page_size}"), || {
+            gpu.forward_paged_kv_cache(
+                &q,
+                &k,
+                &v,
+                &table,
+                &lens,
+                &mut output,
+                None,
+                shape,
+                &paged,
+                options,
+            )
+        });
+    }
+}
+
 fn bench_decode<T: Element>(group: &mut Group<'_>, gpu: &FlashAttention) {
     let options = ForwardOptions {
         layout: Layout::Bshd,
@@ -58,45 +104,17 @@ fn bench_decode<T: Element>(group: &mut Group<'_>, gpu: &FlashAttention) {
     };
     for (batch, length) in DECODE_SHAPES {
         let shape = decode_shape(batch, length, DECODE_HEAD_DIM);
-        let kv = shape.kv_elements().unwrap();
-        let input = |elements, seed| {
-            DeviceBuffer::from_slice(&random_normal::<T>(elements, 0.5, 1.0, seed)).unwrap()
-        };
-        let (q, k, v) = (
-            input(shape.q_elements().unwrap(), 1),
-            input(kv, 2),
-            input(kv, 3),
+        group.throughput(Throughput::Bytes(
+            2 * shape.kv_elements().unwrap() as u64 * 2,
+        ));
+        bench_cache_calls::<T>(
+            group,
+            gpu,
+            shape,
+            length,
+            &options,
+            &format!("B{batch}_L{length}"),
         );
-        let lens = DeviceBuffer::from_slice(&vec![length as u32; batch]).unwrap();
-        let mut output =
-            DeviceBuffer::from_slice(&vec![T::from_f64(0.0); shape.q_elements().unwrap()]).unwrap();
-        group.throughput(Throughput::Bytes(2 * kv as u64 * 2));
-        bench_launches(group, gpu, format!("B{batch}_L{length}_contiguous"), || {
-            gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
-        });
-        for page_size in PAGE_SIZES {
-            let (paged, table) = shuffled_pages(batch, length, page_size);
-            let table = DeviceBuffer::from_slice(&table).unwrap();
-            bench_launches(
-                group,
-                gpu,
-                format!("B{batch}_L{length}_paged{page_size}"),
-                || {
-                    gpu.forward_paged_kv_cache(
-                        &q,
-                        &k,
-                        &v,
-                        &table,
-                        &lens,
-                        &mut output,
-                        None,
-                        shape,
-                        &paged,
-                        &options,
-                    )
-                },
-            );
-        }
     }
 }
 
@@ -119,42 +137,16 @@ fn bench_chunked_prefill(group: &mut Group<'_>, gpu: &FlashAttention) {
         layout: Layout::Bshd,
         ..ForwardOptions::default()
     };
-    let input = |elements, seed| {
-        DeviceBuffer::from_slice(&random_normal::<f16>(elements, 0.5, 1.0, seed)).unwrap()
-    };
-    let kv = shape.kv_elements().unwrap();
-    let (q, k, v) = (
-        input(shape.q_elements().unwrap(), 1),
-        input(kv, 2),
-        input(kv, 3),
-    );
-    let lens = DeviceBuffer::from_slice(&vec![cache as u32; batch]).unwrap();
-    let mut output =
-        DeviceBuffer::from_slice(&vec![f16::from_f64(0.0); shape.q_elements().unwrap()]).unwrap();
     let flops = (batch * shape.heads_q) as f64 * chunk_flops(chunk as u32, cache as u32, 128);
     group.throughput(Throughput::Elements(flops as u64));
-    let name = format!("B{batch}_{chunk}_over_{cache}");
-    bench_launches(group, gpu, format!("{name}_contiguous"), || {
-        gpu.forward_kv_cache(&q, &k, &v, &lens, &mut output, None, shape, &options)
-    });
-    for page_size in PAGE_SIZES {
-        let (paged, table) = shuffled_pages(batch, cache, page_size);
-        let table = DeviceBuffer::from_slice(&table).unwrap();
-        bench_launches(group, gpu, format!("{name}_paged{page_size}"), || {
-            gpu.forward_paged_kv_cache(
-                &q,
-                &k,
-                &v,
-                &table,
-                &lens,
-                &mut output,
-                None,
-                shape,
-                &paged,
-                &options,
-            )
-        });
-    }
+    bench_cache_calls::<f16>(
+        group,
+        gpu,
+        shape,
+        cache,
+        &options,
+        &format!("B{batch}_{chunk}_over_{cache}"),
+    );
 }
 
 fn bench_varlen(group: &mut Group<'_>, gpu: &FlashAttention) {

@@ -52,18 +52,10 @@ pub unsafe fn copy_tile_async<
     };
     // Each thread copies the same chunk of each group of rows `first + pass * rows_per_pass`.
     let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
-    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
     let chunks = if PADS {
         source.chunks
     } else {
         Tile::ROW_CHUNKS as u32
-    };
-    let read_column = |column: usize| {
-        if PADS {
-            (column as u32).min(chunks - 1) as usize
-        } else {
-            column
-        }
     };
     let whole_rows = !ZERO_PADDING || chunks == Tile::ROW_CHUNKS as u32;
     if source.first_row + ROWS as u32 <= source.rows && whole_rows {
@@ -73,7 +65,7 @@ pub unsafe fn copy_tile_async<
         let step = opaque_to_optimizer(plan.rows_per_pass * source.row_stride);
         let mut row_pointer = source.base.add(
             (source.first_row + first as u32) as usize * source.row_stride
-                + read_column(chunk) * CHUNK_ELEMS,
+                + read_column::<PADS>(chunk, chunks) * CHUNK_ELEMS,
         );
         for pass in 0..plan.passes {
             for group in 0..plan.groups {
@@ -85,7 +77,9 @@ pub unsafe fn copy_tile_async<
                 };
                 // Group 0 is the pointer's own column (and without `PADS` group `g` lies
                 // `g * group_chunks` chunks on).
-                let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
+                let offset = (read_column::<PADS>(column, chunks)
+                    - read_column::<PADS>(chunk, chunks))
+                    * CHUNK_ELEMS;
                 cp_async_cg_16(destination, row_pointer.wrapping_add(offset).cast());
             }
             row_pointer = row_pointer.wrapping_add(step);
@@ -102,8 +96,8 @@ pub unsafe fn copy_tile_async<
                     source_row < source.rows && (!ZERO_PADDING || (column as u32) < chunks);
                 let source_bytes = if exists { CHUNK_BYTES as u32 } else { 0 };
                 let read_row = source_row.min(source.rows - 1);
-                let element =
-                    read_row as usize * source.row_stride + read_column(column) * CHUNK_ELEMS;
+                let element = read_row as usize * source.row_stride
+                    + read_column::<PADS>(column, chunks) * CHUNK_ELEMS;
                 let destination = if periodic {
                     periodic_destination(tile, &plan, first, chunk, pass, group)
                 } else {
@@ -112,6 +106,17 @@ pub unsafe fn copy_tile_async<
                 cp_async_cg_16_zfill(destination, source.base.add(element).cast(), source_bytes);
             }
         }
+    }
+}
+
+/// The chunk that a copy into chunk `column` of a row reads: `column` itself, or with `PADS`
+/// past the problem's `chunks` (its head dim over 8) the row's last.
+#[inline(always)]
+fn read_column<const PADS: bool>(column: usize, chunks: u32) -> usize {
+    if PADS {
+        (column as u32).min(chunks - 1) as usize
+    } else {
+        column
     }
 }
 
@@ -169,14 +174,6 @@ pub unsafe fn copy_paged_tile_async<
         CopyPlan::of_tile(ROWS, 32 * WARPS, Tile::ROW_CHUNKS).rows_per_pass < ROW_GROUP_ROWS
     };
     let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
-    // The chunk a copy into `column` reads: itself, or past the problem's head dim its last.
-    let read_column = |column: usize| {
-        if PADS {
-            (column as u32).min(source.chunks - 1) as usize
-        } else {
-            column
-        }
-    };
     // A tile within one page (pages at least as long as the tile, which starts at a multiple
     // of its rows) takes one page lookup, its rows a stride apart: a lookup per row cost the
     // paged B=1 decode 1.9x the contiguous kernel's instructions (ncu). Up to head dim 128
@@ -206,7 +203,8 @@ pub unsafe fn copy_paged_tile_async<
                 for group in 0..plan.groups {
                     let column = group * plan.group_chunks + chunk;
                     let $read_row = source_row.min(source.rows - 1);
-                    let element = $row_start + read_column(column) * CHUNK_ELEMS;
+                    let element =
+                        $row_start + read_column::<PADS>(column, source.chunks) * CHUNK_ELEMS;
                     let destination = if periodic {
                         periodic_destination(tile, &plan, first, chunk, pass, group)
                     } else {
@@ -282,13 +280,6 @@ pub unsafe fn copy_paged_tile_walking_async<
         copy_paged_tile_async::<Tile, ROWS, WARPS, PADS>(tile, source, thread);
     } else {
         let (first, chunk) = (thread / plan.group_chunks, thread % plan.group_chunks);
-        let read_column = |column: usize| {
-            if PADS {
-                (column as u32).min(source.chunks - 1) as usize
-            } else {
-                column
-            }
-        };
         // `copy_tile_async`'s walk: sharing its code moved the SASS of 75 kernels without a
         // paged cache (ptxas 12.9), which this function leaves as they were.
         let run_passes = MIN_PAGE_SIZE / plan.rows_per_pass;
@@ -299,16 +290,19 @@ pub unsafe fn copy_paged_tile_walking_async<
         let in_one_page = ROWS.trailing_zeros() <= source.page_shift;
         let run_start = |run: usize| {
             let row = (first + run * MIN_PAGE_SIZE) as u32;
-            source
-                .head_base
-                .add(source.row_offset(source.first_row + row) + read_column(chunk) * CHUNK_ELEMS)
+            source.head_base.add(
+                source.row_offset(source.first_row + row)
+                    + read_column::<PADS>(chunk, source.chunks) * CHUNK_ELEMS,
+            )
         };
         let copy_passes = |passes: Range<usize>, mut row_pointer: *const u16| {
             for pass in passes {
                 for group in 0..plan.groups {
                     let column = group * plan.group_chunks + chunk;
                     let destination = tile.chunk_address(first + pass * plan.rows_per_pass, column);
-                    let offset = (read_column(column) - read_column(chunk)) * CHUNK_ELEMS;
+                    let offset = (read_column::<PADS>(column, source.chunks)
+                        - read_column::<PADS>(chunk, source.chunks))
+                        * CHUNK_ELEMS;
                     cp_async_cg_16(destination, row_pointer.wrapping_add(offset).cast());
                 }
                 row_pointer = row_pointer.wrapping_add(step);
