@@ -654,9 +654,8 @@ pub const fn persists(variant: Variant, tile: &TileConfig) -> bool {
 /// log 90). At D=224 56, so that the consumers keep 224 (beside a producer of 80, D=224's
 /// spilled 8 bytes in 208), and at D=256 40, so that they keep 232 (in 224 they spilled 32
 /// bytes), its copies a page lookup per row (log 94). Beside three consumers (the 192-row tile)
-/// 32 at most: theirs is 160 then, and 152
-/// spilled 52 bytes (log 86). The one rule, which the entries' register split and the kernel's
-/// check of it ask.
+/// 32 at most: theirs is 160 then, and 152 spilled 52 bytes (log 86). The one rule, which the
+/// entries' register split and the kernel's check of it ask.
 pub const fn sm90_producer_registers(variant: Variant, tile: &TileConfig) -> u32 {
     let roomy = persists(variant, tile) || variant.is_serving();
     if tile.block_m == 3 * SM90_WARPGROUP_ROWS {

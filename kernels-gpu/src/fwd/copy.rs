@@ -240,10 +240,11 @@ pub unsafe fn copy_paged_tile_async<
 /// 128 where every warp of the block copies (`WARPS == BLOCK_WARPS`: the 8-warp tiles, whose
 /// threads also hold the MMAs' fragments); a producer warpgroup, which holds nothing else, walks
 /// at D=192 too (D=160 and D=224 copy 32 rows a pass, more than a run, and D=256's walk spilled
-/// its producer; BENCHMARKS.md log 94). On an H200 the D=128 kernel ran 1.06-1.15x faster over pages of 16 keys and
-/// 1.13-1.17x over pages of 256 (0.84-1.03x the contiguous cache's time in the timing tool,
-/// 1.01-1.13x in criterion's benchmark, a difference not yet explained), the D=64 one
-/// 1.02-1.07x faster over pages of 256 and within 2% over pages of 16 (BENCHMARKS.md log 92).
+/// its producer; BENCHMARKS.md log 94). On an H200 the D=128 kernel ran 1.06-1.15x faster over
+/// pages of 16 keys and 1.13-1.17x over pages of 256 (0.84-1.03x the contiguous cache's time in
+/// the timing tool, 1.01-1.13x in criterion's benchmark, a difference not yet explained), the
+/// D=64 one 1.02-1.07x faster over pages of 256 and within 2% over pages of 16 (BENCHMARKS.md
+/// log 92).
 ///
 /// The sm80 family's paged kernels keep [`copy_paged_tile_async`]: with the runs their
 /// registers rose by 14 to 54 (to 254 at D=128) and the D=32 modified one spilled 12 bytes

@@ -237,9 +237,12 @@ fn main() -> Result<(), Error> {
     let head_dim = args.head_dim;
     println!("head dim {head_dim}");
     let mut f16_medians = Vec::new();
-    let (decode, varlen, chunked) = match (args.decode_only, args.varlen_only, args.chunked_only) {
-        (false, false, false) => (true, true, true),
-        (decode, varlen, chunked) => (decode, varlen, chunked),
+    // The sections the `--*-only` flags name, or all three.
+    let sections = (args.decode_only, args.varlen_only, args.chunked_only);
+    let (decode, varlen, chunked) = if sections == (false, false, false) {
+        (true, true, true)
+    } else {
+        sections
     };
     if decode {
         time::<f16>(&gpu, head_dim, "f16", None, &PAGE_SIZES, &mut f16_medians)?;
@@ -389,7 +392,7 @@ fn time_varlen_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, E
         let sm80_kernel = plan_varlen(f16::DTYPE, &extents, &options, gpu.sm_count())?.kernel();
         let mut kernels = vec![("varlen", varlen_plan.kernel(), None)];
         if sm80_kernel != varlen_plan.kernel() {
-            let other_sm90 = sm90_serving_kernels(Variant::Serving, head_dim, capability)
+            let other_sm90 = sm90_kernels(Variant::Serving, head_dim, capability)
                 .filter(|&kernel| kernel != varlen_plan.kernel());
             kernels.extend(other_sm90.map(|kernel| ("varlen-other-sm90", kernel, Some(kernel))));
             kernels.push(("varlen-sm80", sm80_kernel, Some(sm80_kernel)));
@@ -492,9 +495,8 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
     let (heads_q, ragged_heads_kv) = (32, 8);
     let (warmup, repeats, launches) = PREFILL_TIMING;
     let capability = gpu.compute_capability();
-    let sm90_serving: Vec<_> =
-        sm90_serving_kernels(Variant::Serving, head_dim, capability).collect();
-    let sm90_paged: Vec<_> = sm90_serving_kernels(Variant::Paged, head_dim, capability).collect();
+    let sm90_serving: Vec<_> = sm90_kernels(Variant::Serving, head_dim, capability).collect();
+    let sm90_paged: Vec<_> = sm90_kernels(Variant::Paged, head_dim, capability).collect();
     let largest = |queries: usize, keys: usize| (queries * heads_q * head_dim, keys);
     let (q_elements, kv_rows) = CHUNKED_PREFILL_SHAPES
         .iter()
@@ -672,7 +674,7 @@ fn time_chunked_prefill(gpu: &FlashAttention, head_dim: usize) -> Result<Value, 
 
 /// The fp16 sm90 kernels of `variant` (serving or paged) and `head_dim` that a device of
 /// `capability` runs (none off Hopper): the tiles the prefill timings put beside the default's.
-fn sm90_serving_kernels(
+fn sm90_kernels(
     variant: Variant,
     head_dim: usize,
     capability: (i32, i32),
